@@ -1,0 +1,79 @@
+"""Settings read from the environment (``SKETCH_*`` variables), with sane defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sketch_core.errors import ConfigurationError
+
+DEFAULT_SPARK_MASTER = "local[2]"
+# Arrow in-memory bytes per data file (PyIceberg's unit). 8 MiB gives ~1-3 MiB Parquet files:
+# several files per table already at TPC-H SF0.1, which file-level skipping needs.
+DEFAULT_TARGET_FILE_BYTES = 8 * 1024 * 1024
+# Small row groups let Parquet skip inside a file as well.
+DEFAULT_ROW_GROUP_ROWS = 32_768
+
+
+def default_home() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "sketch-skipping"
+
+
+def _int_env(name: str, default: int, minimum: int = 1) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={raw!r} is not an integer") from exc
+    if value < minimum:
+        raise ConfigurationError(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the service needs to find its metastore, warehouse and Spark."""
+
+    metastore_url: str | None
+    warehouse: Path
+    spark_master: str = DEFAULT_SPARK_MASTER
+    spark_shuffle_partitions: int = 4
+    spark_driver_memory: str = "4g"
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    commit_attempts: int = 8
+    catalog_name: str = "sketch"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        home = Path(os.environ.get("SKETCH_HOME") or default_home()).expanduser()
+        warehouse = Path(os.environ.get("SKETCH_WAREHOUSE") or home / "warehouse").expanduser()
+        return cls(
+            metastore_url=os.environ.get("SKETCH_METASTORE_URL") or None,
+            warehouse=warehouse.resolve(),
+            spark_master=os.environ.get("SKETCH_SPARK_MASTER") or DEFAULT_SPARK_MASTER,
+            spark_shuffle_partitions=_int_env("SKETCH_SPARK_SHUFFLE_PARTITIONS", 4),
+            spark_driver_memory=os.environ.get("SKETCH_SPARK_DRIVER_MEMORY") or "4g",
+            target_file_bytes=_int_env(
+                "SKETCH_TARGET_FILE_BYTES", DEFAULT_TARGET_FILE_BYTES, minimum=1024
+            ),
+            row_group_rows=_int_env("SKETCH_ROW_GROUP_ROWS", DEFAULT_ROW_GROUP_ROWS, minimum=16),
+            commit_attempts=_int_env("SKETCH_COMMIT_ATTEMPTS", 8),
+        )
+
+    def with_metastore(self, url: str) -> Settings:
+        return replace(self, metastore_url=url)
+
+    def require_metastore_url(self) -> str:
+        if not self.metastore_url:
+            raise ConfigurationError(
+                "SKETCH_METASTORE_URL is not set",
+                hint="set it to a PostgreSQL SQLAlchemy URL (postgresql+psycopg://user@host/db), "
+                "or use the `sketch` command, which starts a private server when it is unset",
+            )
+        return self.metastore_url

@@ -1,0 +1,169 @@
+"""Typed errors of sketch_core.
+
+Every error derives from :class:`SketchError`, keeps the inputs that caused it as attributes,
+and says what to do next. ``transient`` tells schedulers (Airflow) whether a retry can help:
+transient errors come from the environment (a busy metastore, a lost commit race), terminal
+ones from the request itself (an unknown table, a bad predicate), which no retry fixes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class SketchError(Exception):
+    """Root of all errors raised by sketch_core."""
+
+    transient: bool = False
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(f"{message} ({hint})" if hint else message)
+
+
+class ConfigurationError(SketchError):
+    """The environment or settings are unusable (missing tool, bad URL, bad value)."""
+
+
+class InfrastructureError(SketchError):
+    """A service the project starts or talks to (PostgreSQL, Spark) is not available."""
+
+    transient = True
+
+
+class MetastoreUnavailableError(InfrastructureError):
+    """The metastore database cannot be reached."""
+
+    def __init__(self, url: str, cause: str) -> None:
+        self.url = url
+        self.cause = cause
+        super().__init__(
+            f"cannot reach the metastore at {url}: {cause}",
+            hint="check SKETCH_METASTORE_URL and that the server is running; retrying may help",
+        )
+
+
+class MigrationError(SketchError):
+    """The metastore schema cannot be brought to this code's version."""
+
+
+class SchemaTooNewError(MigrationError):
+    """The database was migrated by a newer release; downgrading is refused."""
+
+    def __init__(self, database_version: int, code_version: int) -> None:
+        self.database_version = database_version
+        self.code_version = code_version
+        super().__init__(
+            f"the metastore schema is at version {database_version}, newer than this code's "
+            f"latest migration {code_version}; refusing to downgrade",
+            hint="upgrade sketch-skipping, or point SKETCH_METASTORE_URL at another database",
+        )
+
+
+class MigrationChecksumError(MigrationError):
+    """An applied migration differs from the file of the same version on disk."""
+
+    def __init__(self, version: int, name: str) -> None:
+        self.version = version
+        self.name = name
+        super().__init__(
+            f"migration {version} ({name}) was changed after it was applied",
+            hint="never edit an applied migration; add a new numbered migration instead",
+        )
+
+
+class TableError(SketchError):
+    """Root of errors about tables and their data."""
+
+
+class InvalidTableNameError(TableError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"invalid table name {name!r}",
+            hint="use 'namespace.table' with letters, digits and underscores, starting with a letter",
+        )
+
+
+class TableNotFoundError(TableError):
+    def __init__(self, name: str, known: Sequence[str] = ()) -> None:
+        self.name = name
+        self.known = list(known)
+        shown = ", ".join(self.known[:10]) or "none"
+        super().__init__(
+            f"unknown table {name!r}",
+            hint=f"create it first with tables.create; known tables: {shown}",
+        )
+
+
+class TableExistsError(TableError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"table {name!r} already exists", hint="append to it, or pick another name"
+        )
+
+
+class SchemaMismatchError(TableError):
+    """Data given to append/overwrite does not fit the table's schema."""
+
+    def __init__(self, table: str, problems: Sequence[str]) -> None:
+        self.table = table
+        self.problems = list(problems)
+        super().__init__(
+            f"data does not match the schema of {table!r}: " + "; ".join(self.problems),
+            hint="cast or rename the columns to the table's schema (see `sketch tables list`)",
+        )
+
+
+class InvalidDataError(TableError):
+    """Data could not be read or is unusable (bad path, not Parquet, empty sort key...)."""
+
+
+class InvalidPredicateError(TableError):
+    """A row predicate (delete/overwrite) cannot be parsed or does not fit the table."""
+
+    def __init__(self, table: str, predicate: str, reason: str) -> None:
+        self.table = table
+        self.predicate = predicate
+        self.reason = reason
+        super().__init__(
+            f"invalid predicate for {table!r}: {reason}: {predicate!r}",
+            hint="use comparisons of columns with literals combined by AND/OR/NOT, "
+            "IN, BETWEEN, IS [NOT] NULL or LIKE 'prefix%'",
+        )
+
+
+class CommitConflictError(TableError):
+    """Concurrent writers kept winning the commit race; nothing was committed."""
+
+    transient = True
+
+    def __init__(self, table: str, attempts: int) -> None:
+        self.table = table
+        self.attempts = attempts
+        super().__init__(
+            f"commit to {table!r} lost to concurrent writers {attempts} times; nothing was committed",
+            hint="retry the operation; it is safe because no partial commit happened",
+        )
+
+
+class SnapshotNotFoundError(TableError):
+    """No table state exists at the requested commit sequence number."""
+
+    def __init__(self, table: str, sequence: int) -> None:
+        self.table = table
+        self.sequence = sequence
+        super().__init__(
+            f"table {table!r} did not exist at commit sequence {sequence}",
+            hint="use a sequence number at or after the table's creation (`sketch tables commits`)",
+        )
+
+
+class UnsupportedTableFeatureError(TableError):
+    """The Iceberg table uses a feature the readers here cannot honour."""
+
+
+class DatasetError(SketchError):
+    """Generating or loading a benchmark data set failed."""

@@ -1,0 +1,1 @@
+"""Private services for the demo, the tests and CI (a PostgreSQL server on loopback)."""

@@ -1,0 +1,104 @@
+"""SQLAlchemy Core mirror of the tables created by ``sql/`` (tests check the two agree)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData(schema="sketch")
+
+tables = Table(
+    "tables",
+    metadata,
+    Column("table_id", BigInteger, primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("sort_by", ARRAY(Text), nullable=False),
+    Column("created_seq", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+table_commits = Table(
+    "table_commits",
+    metadata,
+    Column("seq", BigInteger, primary_key=True),
+    Column("table_id", BigInteger, ForeignKey("sketch.tables.table_id"), nullable=False),
+    Column("snapshot_id", BigInteger),
+    Column("parent_snapshot_id", BigInteger),
+    Column("operation", Text, nullable=False),
+    Column("added_rows", BigInteger, nullable=False),
+    Column("deleted_rows", BigInteger, nullable=False),
+    Column("added_files", Integer, nullable=False),
+    Column("removed_files", Integer, nullable=False),
+    Column("total_rows", BigInteger, nullable=False),
+    Column("committed_at", DateTime(timezone=True), nullable=False),
+)
+
+partitions = Table(
+    "partitions",
+    metadata,
+    Column("partition_id", BigInteger, primary_key=True),
+    Column("table_id", BigInteger, ForeignKey("sketch.tables.table_id"), nullable=False),
+    Column("attribute", Text, nullable=False),
+    Column("fragment_count", Integer, nullable=False),
+    Column("boundaries", JSONB, nullable=False),
+    Column("computed_at_seq", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+sketches = Table(
+    "sketches",
+    metadata,
+    Column("sketch_id", BigInteger, primary_key=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("query_sql", Text, nullable=False),
+    Column("params", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+sketch_versions = Table(
+    "sketch_versions",
+    metadata,
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id"), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("table_snapshots", JSONB, nullable=False),
+    Column("state_ref", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+sketch_fragments = Table(
+    "sketch_fragments",
+    metadata,
+    Column("sketch_id", BigInteger, primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("partition_id", BigInteger, ForeignKey("sketch.partitions.partition_id"), primary_key=True),
+    Column("bitmap", LargeBinary, nullable=False),
+)
+
+maintenance_runs = Table(
+    "maintenance_runs",
+    metadata,
+    Column("run_id", BigInteger, primary_key=True),
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id"), nullable=False),
+    Column("from_version", Integer),
+    Column("to_version", Integer),
+    Column("strategy", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("delta_rows", BigInteger, nullable=False),
+    Column("seconds", Float),
+    Column("error", Text),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+)

@@ -1,0 +1,1 @@
+"""Spark side: session factory and pinned-snapshot views."""

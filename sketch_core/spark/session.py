@@ -1,0 +1,62 @@
+"""The Spark session factory: local[2] by default, any master via SKETCH_SPARK_MASTER."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from sketch_core.config import Settings
+from sketch_core.errors import ConfigurationError
+
+
+def ensure_java() -> None:
+    """Spark needs Java 17+; set JAVA_HOME from the java on PATH if it is unset."""
+    if os.environ.get("JAVA_HOME") and (Path(os.environ["JAVA_HOME"]) / "bin" / "java").exists():
+        return
+    java = shutil.which("java")
+    if java is None:
+        raise ConfigurationError(
+            "Java was not found; Spark needs Java 17 or newer",
+            hint="install it (Debian: apt-get install openjdk-17-jre-headless); `make` does this for you",
+        )
+    os.environ["JAVA_HOME"] = str(Path(java).resolve().parents[1])
+
+
+def build_session(settings: Settings, app_name: str = "sketch-skipping") -> SparkSession:
+    """A session configured for small, quick local jobs (few shuffle partitions, no UI)."""
+    ensure_java()
+    # Executors must run this interpreter, which has pyarrow and the project installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if settings.spark_master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master(settings.spark_master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
+        .config("spark.default.parallelism", str(settings.spark_shuffle_partitions))
+        .config("spark.driver.memory", settings.spark_driver_memory)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.parquet.filterPushdown", "true")
+    )
+    if settings.spark_master.startswith("local"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    for key, value in settings.extra.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def java_version() -> str:
+    ensure_java()
+    out = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+    return (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else "unknown"

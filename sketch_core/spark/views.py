@@ -1,0 +1,66 @@
+"""Spark temp views over exactly the data files of pinned snapshots.
+
+Spark here has no Iceberg runtime (no jars can be downloaded), so a pinned read lists the
+snapshot's Parquet files through PyIceberg and hands exactly those to Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sqlglot
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from sketch_core.errors import SketchError
+from sketch_core.tables.names import normalize_table_name
+from sketch_core.tables.pinned import PinnedSnapshot
+
+
+class QueryError(SketchError):
+    """A query cannot be parsed or names tables that do not exist."""
+
+
+def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
+    schema = from_arrow_schema(pinned.schema)
+    if not pinned.files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*[f.path for f in pinned.files])
+
+
+def register_view(spark: SparkSession, pinned: PinnedSnapshot) -> str:
+    pinned_dataframe(spark, pinned).createOrReplaceTempView(pinned.view_name)
+    return pinned.view_name
+
+
+def _parse(sql: str) -> exp.Expression:
+    try:
+        statements = sqlglot.parse(sql, read="spark")
+    except ParseError as exc:
+        raise QueryError(f"the query does not parse: {exc}", hint="check the Spark SQL syntax") from exc
+    if len(statements) != 1 or statements[0] is None:
+        raise QueryError("expected exactly one SQL statement", hint="remove extra statements")
+    return statements[0]
+
+
+def referenced_tables(sql: str) -> list[str]:
+    """The ``ns.table`` names a query reads (CTE names and unqualified names are not tables)."""
+    tree = _parse(sql)
+    names = {normalize_table_name(f"{t.db}.{t.name}") for t in tree.find_all(exp.Table) if t.db and t.name}
+    return sorted(names)
+
+
+def bind_tables(sql: str, views: Mapping[str, str]) -> str:
+    """Rewrite ``ns.table`` references to the given view names, keeping aliases."""
+    tree = _parse(sql)
+    for table in list(tree.find_all(exp.Table)):
+        if not (table.db and table.name):
+            continue
+        view = views.get(normalize_table_name(f"{table.db}.{table.name}"))
+        if view is None:
+            continue
+        alias = table.alias or table.name
+        table.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return tree.sql(dialect="spark")

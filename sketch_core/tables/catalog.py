@@ -1,0 +1,169 @@
+"""PyIceberg's SQL catalog, extended so every commit also records its global sequence number.
+
+The Iceberg commit (a compare-and-swap of the table's metadata pointer in ``iceberg_tables``)
+and the ``sketch.table_commits`` row are written in one PostgreSQL transaction. So a commit is
+either visible to readers with its sequence number or not at all; there is no window in which a
+snapshot exists that the metastore does not know about.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import TableRequirement, TableUpdate
+from sqlalchemy import insert, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from sketch_core.errors import TableError
+from sketch_core.metastore.commits import CommitLog, NewCommit
+from sketch_core.metastore.migrations import MIGRATION_LOCK_KEY
+
+
+@dataclass
+class PendingCommit:
+    """What the table service is committing; the catalog fills in ``seq`` once it is durable."""
+
+    table: str
+    operation: str
+    added_rows: int = 0
+    sort_by: tuple[str, ...] = ()
+    seq: int | None = None
+
+
+_pending: ContextVar[PendingCommit | None] = ContextVar("sketch_pending_commit", default=None)
+
+
+@contextlib.contextmanager
+def recording(pending: PendingCommit) -> Iterator[PendingCommit]:
+    """Commits made by this thread inside the block are recorded as ``pending``."""
+    token = _pending.set(pending)
+    try:
+        yield pending
+    finally:
+        _pending.reset(token)
+
+
+def _summary_int(metadata: TableMetadata | None, snapshot_id: int | None, key: str) -> int:
+    if metadata is None or snapshot_id is None:
+        return 0
+    snapshot = metadata.snapshot_by_id(snapshot_id)
+    if snapshot is None or snapshot.summary is None:
+        return 0
+    return int(snapshot.summary.get(key, "0") or 0)
+
+
+def describe_commit(
+    before: TableMetadata | None, after: TableMetadata, pending: PendingCommit
+) -> NewCommit:
+    """Row counts of a commit in logical terms.
+
+    A copy-on-write delete reports the rewritten files' rows as deleted and re-added; users care
+    about the rows that really left, so deleted rows are derived from the totals instead.
+    """
+    parent = before.current_snapshot_id if before is not None else None
+    current = after.current_snapshot_id
+    known = {s.snapshot_id for s in before.snapshots} if before is not None else set()
+    new_ids = [s.snapshot_id for s in after.snapshots if s.snapshot_id not in known]
+    total_before = _summary_int(before, parent, "total-records")
+    total_after = _summary_int(after, current, "total-records")
+    return NewCommit(
+        operation=pending.operation,
+        snapshot_id=current,
+        parent_snapshot_id=parent,
+        added_rows=pending.added_rows,
+        deleted_rows=max(0, total_before + pending.added_rows - total_after),
+        added_files=sum(_summary_int(after, sid, "added-data-files") for sid in new_ids),
+        removed_files=sum(_summary_int(after, sid, "deleted-data-files") for sid in new_ids),
+        total_rows=total_after,
+    )
+
+
+class RecordingSqlCatalog(SqlCatalog):
+    """SqlCatalog whose ``commit_table`` records each commit in ``sketch.table_commits``."""
+
+    def commit_table(
+        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        pending = _pending.get()
+        if pending is None:
+            raise TableError(
+                f"refusing an unrecorded commit to {'.'.join(table.name())}",
+                hint="write through SketchService.tables so the commit gets a sequence number",
+            )
+        identifier = table.name()
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+        table_name = Catalog.table_name_from(identifier)
+        current: Table | None
+        try:
+            current = self.load_table(identifier)
+        except Exception:  # NoSuchTableError: this is a create
+            current = None
+
+        # Private PyIceberg helpers, pinned by pyproject (<0.13): they validate the requirements
+        # against the current metadata and stage the new metadata file.
+        staged = self._update_and_stage_table(current, identifier, requirements, updates)
+        if current is not None and staged.metadata == current.metadata:
+            return CommitTableResponse(metadata=current.metadata, metadata_location=current.metadata_location)
+        self._write_metadata(metadata=staged.metadata, io=staged.io, metadata_path=staged.metadata_location)
+
+        with Session(self.engine) as session:
+            conn = session.connection()
+            seq = CommitLog.next_sequence(conn)
+            if current is not None:
+                result = conn.execute(
+                    update(IcebergTables)
+                    .where(
+                        IcebergTables.catalog_name == self.name,
+                        IcebergTables.table_namespace == namespace,
+                        IcebergTables.table_name == table_name,
+                        IcebergTables.metadata_location == current.metadata_location,
+                    )
+                    .values(
+                        metadata_location=staged.metadata_location,
+                        previous_metadata_location=current.metadata_location,
+                    )
+                )
+                if result.rowcount < 1:
+                    raise CommitFailedException(f"{namespace}.{table_name} was changed by another commit")
+                table_id = CommitLog.table_id(conn, pending.table)
+                if table_id is None:
+                    raise TableError(f"table {pending.table!r} is in the Iceberg catalog but not registered")
+            else:
+                try:
+                    row = self._create_table_row(namespace, table_name, staged.metadata_location)
+                    conn.execute(insert(IcebergTables).values(**row))
+                    table_id = CommitLog.register_table(conn, pending.table, pending.sort_by, seq)
+                except IntegrityError as exc:
+                    raise TableAlreadyExistsError(f"{namespace}.{table_name} already exists") from exc
+            commit = describe_commit(current.metadata if current else None, staged.metadata, pending)
+            CommitLog.record(conn, table_id, seq, commit)
+            session.commit()
+        pending.seq = seq
+        return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
+
+
+def open_catalog(uri: str, warehouse: str, name: str = "sketch", **properties: Any) -> RecordingSqlCatalog:
+    """Open the catalog; its own tables are created under the migration lock (no create race)."""
+    from sqlalchemy import create_engine
+
+    engine = create_engine(uri)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+            try:
+                catalog = RecordingSqlCatalog(name, uri=uri, warehouse=warehouse, **properties)
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
+    finally:
+        engine.dispose()
+    return catalog

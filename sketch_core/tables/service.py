@@ -1,0 +1,224 @@
+"""``svc.tables``: create, append, delete and overwrite Iceberg tables; pinned snapshots.
+
+Every write is one Iceberg commit that also records a global commit sequence number in the
+metastore (see :mod:`sketch_core.tables.catalog`). Data is sorted by the table's sort key and
+written in target-sized files, so each file covers a narrow key range that later skipping can
+exploit. Concurrent writers to one table race optimistically: the loser reloads and retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.table import Table, Transaction
+from pyiceberg.table.sorting import SortField, SortOrder
+from pyiceberg.transforms import IdentityTransform
+from sqlalchemy.exc import IntegrityError
+
+from sketch_core.config import Settings
+from sketch_core.errors import (
+    CommitConflictError,
+    InvalidDataError,
+    SnapshotNotFoundError,
+    TableExistsError,
+    TableNotFoundError,
+    UnsupportedTableFeatureError,
+)
+from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
+from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
+from sketch_core.tables.data import conform, portable, sort_rows, to_arrow
+from sketch_core.tables.names import normalize_table_name, split_table_name
+from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
+from sketch_core.tables.predicates import to_iceberg_expression
+
+log = logging.getLogger(__name__)
+
+# Batches of about 1/8 of a file let the FIFO packer fill files close to the target size.
+_BATCHES_PER_FILE = 8
+
+
+class TableService:
+    def __init__(self, catalog: RecordingSqlCatalog, commits: CommitLog, settings: Settings) -> None:
+        self.catalog = catalog
+        self.commit_log = commits
+        self.settings = settings
+
+    # -- writes ------------------------------------------------------------------------------
+    def create(self, name: str, data: Any, sort_by: list[str] | tuple[str, ...] | None = None) -> int:
+        """Create ``name`` from ``data`` sorted by ``sort_by``; returns the commit sequence number."""
+        name = normalize_table_name(name)
+        arrow = portable(to_arrow(data))
+        keys = tuple(sort_by or ())
+        unknown = [k for k in keys if k not in arrow.column_names]
+        if unknown:
+            raise InvalidDataError(
+                f"sort key columns {', '.join(unknown)} are not in the data",
+                hint=f"choose sort_by from: {', '.join(arrow.column_names)}",
+            )
+        if self.commit_log.get_table(name) is not None:
+            raise TableExistsError(name)
+        arrow = sort_rows(arrow, keys)
+        namespace, _ = split_table_name(name)
+        self.catalog.create_namespace_if_not_exists(namespace)
+        schema = self.catalog._convert_schema_if_needed(arrow.schema)
+        sort_order = SortOrder(
+            *[SortField(source_id=schema.find_field(k).field_id, transform=IdentityTransform()) for k in keys]
+        )
+        pending = PendingCommit(name, "create", added_rows=arrow.num_rows, sort_by=keys)
+        try:
+            with recording(pending):
+                txn = self.catalog.create_table_transaction(
+                    name, schema=schema, sort_order=sort_order, properties=self._table_properties()
+                )
+                if arrow.num_rows:
+                    txn.append(self._reader(arrow))
+                txn.commit_transaction()
+        except (TableAlreadyExistsError, IntegrityError) as exc:
+            raise TableExistsError(name) from exc
+        assert pending.seq is not None
+        log.info("created %s with %d rows at sequence %d", name, arrow.num_rows, pending.seq)
+        return pending.seq
+
+    def append(self, name: str, data: Any) -> int:
+        name, record, table = self._open(name)
+        arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
+        if arrow.num_rows == 0:
+            return self._latest_seq(name)
+        return self._commit(name, "append", arrow.num_rows, lambda txn: txn.append(self._reader(arrow)))
+
+    def delete(self, name: str, predicate: str) -> int:
+        """Delete the rows matching a Spark SQL predicate (copy-on-write)."""
+        name, _, table = self._open(name)
+        expression = to_iceberg_expression(predicate, table.schema(), name)
+        return self._commit(name, "delete", 0, lambda txn: txn.delete(expression))
+
+    def overwrite(self, name: str, data: Any, where: str | None = None) -> int:
+        """Atomically delete the rows matching ``where`` (all rows if None) and add ``data``."""
+        name, record, table = self._open(name)
+        expression: BooleanExpression = (
+            to_iceberg_expression(where, table.schema(), name) if where is not None else AlwaysTrue()
+        )
+        arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
+
+        def build(txn: Transaction) -> None:
+            txn.overwrite(self._reader(arrow), overwrite_filter=expression)
+
+        return self._commit(name, "overwrite", arrow.num_rows, build)
+
+    # -- reads -------------------------------------------------------------------------------
+    def list(self) -> list[TableRecord]:
+        return self.commit_log.list_tables()
+
+    def commits(self, name: str | None = None) -> list[CommitRecord]:
+        if name is not None:
+            name = self._require(name).name
+        return self.commit_log.commits(name)
+
+    def schema(self, name: str) -> pa.Schema:
+        return self._open(name)[2].schema().as_arrow()
+
+    def pin(self, name: str, sequence: int | None = None) -> PinnedSnapshot:
+        """The data files of ``name`` as of global commit sequence ``sequence`` (None: latest)."""
+        name, _, table = self._open(name)
+        commit = self.commit_log.commit_at(name, sequence)
+        if commit is None:
+            raise SnapshotNotFoundError(name, sequence if sequence is not None else 0)
+        files: list[DataFileInfo] = []
+        if commit.snapshot_id is not None:
+            for task in table.scan(snapshot_id=commit.snapshot_id).plan_files():
+                if task.delete_files:
+                    raise UnsupportedTableFeatureError(
+                        f"{name} has row-level delete files at snapshot {commit.snapshot_id}",
+                        hint="rewrite the table's data files (compaction) before using it here",
+                    )
+                files.append(
+                    DataFileInfo(task.file.file_path, task.file.record_count, task.file.file_size_in_bytes)
+                )
+        files.sort(key=lambda f: f.path)
+        return PinnedSnapshot(name, commit.seq, commit.snapshot_id, tuple(files), table.schema().as_arrow())
+
+    def read_arrow(
+        self, name: str, sequence: int | None = None, columns: tuple[str, ...] | None = None,
+        where: str | None = None,
+    ) -> pa.Table:
+        """Read (part of) a pinned snapshot with PyIceberg, without Spark."""
+        name, _, table = self._open(name)
+        commit = self.commit_log.commit_at(name, sequence)
+        if commit is None:
+            raise SnapshotNotFoundError(name, sequence if sequence is not None else 0)
+        schema = table.schema().as_arrow()
+        if commit.snapshot_id is None:
+            empty = schema.empty_table()
+            return empty.select(list(columns)) if columns else empty
+        row_filter = to_iceberg_expression(where, table.schema(), name) if where else AlwaysTrue()
+        scan = table.scan(
+            row_filter=row_filter, snapshot_id=commit.snapshot_id, selected_fields=columns or ("*",)
+        )
+        return scan.to_arrow()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _table_properties(self) -> dict[str, str]:
+        return {
+            "write.target-file-size-bytes": str(self.settings.target_file_bytes),
+            "write.parquet.row-group-limit": str(self.settings.row_group_rows),
+        }
+
+    def _reader(self, arrow: pa.Table) -> pa.RecordBatchReader:
+        # A reader is packed first-in first-out, so sorted rows stay clustered per file (a
+        # pa.Table is bin-packed with lookback, which may put distant batches in one file).
+        row_bytes = max(1, arrow.nbytes // max(1, arrow.num_rows))
+        rows = max(1024, self.settings.target_file_bytes // row_bytes // _BATCHES_PER_FILE)
+        return pa.RecordBatchReader.from_batches(arrow.schema, arrow.to_batches(max_chunksize=rows))
+
+    def _require(self, name: str) -> TableRecord:
+        name = normalize_table_name(name)
+        record = self.commit_log.get_table(name)
+        if record is None:
+            raise TableNotFoundError(name, [t.name for t in self.commit_log.list_tables()])
+        return record
+
+    def _open(self, name: str) -> tuple[str, TableRecord, Table]:
+        record = self._require(name)
+        try:
+            return record.name, record, self.catalog.load_table(record.name)
+        except NoSuchTableError as exc:
+            raise TableNotFoundError(record.name) from exc
+
+    def _latest_seq(self, name: str) -> int:
+        commit = self.commit_log.commit_at(name, None)
+        assert commit is not None, "a registered table always has its create commit"
+        return commit.seq
+
+    def _commit(self, name: str, operation: str, added_rows: int, build: Callable[[Transaction], None]) -> int:
+        """Run ``build`` in a transaction and commit it, retrying lost races on fresh metadata."""
+        attempts = self.settings.commit_attempts
+        for attempt in range(1, attempts + 1):
+            table = self.catalog.load_table(name)
+            pending = PendingCommit(name, operation, added_rows=added_rows)
+            try:
+                with recording(pending), warnings.catch_warnings():
+                    # PyIceberg warns when a delete matches nothing; that is not an error here.
+                    warnings.filterwarnings("ignore", message="Delete operation did not match any records")
+                    txn = table.transaction()
+                    build(txn)
+                    txn.commit_transaction()
+            except CommitFailedException:
+                if attempt == attempts:
+                    break
+                delay = min(2.0, 0.02 * 2**attempt) * (0.5 + random.random())
+                log.info("commit to %s lost a race (attempt %d); retrying in %.2fs", name, attempt, delay)
+                time.sleep(delay)
+                continue
+            if pending.seq is None:  # nothing changed (e.g. a delete that matched no rows)
+                log.info("%s on %s changed nothing; no commit made", operation, name)
+                return self._latest_seq(name)
+            return pending.seq
+        raise CommitConflictError(name, attempts)
