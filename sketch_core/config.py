@@ -59,9 +59,7 @@ class Settings:
             spark_master=os.environ.get("SKETCH_SPARK_MASTER") or DEFAULT_SPARK_MASTER,
             spark_shuffle_partitions=_int_env("SKETCH_SPARK_SHUFFLE_PARTITIONS", 4),
             spark_driver_memory=os.environ.get("SKETCH_SPARK_DRIVER_MEMORY") or "4g",
-            target_file_bytes=_int_env(
-                "SKETCH_TARGET_FILE_BYTES", DEFAULT_TARGET_FILE_BYTES, minimum=1024
-            ),
+            target_file_bytes=_int_env("SKETCH_TARGET_FILE_BYTES", DEFAULT_TARGET_FILE_BYTES, minimum=1024),
             row_group_rows=_int_env("SKETCH_ROW_GROUP_ROWS", DEFAULT_ROW_GROUP_ROWS, minimum=16),
             commit_attempts=_int_env("SKETCH_COMMIT_ATTEMPTS", 8),
         )

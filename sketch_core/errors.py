@@ -100,9 +100,7 @@ class TableNotFoundError(TableError):
 class TableExistsError(TableError):
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(
-            f"table {name!r} already exists", hint="append to it, or pick another name"
-        )
+        super().__init__(f"table {name!r} already exists", hint="append to it, or pick another name")
 
 
 class SchemaMismatchError(TableError):

@@ -40,7 +40,10 @@ class SketchService:
     """Tables, queries and (in later releases) sketches over one metastore and warehouse."""
 
     def __init__(
-        self, settings: Settings, engine: Engine, catalog: RecordingSqlCatalog,
+        self,
+        settings: Settings,
+        engine: Engine,
+        catalog: RecordingSqlCatalog,
         spark: SparkSession | None = None,
     ) -> None:
         self.settings = settings
@@ -78,7 +81,10 @@ class SketchService:
         return self.commit_log.latest_sequence()
 
     def query(
-        self, sql: str, params: Mapping[str, Any] | None = None, snapshot: int | None = None,
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        snapshot: int | None = None,
         use_sketches: bool = True,
     ) -> QueryResult:
         """Run Spark SQL over ``ns.table`` names, every table pinned at one commit sequence.

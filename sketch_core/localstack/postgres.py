@@ -133,9 +133,7 @@ class PrivatePostgres:
 
     def drop_database(self, port: int, database: str) -> None:
         with self._admin_connection(port) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
-            )
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
 
     # -- internals ---------------------------------------------------------------------------
     def _bin(self, name: str) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, text
+from sqlalchemy import Connection, Engine, Select, func, insert, select, text
 
 from sketch_core.metastore import schema
 
@@ -113,7 +114,7 @@ class CommitLog:
             rows = conn.execute(select(schema.tables).order_by(schema.tables.c.name)).all()
         return [_table_record(row) for row in rows]
 
-    def _commit_query(self):  # type: ignore[no-untyped-def]
+    def _commit_query(self) -> Select[Any]:
         c, t = schema.table_commits.c, schema.tables.c
         return select(
             c.seq,

@@ -106,7 +106,9 @@ def current_version(engine: Engine) -> int:
         exists = conn.execute(text("SELECT to_regclass('sketch.schema_migrations')")).scalar()
         if exists is None:
             return 0
-        return int(conn.execute(text("SELECT coalesce(max(version), 0) FROM sketch.schema_migrations")).scalar_one())
+        return int(
+            conn.execute(text("SELECT coalesce(max(version), 0) FROM sketch.schema_migrations")).scalar_one()
+        )
 
 
 def _bootstrap(conn: Connection) -> None:

@@ -48,7 +48,9 @@ def build_session(settings: Settings, app_name: str = "sketch-skipping") -> Spar
         .config("spark.sql.parquet.filterPushdown", "true")
     )
     if settings.spark_master.startswith("local"):
-        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
     for key, value in settings.extra.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

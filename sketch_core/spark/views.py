@@ -35,7 +35,7 @@ def register_view(spark: SparkSession, pinned: PinnedSnapshot) -> str:
     return pinned.view_name
 
 
-def _parse(sql: str) -> exp.Expression:
+def _parse(sql: str) -> exp.Expr:
     try:
         statements = sqlglot.parse(sql, read="spark")
     except ParseError as exc:
@@ -62,5 +62,7 @@ def bind_tables(sql: str, views: Mapping[str, str]) -> str:
         if view is None:
             continue
         alias = table.alias or table.name
-        table.replace(exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        table.replace(
+            exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        )
     return tree.sql(dialect="spark")

@@ -62,9 +62,7 @@ def _summary_int(metadata: TableMetadata | None, snapshot_id: int | None, key: s
     return int(snapshot.summary.get(key, "0") or 0)
 
 
-def describe_commit(
-    before: TableMetadata | None, after: TableMetadata, pending: PendingCommit
-) -> NewCommit:
+def describe_commit(before: TableMetadata | None, after: TableMetadata, pending: PendingCommit) -> NewCommit:
     """Row counts of a commit in logical terms.
 
     A copy-on-write delete reports the rewritten files' rows as deleted and re-added; users care
@@ -88,7 +86,7 @@ def describe_commit(
     )
 
 
-class RecordingSqlCatalog(SqlCatalog):
+class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
     """SqlCatalog whose ``commit_table`` records each commit in ``sketch.table_commits``."""
 
     def commit_table(

@@ -36,7 +36,7 @@ def to_arrow(data: Any) -> pa.Table:
     if isinstance(data, str | os.PathLike):
         return _read_parquet(Path(data))
     if hasattr(data, "toArrow") and hasattr(data, "sparkSession"):  # pyspark DataFrame
-        return data.toArrow()  # type: ignore[no-any-return]
+        return data.toArrow()
     if type(data).__module__.startswith("pandas") and hasattr(data, "to_records"):
         return pa.Table.from_pandas(data, preserve_index=False)
     raise InvalidDataError(

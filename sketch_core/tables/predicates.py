@@ -31,7 +31,7 @@ from sqlglot.errors import ParseError
 
 from sketch_core.errors import InvalidPredicateError
 
-_FLIPPED: dict[type[exp.Expression], type[exp.Expression]] = {
+_FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.LT: exp.GT,
     exp.LTE: exp.GTE,
     exp.GT: exp.LT,
@@ -39,7 +39,7 @@ _FLIPPED: dict[type[exp.Expression], type[exp.Expression]] = {
     exp.EQ: exp.EQ,
     exp.NEQ: exp.NEQ,
 }
-_COMPARISONS: dict[type[exp.Expression], Any] = {
+_COMPARISONS: dict[type[exp.Expr], Any] = {
     exp.EQ: ice.EqualTo,
     exp.NEQ: ice.NotEqualTo,
     exp.LT: ice.LessThan,
@@ -81,7 +81,7 @@ class _Translator:
         self.schema = schema
         self.columns = {field.name.lower(): field for field in schema.fields}
 
-    def condition(self, node: exp.Expression) -> ice.BooleanExpression:
+    def condition(self, node: exp.Expr) -> ice.BooleanExpression:
         if isinstance(node, exp.Paren):
             return self.condition(node.this)
         if isinstance(node, exp.And):
@@ -110,7 +110,7 @@ class _Translator:
             return self._like(node)
         raise _Unsupported(f"{node.key.upper()} ({node.sql('spark')}) is not supported in a predicate")
 
-    def _negated(self, inner: exp.Expression) -> ice.BooleanExpression:
+    def _negated(self, inner: exp.Expr) -> ice.BooleanExpression:
         inner = inner.this if isinstance(inner, exp.Paren) else inner
         if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
             return ice.NotNull(self._column(inner.this)[0])
@@ -122,17 +122,17 @@ class _Translator:
             return ice.NotStartsWith(name, prefix)
         return ice.Not(self.condition(inner))
 
-    def _comparison(self, node: exp.Expression) -> ice.BooleanExpression:
+    def _comparison(self, node: exp.Expr) -> ice.BooleanExpression:
         left, right = node.this, node.expression
-        op: type[exp.Expression] = type(node)
+        op: type[exp.Expr] = type(node)
         if not isinstance(left, exp.Column) and isinstance(right, exp.Column):
             left, right, op = right, left, _FLIPPED[op]
         name, kind = self._column(left)
         if isinstance(right, exp.Null):
             raise _Unsupported(f"comparison with NULL ({node.sql('spark')}) is never true; use IS NULL")
-        return _COMPARISONS[op](name, self._literal(right, kind))  # type: ignore[no-any-return]
+        return _COMPARISONS[op](name, self._literal(right, kind))
 
-    def _in_values(self, node: exp.In) -> list[exp.Expression]:
+    def _in_values(self, node: exp.In) -> list[exp.Expr]:
         if node.args.get("query") is not None:
             raise _Unsupported("IN with a subquery is not supported in a predicate")
         return list(node.expressions)
@@ -158,7 +158,7 @@ class _Translator:
         name, prefix = self._like_prefix(node)
         return ice.StartsWith(name, prefix)
 
-    def _column(self, node: exp.Expression) -> tuple[str, IcebergType]:
+    def _column(self, node: exp.Expr) -> tuple[str, IcebergType]:
         if not isinstance(node, exp.Column):
             raise _Unsupported(f"expected a column, got {node.sql('spark')!r}")
         if node.table:
@@ -169,7 +169,7 @@ class _Translator:
             raise _Unsupported(f"unknown column {node.name!r} (columns: {known})")
         return field.name, field.field_type
 
-    def _literal(self, node: exp.Expression, kind: IcebergType) -> Any:
+    def _literal(self, node: exp.Expr, kind: IcebergType) -> Any:
         if isinstance(node, exp.Paren):
             return self._literal(node.this, kind)
         if isinstance(node, exp.Cast | exp.TryCast) and isinstance(node.this, exp.Literal):

@@ -8,6 +8,7 @@ exploit. Concurrent writers to one table race optimistically: the loser reloads 
 
 from __future__ import annotations
 
+import builtins
 import logging
 import random
 import time
@@ -41,8 +42,11 @@ from sketch_core.tables.predicates import to_iceberg_expression
 
 log = logging.getLogger(__name__)
 
-# Batches of about 1/8 of a file let the FIFO packer fill files close to the target size.
-_BATCHES_PER_FILE = 8
+# Our files are cut at this fraction of the target size. PyIceberg's copy-on-write rewrite
+# splits a file whose rows exceed the target into two, so files written right at the target
+# would double in number on the first scattered delete; the headroom keeps a rewrite in one file.
+_FILL_FRACTION = 0.85
+_TARGET_PROPERTY = "write.target-file-size-bytes"
 
 
 class TableService:
@@ -78,8 +82,7 @@ class TableService:
                 txn = self.catalog.create_table_transaction(
                     name, schema=schema, sort_order=sort_order, properties=self._table_properties()
                 )
-                if arrow.num_rows:
-                    txn.append(self._reader(arrow))
+                self._append_in_files(txn, arrow)
                 txn.commit_transaction()
         except (TableAlreadyExistsError, IntegrityError) as exc:
             raise TableExistsError(name) from exc
@@ -92,7 +95,7 @@ class TableService:
         arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
         if arrow.num_rows == 0:
             return self._latest_seq(name)
-        return self._commit(name, "append", arrow.num_rows, lambda txn: txn.append(self._reader(arrow)))
+        return self._commit(name, "append", arrow.num_rows, lambda txn: self._append_in_files(txn, arrow))
 
     def delete(self, name: str, predicate: str) -> int:
         """Delete the rows matching a Spark SQL predicate (copy-on-write)."""
@@ -109,7 +112,9 @@ class TableService:
         arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
 
         def build(txn: Transaction) -> None:
-            txn.overwrite(self._reader(arrow), overwrite_filter=expression)
+            # Same snapshots as PyIceberg's overwrite (a delete, then an append), with our files.
+            txn.delete(expression)
+            self._append_in_files(txn, arrow)
 
         return self._commit(name, "overwrite", arrow.num_rows, build)
 
@@ -117,7 +122,7 @@ class TableService:
     def list(self) -> list[TableRecord]:
         return self.commit_log.list_tables()
 
-    def commits(self, name: str | None = None) -> list[CommitRecord]:
+    def commits(self, name: str | None = None) -> builtins.list[CommitRecord]:
         if name is not None:
             name = self._require(name).name
         return self.commit_log.commits(name)
@@ -146,7 +151,10 @@ class TableService:
         return PinnedSnapshot(name, commit.seq, commit.snapshot_id, tuple(files), table.schema().as_arrow())
 
     def read_arrow(
-        self, name: str, sequence: int | None = None, columns: tuple[str, ...] | None = None,
+        self,
+        name: str,
+        sequence: int | None = None,
+        columns: tuple[str, ...] | None = None,
         where: str | None = None,
     ) -> pa.Table:
         """Read (part of) a pinned snapshot with PyIceberg, without Spark."""
@@ -171,12 +179,22 @@ class TableService:
             "write.parquet.row-group-limit": str(self.settings.row_group_rows),
         }
 
-    def _reader(self, arrow: pa.Table) -> pa.RecordBatchReader:
-        # A reader is packed first-in first-out, so sorted rows stay clustered per file (a
-        # pa.Table is bin-packed with lookback, which may put distant batches in one file).
-        row_bytes = max(1, arrow.nbytes // max(1, arrow.num_rows))
-        rows = max(1024, self.settings.target_file_bytes // row_bytes // _BATCHES_PER_FILE)
-        return pa.RecordBatchReader.from_batches(arrow.schema, arrow.to_batches(max_chunksize=rows))
+    def _append_in_files(self, txn: Transaction, arrow: pa.Table) -> None:
+        """Append sorted rows as consecutive runs of one file each.
+
+        A RecordBatchReader is packed first-in first-out (a pa.Table is bin-packed with lookback,
+        which may put distant key ranges in one file). With the target lowered to one byte for
+        this append only, every batch becomes exactly one file, so we choose the file size; the
+        target is restored in the same transaction, so the commit leaves it unchanged.
+        """
+        if arrow.num_rows == 0:
+            return
+        row_bytes = max(1, arrow.nbytes // arrow.num_rows)
+        rows_per_file = max(1, int(self.settings.target_file_bytes * _FILL_FRACTION) // row_bytes)
+        batches = arrow.combine_chunks().to_batches(max_chunksize=rows_per_file)
+        txn.set_properties({_TARGET_PROPERTY: "1"})
+        txn.append(pa.RecordBatchReader.from_batches(arrow.schema, batches))
+        txn.set_properties({_TARGET_PROPERTY: str(self.settings.target_file_bytes)})
 
     def _require(self, name: str) -> TableRecord:
         name = normalize_table_name(name)
@@ -197,7 +215,9 @@ class TableService:
         assert commit is not None, "a registered table always has its create commit"
         return commit.seq
 
-    def _commit(self, name: str, operation: str, added_rows: int, build: Callable[[Transaction], None]) -> int:
+    def _commit(
+        self, name: str, operation: str, added_rows: int, build: Callable[[Transaction], None]
+    ) -> int:
         """Run ``build`` in a transaction and commit it, retrying lost races on fresh metadata."""
         attempts = self.settings.commit_attempts
         for attempt in range(1, attempts + 1):

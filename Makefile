@@ -1,0 +1,27 @@
+# The developer's front door. `make demo` and `make test` set everything up themselves.
+VENV := .venv
+BIN := $(VENV)/bin
+# Caches (TPC-H files, the demo warehouse) stay inside the checkout unless told otherwise.
+export SKETCH_HOME ?= $(CURDIR)/.cache
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test lint bench clean-cache
+
+setup:
+	@bash scripts/bootstrap.sh
+
+demo: setup
+	$(BIN)/sketch demo
+
+lint: setup
+	$(BIN)/ruff check sketch_core tests
+	$(BIN)/ruff format --check sketch_core tests
+	$(BIN)/mypy sketch_core
+
+# pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+test: setup lint
+	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+clean-cache:
+	rm -rf $(SKETCH_HOME)

@@ -1,0 +1,139 @@
+"""Delta generators: inserts, deletes, mixed batches and updates of a chosen size.
+
+Inserts are fresh rows from the table's own distribution (sampled rows with new keys); deletes
+remove existing rows, named exactly by key in a Spark SQL predicate; an update deletes rows and
+re-inserts them with other values under the same keys, in one commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sketch_core.errors import DatasetError
+from sketch_core.tables.service import TableService
+
+DeltaKind = Literal["insert", "delete", "mixed", "update"]
+
+
+@dataclass(frozen=True)
+class Delta:
+    table: str
+    kind: DeltaKind
+    inserts: pa.Table | None
+    delete_where: str | None
+    deleted_rows: int
+
+    @property
+    def inserted_rows(self) -> int:
+        return 0 if self.inserts is None else self.inserts.num_rows
+
+    def apply(self, tables: TableService) -> int:
+        """Commit the delta; returns its commit sequence number."""
+        if self.kind == "insert":
+            assert self.inserts is not None
+            return tables.append(self.table, self.inserts)
+        if self.kind == "delete":
+            assert self.delete_where is not None
+            return tables.delete(self.table, self.delete_where)
+        assert self.inserts is not None and self.delete_where is not None
+        return tables.overwrite(self.table, self.inserts, where=self.delete_where)
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
+
+
+def _in_list(column: str, values: list[object]) -> str:
+    return f"{column} IN ({', '.join(_literal(v) for v in values)})"
+
+
+def rows_predicate(keys: pa.Table, key_columns: tuple[str, ...]) -> str:
+    """A predicate matching exactly the rows with these keys (one or two key columns).
+
+    Two-column keys are grouped by the first column, giving ``(k1 = x AND k2 IN (...)) OR ...``
+    clauses; a clause's group keeps the nesting shallow even for thousands of rows.
+    """
+    if keys.num_rows == 0:
+        raise DatasetError("no rows to name in a predicate")
+    if len(key_columns) == 1:
+        return _in_list(key_columns[0], sorted(set(keys.column(key_columns[0]).to_pylist())))
+    if len(key_columns) != 2:
+        raise DatasetError(f"keys of {len(key_columns)} columns are not supported; use one or two")
+    first, second = key_columns
+    groups: dict[Any, list[Any]] = {}
+    for a, b in zip(keys.column(first).to_pylist(), keys.column(second).to_pylist(), strict=True):
+        groups.setdefault(a, []).append(b)
+    clauses = [
+        f"({first} = {_literal(a)} AND {_in_list(second, sorted(bs))})" for a, bs in sorted(groups.items())
+    ]
+    # A balanced OR tree: a left-deep chain of thousands of ORs would nest thousands deep.
+    while len(clauses) > 1:
+        clauses = [
+            f"({clauses[i]} OR {clauses[i + 1]})" if i + 1 < len(clauses) else clauses[i]
+            for i in range(0, len(clauses), 2)
+        ]
+    return clauses[0]
+
+
+class DeltaGenerator:
+    """Makes deltas for one table from its current snapshot, reproducibly from ``seed``."""
+
+    def __init__(self, tables: TableService, table: str, key_columns: tuple[str, ...], seed: int = 0) -> None:
+        self.tables = tables
+        self.table = table
+        self.key_columns = key_columns
+        self.rng = np.random.default_rng(seed)
+
+    def _current(self) -> pa.Table:
+        return self.tables.read_arrow(self.table)
+
+    def _sample(self, current: pa.Table, size: int, replace: bool) -> pa.Table:
+        if size < 0:
+            raise DatasetError(f"delta size must be non-negative, got {size}")
+        if current.num_rows == 0 or (not replace and size > current.num_rows):
+            raise DatasetError(
+                f"{self.table} has {current.num_rows} rows; cannot take {size}",
+                hint="use a smaller delta or load more data",
+            )
+        picks = self.rng.choice(current.num_rows, size=size, replace=replace)
+        return current.take(pa.array(np.sort(picks)))
+
+    def _fresh_rows(self, current: pa.Table, size: int) -> pa.Table:
+        rows = self._sample(current, size, replace=True)
+        last = self.key_columns[-1]
+        top = pc.max(current.column(last)).as_py()
+        fresh = pa.array(np.arange(top + 1, top + 1 + size), type=current.schema.field(last).type)
+        return rows.set_column(rows.schema.get_field_index(last), last, fresh)
+
+    def inserts(self, size: int) -> Delta:
+        fresh = self._fresh_rows(self._current(), size)
+        return Delta(self.table, "insert", fresh, None, 0)
+
+    def deletes(self, size: int) -> Delta:
+        victims = self._sample(self._current(), size, replace=False)
+        return Delta(self.table, "delete", None, rows_predicate(victims, self.key_columns), size)
+
+    def mixed(self, size: int) -> Delta:
+        current = self._current()
+        removed = size - size // 2
+        victims = self._sample(current, removed, replace=False)
+        fresh = self._fresh_rows(current, size // 2)
+        return Delta(self.table, "mixed", fresh, rows_predicate(victims, self.key_columns), removed)
+
+    def updates(self, size: int) -> Delta:
+        current = self._current()
+        victims = self._sample(current, size, replace=False)
+        donors = self._sample(current, size, replace=True)
+        updated = victims
+        for name in current.column_names:
+            if name not in self.key_columns:
+                index = updated.schema.get_field_index(name)
+                updated = updated.set_column(index, name, donors.column(name))
+        return Delta(self.table, "update", updated, rows_predicate(victims, self.key_columns), size)
