@@ -23,8 +23,8 @@ def normalize_url(url: str) -> str:
             f"the metastore must be PostgreSQL, got {parsed.get_backend_name()!r}",
             hint="point SKETCH_METASTORE_URL at a PostgreSQL 15+ database",
         )
-    if parsed.get_driver_name() != "psycopg":
-        parsed = parsed.set(drivername="postgresql+psycopg")
+    # Always name the driver: the default for plain postgresql:// differs across SQLAlchemy versions.
+    parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
 
 

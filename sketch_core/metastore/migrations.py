@@ -129,21 +129,23 @@ def _applied(conn: Connection) -> dict[int, str]:
 
 
 def _apply(conn: Connection, migration: Migration) -> None:
-    # The driver runs a parameterless multi-statement script as one simple query.
+    """Run one migration script and record it, atomically, on the driver connection.
+
+    The script may hold many statements, which only the driver's simple-query path accepts;
+    so the whole transaction (script, record, commit or rollback) is driven there.
+    """
+    conn.commit()  # end SQLAlchemy's own transaction, so the driver's is the only one
     driver_conn = conn.connection.driver_connection
     assert driver_conn is not None
     try:
-        with driver_conn.cursor() as cursor:
-            cursor.execute(migration.sql)
-        conn.execute(
-            text("INSERT INTO sketch.schema_migrations (version, name, checksum) VALUES (:v, :n, :c)"),
-            {"v": migration.version, "n": migration.name, "c": migration.checksum},
+        driver_conn.execute(migration.sql)
+        driver_conn.execute(
+            "INSERT INTO sketch.schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+            (migration.version, migration.name, migration.checksum),
         )
-        conn.commit()
+        driver_conn.commit()
     except Exception as exc:
-        conn.rollback()
-        if isinstance(exc, MigrationError):
-            raise
+        driver_conn.rollback()
         raise MigrationError(
             f"migration {migration.version} ({migration.name}) failed: {exc}",
             hint="nothing of it was applied; fix the SQL and run again",

@@ -39,6 +39,14 @@ _FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.EQ: exp.EQ,
     exp.NEQ: exp.NEQ,
 }
+_NEGATED: dict[type[exp.Expr], type[exp.Expr]] = {
+    exp.LT: exp.GTE,
+    exp.LTE: exp.GT,
+    exp.GT: exp.LTE,
+    exp.GTE: exp.LT,
+    exp.EQ: exp.NEQ,
+    exp.NEQ: exp.EQ,
+}
 _COMPARISONS: dict[type[exp.Expr], Any] = {
     exp.EQ: ice.EqualTo,
     exp.NEQ: ice.NotEqualTo,
@@ -69,6 +77,8 @@ def to_iceberg_expression(predicate: str, schema: Schema, table: str) -> ice.Boo
         result = translator.condition(parsed[0])
     except _Unsupported as exc:
         raise InvalidPredicateError(table, predicate, str(exc)) from exc
+    except RecursionError as exc:
+        raise InvalidPredicateError(table, predicate, "it is nested too deeply") from exc
     try:
         bind(schema, result, case_sensitive=True)
     except (ValueError, TypeError) as exc:
@@ -77,52 +87,73 @@ def to_iceberg_expression(predicate: str, schema: Schema, table: str) -> ice.Boo
 
 
 class _Translator:
+    """Builds, for each SQL condition p, the pair (rows where p is TRUE, rows where p is FALSE).
+
+    SQL has three truth values: a comparison with a NULL column is UNKNOWN, and NOT UNKNOWN is
+    still UNKNOWN. Iceberg's evaluator is two-valued (``x <> 1`` holds for a NULL ``x``), so
+    translating NOT naively would delete rows the same SQL would keep. Carrying both sides
+    through NOT/AND/OR (NOT swaps them) keeps SQL's meaning exactly.
+    """
+
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
         self.columns = {field.name.lower(): field for field in schema.fields}
 
     def condition(self, node: exp.Expr) -> ice.BooleanExpression:
+        return self._pair(node)[0]
+
+    def _pair(self, node: exp.Expr) -> tuple[ice.BooleanExpression, ice.BooleanExpression]:
+        true, false = self._positive(node)
+        return (false, true) if node.args.get("negate") else (true, false)
+
+    def _positive(self, node: exp.Expr) -> tuple[ice.BooleanExpression, ice.BooleanExpression]:
         if isinstance(node, exp.Paren):
-            return self.condition(node.this)
-        if isinstance(node, exp.And):
-            return ice.And(self.condition(node.left), self.condition(node.right))
-        if isinstance(node, exp.Or):
-            return ice.Or(self.condition(node.left), self.condition(node.right))
+            return self._pair(node.this)
         if isinstance(node, exp.Not):
-            return self._negated(node.this)
+            true, false = self._pair(node.this)
+            return false, true
+        if isinstance(node, exp.And):
+            (lt, lf), (rt, rf) = self._pair(node.left), self._pair(node.right)
+            return ice.And(lt, rt), ice.Or(lf, rf)
+        if isinstance(node, exp.Or):
+            (lt, lf), (rt, rf) = self._pair(node.left), self._pair(node.right)
+            return ice.Or(lt, rt), ice.And(lf, rf)
         if isinstance(node, exp.Boolean):
-            return ice.AlwaysTrue() if node.this else ice.AlwaysFalse()
-        if type(node) in _COMPARISONS:
-            return self._comparison(node)
-        if isinstance(node, exp.In):
-            return self._in(node)
-        if isinstance(node, exp.Between):
-            name, kind = self._column(node.this)
-            return ice.And(
-                ice.GreaterThanOrEqual(name, self._literal(node.args["low"], kind)),
-                ice.LessThanOrEqual(name, self._literal(node.args["high"], kind)),
+            return (
+                (ice.AlwaysTrue(), ice.AlwaysFalse()) if node.this else (ice.AlwaysFalse(), ice.AlwaysTrue())
             )
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
                 raise _Unsupported(f"IS {node.expression.sql('spark')} is not supported")
-            return ice.IsNull(self._column(node.this)[0])
+            name = self._column(node.this)[0]
+            return ice.IsNull(name), ice.NotNull(name)
+        if type(node) in _COMPARISONS:
+            return self._comparison(node)
+        if isinstance(node, exp.In):
+            name, kind = self._column(node.this)
+            values = {self._literal(v, kind) for v in self._in_values(node)}
+            return self._known(name, ice.In(name, values), ice.NotIn(name, values))
+        if isinstance(node, exp.Between):
+            name, kind = self._column(node.this)
+            low, high = self._literal(node.args["low"], kind), self._literal(node.args["high"], kind)
+            return self._known(
+                name,
+                ice.And(ice.GreaterThanOrEqual(name, low), ice.LessThanOrEqual(name, high)),
+                ice.Or(ice.LessThan(name, low), ice.GreaterThan(name, high)),
+            )
         if isinstance(node, exp.Like):
-            return self._like(node)
+            name, prefix = self._like_prefix(node)
+            return self._known(name, ice.StartsWith(name, prefix), ice.NotStartsWith(name, prefix))
         raise _Unsupported(f"{node.key.upper()} ({node.sql('spark')}) is not supported in a predicate")
 
-    def _negated(self, inner: exp.Expr) -> ice.BooleanExpression:
-        inner = inner.this if isinstance(inner, exp.Paren) else inner
-        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
-            return ice.NotNull(self._column(inner.this)[0])
-        if isinstance(inner, exp.In):
-            name, kind = self._column(inner.this)
-            return ice.NotIn(name, {self._literal(v, kind) for v in self._in_values(inner)})
-        if isinstance(inner, exp.Like):
-            name, prefix = self._like_prefix(inner)
-            return ice.NotStartsWith(name, prefix)
-        return ice.Not(self.condition(inner))
+    @staticmethod
+    def _known(
+        name: str, true: ice.BooleanExpression, false: ice.BooleanExpression
+    ) -> tuple[ice.BooleanExpression, ice.BooleanExpression]:
+        """Both sides require a non-NULL column: with NULL the condition is UNKNOWN."""
+        return ice.And(ice.NotNull(name), true), ice.And(ice.NotNull(name), false)
 
-    def _comparison(self, node: exp.Expr) -> ice.BooleanExpression:
+    def _comparison(self, node: exp.Expr) -> tuple[ice.BooleanExpression, ice.BooleanExpression]:
         left, right = node.this, node.expression
         op: type[exp.Expr] = type(node)
         if not isinstance(left, exp.Column) and isinstance(right, exp.Column):
@@ -130,16 +161,16 @@ class _Translator:
         name, kind = self._column(left)
         if isinstance(right, exp.Null):
             raise _Unsupported(f"comparison with NULL ({node.sql('spark')}) is never true; use IS NULL")
-        return _COMPARISONS[op](name, self._literal(right, kind))
+        value = self._literal(right, kind)
+        return self._known(name, _COMPARISONS[op](name, value), _COMPARISONS[_NEGATED[op]](name, value))
 
     def _in_values(self, node: exp.In) -> list[exp.Expr]:
         if node.args.get("query") is not None:
             raise _Unsupported("IN with a subquery is not supported in a predicate")
-        return list(node.expressions)
-
-    def _in(self, node: exp.In) -> ice.BooleanExpression:
-        name, kind = self._column(node.this)
-        return ice.In(name, {self._literal(v, kind) for v in self._in_values(node)})
+        values = list(node.expressions)
+        if any(isinstance(v, exp.Null) for v in values):
+            raise _Unsupported("NULL in an IN list never matches; use IS NULL")
+        return values
 
     def _like_prefix(self, node: exp.Like) -> tuple[str, str]:
         name, kind = self._column(node.this)
@@ -153,10 +184,6 @@ class _Translator:
         if body is None or "%" in body or "_" in body:
             raise _Unsupported(f"only prefix patterns like 'abc%' are supported, got {text!r}")
         return name, body
-
-    def _like(self, node: exp.Like) -> ice.BooleanExpression:
-        name, prefix = self._like_prefix(node)
-        return ice.StartsWith(name, prefix)
 
     def _column(self, node: exp.Expr) -> tuple[str, IcebergType]:
         if not isinstance(node, exp.Column):

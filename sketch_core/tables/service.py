@@ -17,7 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+    ValidationException,
+)
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.sorting import SortField, SortOrder
@@ -218,7 +223,12 @@ class TableService:
     def _commit(
         self, name: str, operation: str, added_rows: int, build: Callable[[Transaction], None]
     ) -> int:
-        """Run ``build`` in a transaction and commit it, retrying lost races on fresh metadata."""
+        """Run ``build`` in a transaction and commit it, retrying lost races on fresh metadata.
+
+        PyIceberg already retries a lost race a few times by re-applying the same files to the
+        new metadata; this loop handles what outlasts that, or a concurrent change that
+        invalidates the plan (ValidationException), by rebuilding from the start.
+        """
         attempts = self.settings.commit_attempts
         for attempt in range(1, attempts + 1):
             table = self.catalog.load_table(name)
@@ -230,7 +240,7 @@ class TableService:
                     txn = table.transaction()
                     build(txn)
                     txn.commit_transaction()
-            except CommitFailedException:
+            except (CommitFailedException, ValidationException):
                 if attempt == attempts:
                     break
                 delay = min(2.0, 0.02 * 2**attempt) * (0.5 + random.random())

@@ -1,0 +1,127 @@
+"""Shared fixtures: one private PostgreSQL server, one SparkSession, one warehouse per session.
+
+Everything is real: the server is PostgreSQL started by the project's own code (or the one in
+SKETCH_TEST_METASTORE_URL), Spark runs local[2], Iceberg tables live in a temp warehouse.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+
+from sketch_core.config import Settings
+from sketch_core.localstack.postgres import PrivatePostgres
+from sketch_core.metastore.engine import connect_metastore
+from sketch_core.service import SketchService
+from sketch_core.spark.session import build_session
+
+
+class Databases:
+    """Creates throw-away databases on the test server."""
+
+    def __init__(self, server: PrivatePostgres | None, port: int | None, external_url: str | None) -> None:
+        self.server, self.port, self.external_url = server, port, external_url
+        self.created: list[str] = []
+
+    def create(self, prefix: str = "sketch_test") -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+        self.created.append(name)
+        if self.server is not None and self.port is not None:
+            return self.server.ensure_database(self.port, name)
+        assert self.external_url is not None
+        import psycopg
+
+        base = make_url(self.external_url)
+        with psycopg.connect(
+            host=base.host,
+            port=base.port,
+            user=base.username,
+            password=base.password,
+            dbname=base.database or "postgres",
+            autocommit=True,
+        ) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return base.set(database=name).render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        if self.server is not None and self.port is not None:
+            for name in self.created:
+                self.server.drop_database(self.port, name)
+
+
+@pytest.fixture(scope="session")
+def databases() -> Iterator[Databases]:
+    external = os.environ.get("SKETCH_TEST_METASTORE_URL")
+    if external:
+        yield Databases(None, None, external)
+        return
+    server = PrivatePostgres.default()
+    port, started = server.ensure_running()
+    dbs = Databases(server, port, None)
+    try:
+        yield dbs
+    finally:
+        dbs.drop_all()
+        if started:  # leave no server behind that this session started
+            server.stop()
+
+
+@pytest.fixture
+def fresh_engine(databases: Databases) -> Iterator[Engine]:
+    engine = connect_metastore(databases.create())
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def settings(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(
+        metastore_url=databases.create(),
+        warehouse=tmp_path_factory.mktemp("warehouse"),
+        spark_shuffle_partitions=2,
+        spark_driver_memory="2g",
+        # Small files, so that even test-sized tables span several of them.
+        target_file_bytes=256 * 1024,
+        row_group_rows=4096,
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(settings: Settings) -> Iterator[SparkSession]:
+    session = build_session(settings, app_name="sketch-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def svc(settings: Settings) -> Iterator[SketchService]:
+    service = SketchService.from_settings(settings)
+    yield service
+    service.close()
+
+
+@pytest.fixture
+def spark_svc(svc: SketchService, spark: SparkSession) -> SketchService:
+    svc._spark = spark
+    return svc
+
+
+@pytest.fixture
+def ns(request: pytest.FixtureRequest) -> str:
+    """A namespace unique to the test, so tests sharing the service never see each other's tables."""
+    return f"t_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from sketch_core.datasets.tpch import generate_tpch
+
+    cache = Path(os.environ.get("SKETCH_HOME") or tmp_path_factory.mktemp("cache"))
+    return generate_tpch(0.01, cache)

@@ -1,0 +1,227 @@
+"""svc.tables against real PostgreSQL and real Iceberg files."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.table import Transaction
+
+from sketch_core.datasets import synthetic_table
+from sketch_core.errors import (
+    CommitConflictError,
+    InvalidDataError,
+    InvalidPredicateError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from sketch_core.service import SketchService
+
+
+def rows(n: int, start: int = 0) -> pa.Table:
+    return synthetic_table(n, groups=10, seed=start, key_start=start)
+
+
+def test_create_records_the_commit_and_sorts_into_files(svc: SketchService, ns: str) -> None:
+    data = rows(20_000)
+    shuffled = data.take(pa.array(list(reversed(range(data.num_rows)))))
+    seq = svc.tables.create(f"{ns}.r", shuffled, sort_by=["key"])
+    commit = svc.tables.commits(f"{ns}.r")[-1]
+    assert (commit.seq, commit.operation, commit.added_rows, commit.total_rows) == (
+        seq,
+        "create",
+        20_000,
+        20_000,
+    )
+    pinned = svc.tables.pin(f"{ns}.r")
+    assert len(pinned.files) >= 3, "small target size must give several files"
+    assert commit.added_files == len(pinned.files)
+    # Sorted and cut into consecutive runs: file key ranges do not overlap.
+    ranges = sorted(
+        (pc.min(t.column("key")).as_py(), pc.max(t.column("key")).as_py())
+        for t in (pq.read_table(f.path.removeprefix("file://")) for f in pinned.files)
+    )
+    assert all(prev[1] < nxt[0] for prev, nxt in zip(ranges, ranges[1:], strict=False))
+
+
+def test_each_write_gets_a_new_increasing_sequence(svc: SketchService, ns: str) -> None:
+    name = f"{ns}.r"
+    seqs = [svc.tables.create(name, rows(1000), sort_by=["key"])]
+    seqs.append(svc.tables.append(name, rows(500, start=1000)))
+    seqs.append(svc.tables.delete(name, "key < 100"))
+    seqs.append(svc.tables.overwrite(name, rows(10, start=5000), where="key >= 1000"))
+    assert seqs == sorted(seqs) and len(set(seqs)) == 4
+    commits = svc.tables.commits(name)
+    assert [c.operation for c in commits] == ["create", "append", "delete", "overwrite"]
+    assert [(c.added_rows, c.deleted_rows) for c in commits] == [(1000, 0), (500, 0), (0, 100), (10, 500)]
+    assert commits[-1].total_rows == 910 == svc.tables.read_arrow(name).num_rows
+    assert svc.latest_sequence() >= seqs[-1]
+
+
+def test_a_delete_matching_nothing_makes_no_commit(svc: SketchService, ns: str) -> None:
+    seq = svc.tables.create(f"{ns}.r", rows(100), sort_by=["key"])
+    assert svc.tables.delete(f"{ns}.r", "key < 0") == seq
+    assert len(svc.tables.commits(f"{ns}.r")) == 1
+
+
+def test_concurrent_writers_to_different_tables_lose_no_commit(svc: SketchService, ns: str) -> None:
+    names = [f"{ns}.t{i}" for i in range(4)]
+    for name in names:
+        svc.tables.create(name, rows(10), sort_by=["key"])
+    results: dict[str, list[int]] = {name: [] for name in names}
+
+    def writer(name: str) -> None:
+        for i in range(5):
+            results[name].append(svc.tables.append(name, rows(10, start=100 * (i + 1))))
+
+    run_threads([lambda n=n: writer(n) for n in names])
+    all_seqs = [s for seqs in results.values() for s in seqs]
+    assert len(set(all_seqs)) == 20
+    for name in names:
+        commits = svc.tables.commits(name)
+        assert [c.seq for c in commits][1:] == sorted(results[name])
+        assert commits[-1].total_rows == 60 == svc.tables.read_arrow(name).num_rows
+
+
+def test_concurrent_writers_to_one_table_all_land(svc: SketchService, ns: str) -> None:
+    name = f"{ns}.r"
+    svc.tables.create(name, rows(10), sort_by=["key"])
+    seqs: list[int] = []
+    run_threads(
+        [lambda i=i: seqs.append(svc.tables.append(name, rows(7, start=1000 * (i + 1)))) for i in range(6)]
+    )
+    assert len(set(seqs)) == 6
+    assert svc.tables.read_arrow(name).num_rows == 10 + 6 * 7
+    assert pc.count_distinct(svc.tables.read_arrow(name).column("key")).as_py() == 52
+
+
+def conflicting_build(svc: SketchService, name: str) -> Callable[[Transaction], None]:
+    """A transaction body during which another writer commits first (a lost race)."""
+    state = {"raced": 0}
+
+    def build(txn: Transaction) -> None:
+        if state["raced"] == 0:
+            state["raced"] += 1
+            run_threads([lambda: svc.tables.append(name, rows(1, start=999_999))])
+        txn.append(rows(3, start=5000))
+
+    return build
+
+
+def test_a_lost_race_is_retried(svc: SketchService, ns: str) -> None:
+    name = f"{ns}.r"
+    svc.tables.create(name, rows(10), sort_by=["key"])
+    seq = svc.tables._commit(name, "append", 3, conflicting_build(svc, name))
+    assert svc.tables.commits(name)[-1].seq == seq
+    assert svc.tables.read_arrow(name).num_rows == 10 + 1 + 3
+
+
+def test_a_conflict_that_outlasts_retries_is_reported_and_commits_nothing(
+    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"{ns}.r"
+    svc.tables.create(name, rows(10), sort_by=["key"])
+    settings = dataclasses.replace(svc.settings, commit_attempts=2)
+    monkeypatch.setattr(svc.tables, "settings", settings)
+    real_commit = svc.catalog.commit_table
+    racers: list[int] = []
+    racing = threading.local()
+
+    def commit_after_a_rival(table: Any, requirements: Any, updates: Any) -> Any:
+        # Before each of our commit attempts, a rival writer (another thread, real commit) wins.
+        if table.name() == tuple(name.split(".")) and not getattr(racing, "active", False):
+
+            def rival() -> None:
+                racing.active = True
+                racers.append(svc.tables.append(name, rows(1, start=100_000 + len(racers))))
+
+            run_threads([rival])
+        return real_commit(table, requirements, updates)
+
+    monkeypatch.setattr(svc.catalog, "commit_table", commit_after_a_rival)
+    with pytest.raises(CommitConflictError) as info:
+        svc.tables.append(name, rows(3, start=5000))
+    assert info.value.transient and info.value.attempts == 2
+    assert len(racers) >= 2
+    data = svc.tables.read_arrow(name)
+    assert data.num_rows == 10 + len(racers), "only the rivals' rows were committed"
+    assert pc.min(data.column("key")).as_py() == 0 and 5000 not in data.column("key").to_pylist()
+
+
+class TestBadInput:
+    def test_unknown_table(self, svc: SketchService, ns: str) -> None:
+        for call in (
+            lambda: svc.tables.append(f"{ns}.missing", rows(1)),
+            lambda: svc.tables.delete(f"{ns}.missing", "key = 1"),
+            lambda: svc.tables.pin(f"{ns}.missing"),
+        ):
+            with pytest.raises(TableNotFoundError) as info:
+                call()
+            assert info.value.name == f"{ns}.missing"
+
+    def test_create_twice(self, svc: SketchService, ns: str) -> None:
+        svc.tables.create(f"{ns}.r", rows(5), sort_by=["key"])
+        with pytest.raises(TableExistsError):
+            svc.tables.create(f"{ns}.r", rows(5), sort_by=["key"])
+
+    def test_unknown_sort_key(self, svc: SketchService, ns: str) -> None:
+        with pytest.raises(InvalidDataError, match="nope"):
+            svc.tables.create(f"{ns}.r", rows(5), sort_by=["nope"])
+        assert svc.tables.commit_log.get_table(f"{ns}.r") is None
+
+    def assert_unchanged(self, svc: SketchService, name: str, before: pa.Table, commits: int) -> None:
+        assert len(svc.tables.commits(name)) == commits
+        assert svc.tables.read_arrow(name).sort_by("key").equals(before.sort_by("key"))
+
+    def test_schema_mismatch_on_append(self, svc: SketchService, ns: str) -> None:
+        name = f"{ns}.r"
+        svc.tables.create(name, rows(50), sort_by=["key"])
+        before = svc.tables.read_arrow(name)
+        bad = rows(5, start=100).drop_columns(["j"]).append_column("zz", pa.array(["x"] * 5))
+        with pytest.raises(SchemaMismatchError) as info:
+            svc.tables.append(name, bad)
+        assert info.value.table == name
+        assert any("missing columns j" in p for p in info.value.problems)
+        assert any("unexpected columns zz" in p for p in info.value.problems)
+        self.assert_unchanged(svc, name, before, 1)
+
+    def test_invalid_delete_predicate(self, svc: SketchService, ns: str) -> None:
+        name = f"{ns}.r"
+        svc.tables.create(name, rows(50), sort_by=["key"])
+        before = svc.tables.read_arrow(name)
+        for predicate in ("no_such_column = 3", "key = ", "key = 1 OR DROP"):
+            with pytest.raises(InvalidPredicateError):
+                svc.tables.delete(name, predicate)
+        self.assert_unchanged(svc, name, before, 1)
+
+    def test_pin_before_the_table_existed(self, svc: SketchService, ns: str) -> None:
+        earlier = svc.latest_sequence()
+        svc.tables.create(f"{ns}.r", rows(5), sort_by=["key"])
+        with pytest.raises(SnapshotNotFoundError):
+            svc.tables.pin(f"{ns}.r", earlier)
+
+
+def run_threads(bodies: list[Callable[[], object]]) -> None:
+    errors: list[BaseException] = []
+
+    def guard(body: Callable[[], object]) -> None:
+        try:
+            body()
+        except BaseException as exc:  # re-raised in the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guard, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
