@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +50,7 @@ def test_create_records_the_commit_and_sorts_into_files(svc: SketchService, ns: 
         (pc.min(t.column("key")).as_py(), pc.max(t.column("key")).as_py())
         for t in (pq.read_table(f.path.removeprefix("file://")) for f in pinned.files)
     )
-    assert all(prev[1] < nxt[0] for prev, nxt in zip(ranges, ranges[1:], strict=False))
+    assert all(prev[1] < nxt[0] for prev, nxt in itertools.pairwise(ranges))
 
 
 def test_each_write_gets_a_new_increasing_sequence(svc: SketchService, ns: str) -> None:

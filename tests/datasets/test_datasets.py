@@ -1,0 +1,82 @@
+"""TPC-H loading, the synthetic workload, and the delta generators."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator, load_tpch, synthetic_table
+from sketch_core.datasets.deltas import rows_predicate
+from sketch_core.errors import DatasetError
+from sketch_core.service import SketchService
+
+
+def test_synthetic_groups_and_correlation() -> None:
+    data = synthetic_table(50_000, groups=50, seed=7)
+    a = data.column("a").to_numpy()
+    counts = np.bincount(a, minlength=50)
+    assert len(counts) == 50 and counts.min() > 0.8 * 1000 and counts.max() < 1.2 * 1000
+    assert pc.count_distinct(data.column("key")).as_py() == 50_000
+    for name in ("b", "c", "j"):
+        assert np.corrcoef(a, data.column(name).to_numpy())[0, 1] > 0.9
+    assert pc.min(data.column("b")).as_py() < 0, "values are centred, so negatives occur"
+    assert synthetic_table(10, groups=3, seed=1).equals(synthetic_table(10, groups=3, seed=1))
+    with pytest.raises(DatasetError):
+        synthetic_table(10, groups=0)
+
+
+def test_tpch_loads_with_matching_counts(svc: SketchService, ns: str, tpch_dir: Path) -> None:
+    created = load_tpch(svc.tables, 0.01, tpch_dir.parents[1], namespace=ns)
+    assert sorted(created) == sorted(f"{ns}.{t}" for t in TPCH_SORT_KEYS)
+    for table, keys in TPCH_SORT_KEYS.items():
+        expected = pq.read_metadata(tpch_dir / f"{table}.parquet").num_rows
+        assert svc.tables.pin(f"{ns}.{table}").record_count == expected, table
+        assert svc.tables.commit_log.get_table(f"{ns}.{table}").sort_by == keys  # type: ignore[union-attr]
+    assert len(svc.tables.pin(f"{ns}.lineitem").files) > 1
+    # Loading again keeps what is there.
+    assert load_tpch(svc.tables, 0.01, tpch_dir.parents[1], namespace=ns) == created
+
+
+@pytest.mark.parametrize("kind", ["inserts", "deletes", "mixed", "updates"])
+def test_delta_generators_have_exact_sizes(svc: SketchService, ns: str, tpch_dir: Path, kind: str) -> None:
+    name = f"{ns}.lineitem"
+    svc.tables.create(name, tpch_dir / "lineitem.parquet", sort_by=list(TPCH_SORT_KEYS["lineitem"]))
+    before = svc.tables.read_arrow(name)
+    delta = getattr(DeltaGenerator(svc.tables, name, TPCH_SORT_KEYS["lineitem"], seed=3), kind)(200)
+    delta.apply(svc.tables)
+    after = svc.tables.read_arrow(name)
+    commit = svc.tables.commits(name)[-1]
+    assert (commit.added_rows, commit.deleted_rows) == (delta.inserted_rows, delta.deleted_rows)
+    assert after.num_rows == before.num_rows + delta.inserted_rows - delta.deleted_rows
+    keys = list(
+        zip(after.column("l_orderkey").to_pylist(), after.column("l_linenumber").to_pylist(), strict=True)
+    )
+    assert len(set(keys)) == len(keys), "keys stay unique"
+    expected_sizes = {"inserts": (200, 0), "deletes": (0, 200), "mixed": (100, 100), "updates": (200, 200)}
+    assert (delta.inserted_rows, delta.deleted_rows) == expected_sizes[kind]
+    if kind == "updates":
+        assert after.num_rows == before.num_rows
+
+
+def test_inserts_come_from_the_same_distribution(svc: SketchService, ns: str) -> None:
+    name = f"{ns}.r"
+    svc.tables.create(name, synthetic_table(20_000, groups=20, seed=1), sort_by=["key"])
+    fresh = DeltaGenerator(svc.tables, name, ("key",), seed=2).inserts(5_000).inserts
+    assert fresh is not None
+    assert pc.min(fresh.column("key")).as_py() == 20_000
+    assert set(fresh.column("a").to_pylist()) <= set(range(20))
+    assert (
+        abs(pc.mean(fresh.column("b")).as_py() - pc.mean(svc.tables.read_arrow(name).column("b")).as_py()) < 5
+    )
+
+
+def test_rows_predicate_is_shallow_for_many_rows() -> None:
+    import pyarrow as pa
+
+    keys = pa.table({"k1": list(range(3000)), "k2": [1] * 3000})
+    predicate = rows_predicate(keys, ("k1", "k2"))
+    assert predicate.count("(") < 3000 * 3 and "k1 = 2999" in predicate
