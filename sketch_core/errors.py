@@ -165,3 +165,11 @@ class UnsupportedTableFeatureError(TableError):
 
 class DatasetError(SketchError):
     """Generating or loading a benchmark data set failed."""
+
+
+class SketchNotFoundError(SketchError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"unknown sketch {name!r}", hint="capture it first, or list sketches with `sketch status`"
+        )

@@ -1,0 +1,244 @@
+"""Repository for partitions, sketches, sketch versions and maintenance runs.
+
+Publishing a version is one transaction: the version row and its fragment bitmaps appear
+together or not at all (design invariant 3). A version is unique per (sketch, commit sequence),
+so when two maintainers publish for the same target sequence, one inserts and the other gets
+the existing version back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from sketch_core.errors import SketchNotFoundError
+from sketch_core.metastore import schema
+
+t = schema
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    partition_id: int
+    table: str
+    attribute: str
+    fragment_count: int
+    boundaries: list[Any]
+    computed_at_seq: int
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    name: str
+    version: int
+    sequence: int
+    table_snapshots: dict[str, int]
+    bitmaps: dict[int, bytes]  # partition id -> serialized roaring bitmap
+    state_ref: str | None
+
+
+class SketchRepository:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- partitions ----------------------------------------------------------------------------
+    def ensure_partition(
+        self, table: str, attribute: str, fragment_count: int, boundaries: Sequence[Any], computed_at_seq: int
+    ) -> PartitionRecord:
+        """The stored partition for (table, attribute, fragment count); stored now if new.
+
+        An existing partition wins over new boundaries, so fragment ids stay comparable across
+        the sketches that share it.
+        """
+        with self.engine.begin() as conn:
+            table_id = conn.execute(select(t.tables.c.table_id).where(t.tables.c.name == table)).scalar_one()
+            conn.execute(
+                pg_insert(t.partitions)
+                .values(
+                    table_id=table_id,
+                    attribute=attribute,
+                    fragment_count=fragment_count,
+                    boundaries=list(boundaries),
+                    computed_at_seq=computed_at_seq,
+                    created_at=func.now(),
+                )
+                .on_conflict_do_nothing(index_elements=["table_id", "attribute", "fragment_count"])
+            )
+            row = conn.execute(
+                select(t.partitions).where(
+                    t.partitions.c.table_id == table_id,
+                    t.partitions.c.attribute == attribute,
+                    t.partitions.c.fragment_count == fragment_count,
+                )
+            ).one()
+        m = row._mapping
+        return PartitionRecord(
+            m["partition_id"],
+            table,
+            m["attribute"],
+            m["fragment_count"],
+            m["boundaries"],
+            m["computed_at_seq"],
+        )
+
+    # -- sketches and versions -------------------------------------------------------------------
+    def ensure_sketch(self, name: str, query_sql: str, params: Mapping[str, Any] | None = None) -> int:
+        with self.engine.begin() as conn:
+            conn.execute(
+                pg_insert(t.sketches)
+                .values(name=name, query_sql=query_sql, params=dict(params or {}), created_at=func.now())
+                .on_conflict_do_nothing(index_elements=["name"])
+            )
+            return self._sketch_id(conn, name)
+
+    @staticmethod
+    def _sketch_id(conn: Connection, name: str) -> int:
+        value = conn.execute(select(t.sketches.c.sketch_id).where(t.sketches.c.name == name)).scalar()
+        if value is None:
+            raise SketchNotFoundError(name)
+        return int(value)
+
+    def publish_version(
+        self,
+        name: str,
+        sequence: int,
+        table_snapshots: Mapping[str, int],
+        bitmaps: Mapping[int, bytes],
+        state_ref: str | None = None,
+    ) -> VersionRecord:
+        """Publish the sketch's version for ``sequence``, or return the one already published."""
+        with self.engine.begin() as conn:
+            sketch_id = self._sketch_id(conn, name)
+            # Serialize publishers of one sketch, so "next version number" cannot be taken twice.
+            conn.execute(
+                select(t.sketches.c.sketch_id).where(t.sketches.c.sketch_id == sketch_id).with_for_update()
+            )
+            existing = self._version_row(conn, sketch_id, sequence=sequence)
+            if existing is None:
+                version = 1 + int(
+                    conn.execute(
+                        select(func.coalesce(func.max(t.sketch_versions.c.version), 0)).where(
+                            t.sketch_versions.c.sketch_id == sketch_id
+                        )
+                    ).scalar_one()
+                )
+                conn.execute(
+                    insert(t.sketch_versions).values(
+                        sketch_id=sketch_id,
+                        version=version,
+                        seq=sequence,
+                        table_snapshots=dict(table_snapshots),
+                        state_ref=state_ref,
+                        created_at=func.now(),
+                    )
+                )
+                for partition_id, bitmap in bitmaps.items():
+                    conn.execute(
+                        insert(t.sketch_fragments).values(
+                            sketch_id=sketch_id, version=version, partition_id=partition_id, bitmap=bitmap
+                        )
+                    )
+        found = self.version(name, sequence=sequence)
+        assert found is not None
+        return found
+
+    def _version_row(
+        self, conn: Connection, sketch_id: int, *, sequence: int | None = None, version: int | None = None
+    ) -> Any:
+        query = select(t.sketch_versions).where(t.sketch_versions.c.sketch_id == sketch_id)
+        if sequence is not None:
+            query = query.where(t.sketch_versions.c.seq == sequence)
+        if version is not None:
+            query = query.where(t.sketch_versions.c.version == version)
+        return conn.execute(query.order_by(t.sketch_versions.c.version.desc()).limit(1)).first()
+
+    def version(
+        self, name: str, *, sequence: int | None = None, version: int | None = None
+    ) -> VersionRecord | None:
+        """A version by sequence or number; with neither, the newest."""
+        with self.engine.connect() as conn:
+            sketch_id = self._sketch_id(conn, name)
+            row = self._version_row(conn, sketch_id, sequence=sequence, version=version)
+            if row is None:
+                return None
+            m = row._mapping
+            bitmaps = conn.execute(
+                select(t.sketch_fragments.c.partition_id, t.sketch_fragments.c.bitmap).where(
+                    t.sketch_fragments.c.sketch_id == sketch_id, t.sketch_fragments.c.version == m["version"]
+                )
+            ).all()
+        return VersionRecord(
+            name,
+            m["version"],
+            m["seq"],
+            dict(m["table_snapshots"]),
+            {int(pid): bytes(bitmap) for pid, bitmap in bitmaps},
+            m["state_ref"],
+        )
+
+    def versions(self, name: str) -> list[int]:
+        with self.engine.connect() as conn:
+            sketch_id = self._sketch_id(conn, name)
+            rows = conn.execute(
+                select(t.sketch_versions.c.version)
+                .where(t.sketch_versions.c.sketch_id == sketch_id)
+                .order_by(t.sketch_versions.c.version)
+            )
+            return [int(v) for (v,) in rows]
+
+    # -- maintenance runs ----------------------------------------------------------------------
+    def start_run(self, name: str, strategy: str, from_version: int | None) -> int:
+        with self.engine.begin() as conn:
+            sketch_id = self._sketch_id(conn, name)
+            return int(
+                conn.execute(
+                    insert(t.maintenance_runs)
+                    .values(
+                        sketch_id=sketch_id,
+                        strategy=strategy,
+                        status="running",
+                        from_version=from_version,
+                        delta_rows=0,
+                        started_at=func.now(),
+                    )
+                    .returning(t.maintenance_runs.c.run_id)
+                ).scalar_one()
+            )
+
+    def finish_run(
+        self,
+        run_id: int,
+        *,
+        status: str,
+        to_version: int | None,
+        delta_rows: int,
+        seconds: float,
+        error: str | None = None,
+    ) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(t.maintenance_runs)
+                .where(t.maintenance_runs.c.run_id == run_id)
+                .values(
+                    status=status,
+                    to_version=to_version,
+                    delta_rows=delta_rows,
+                    seconds=seconds,
+                    error=error,
+                    finished_at=func.now(),
+                )
+            )
+
+    def runs(self, name: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            sketch_id = self._sketch_id(conn, name)
+            rows = conn.execute(
+                select(t.maintenance_runs)
+                .where(t.maintenance_runs.c.sketch_id == sketch_id)
+                .order_by(t.maintenance_runs.c.run_id)
+            ).all()
+        return [dict(row._mapping) for row in rows]

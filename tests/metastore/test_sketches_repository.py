@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+from pyroaring import BitMap
+
+from sketch_core.datasets import synthetic_table
+from sketch_core.errors import SketchNotFoundError
+from sketch_core.metastore.sketches import SketchRepository
+from sketch_core.service import SketchService
+from tests.tables.test_table_service import run_threads
+
+
+@pytest.fixture
+def repo(svc: SketchService) -> SketchRepository:
+    return SketchRepository(svc.engine)
+
+
+def test_partitions_are_stored_once_and_reused(svc: SketchService, repo: SketchRepository, ns: str) -> None:
+    seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
+    first = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
+    again = repo.ensure_partition(f"{ns}.r", "a", 2, [[9, 9]], seq + 5)
+    assert again == first and again.boundaries == [[0, 0], [1, 1]]
+    assert repo.ensure_partition(f"{ns}.r", "a", 3, [[0, 1]], seq).partition_id != first.partition_id
+
+
+def test_versions_publish_atomically_and_once_per_sequence(
+    svc: SketchService, repo: SketchRepository, ns: str
+) -> None:
+    seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
+    part = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
+    name = f"{ns}_top"
+    repo.ensure_sketch(name, f"SELECT a FROM {ns}.r", {"k": 1})
+    v1 = repo.publish_version(name, seq, {f"{ns}.r": 11}, {part.partition_id: BitMap([1]).serialize()})
+    assert (v1.version, v1.sequence) == (1, seq)
+    assert BitMap.deserialize(v1.bitmaps[part.partition_id]) == BitMap([1])
+
+    published = []
+    run_threads(
+        [
+            lambda: published.append(
+                repo.publish_version(name, seq + 1, {f"{ns}.r": 12}, {part.partition_id: b"x"})
+            )
+            for _ in range(4)
+        ]
+    )
+    assert {v.version for v in published} == {2}
+    assert repo.versions(name) == [1, 2]
+    assert repo.version(name).version == 2  # type: ignore[union-attr]
+    assert repo.version(name, sequence=seq).bitmaps == v1.bitmaps  # type: ignore[union-attr]
+
+
+def test_maintenance_runs_are_recorded(svc: SketchService, repo: SketchRepository, ns: str) -> None:
+    repo.ensure_sketch(f"{ns}_s", "SELECT 1")
+    run = repo.start_run(f"{ns}_s", "incremental", from_version=1)
+    repo.finish_run(run, status="succeeded", to_version=2, delta_rows=10, seconds=0.5)
+    (row,) = repo.runs(f"{ns}_s")
+    assert (row["status"], row["to_version"], row["delta_rows"]) == ("succeeded", 2, 10)
+    with pytest.raises(SketchNotFoundError):
+        repo.runs(f"{ns}_missing")
