@@ -159,6 +159,19 @@ class SnapshotNotFoundError(TableError):
         )
 
 
+class WarehouseMismatchError(TableError):
+    """The metastore names files that the warehouse does not have."""
+
+    def __init__(self, table: str, detail: str) -> None:
+        self.table = table
+        self.detail = detail
+        super().__init__(
+            f"the metadata of {table!r} is missing from the warehouse ({detail})",
+            hint="SKETCH_WAREHOUSE and SKETCH_METASTORE_URL must belong together: restore the "
+            "warehouse, or use a fresh metastore database for a new warehouse",
+        )
+
+
 class UnsupportedTableFeatureError(TableError):
     """The Iceberg table uses a feature the readers here cannot honour."""
 

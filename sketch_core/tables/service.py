@@ -37,6 +37,7 @@ from sketch_core.errors import (
     TableExistsError,
     TableNotFoundError,
     UnsupportedTableFeatureError,
+    WarehouseMismatchError,
 )
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
@@ -214,6 +215,8 @@ class TableService:
             return record.name, record, self.catalog.load_table(record.name)
         except NoSuchTableError as exc:
             raise TableNotFoundError(record.name) from exc
+        except FileNotFoundError as exc:
+            raise WarehouseMismatchError(record.name, str(exc)) from exc
 
     def _latest_seq(self, name: str) -> int:
         commit = self.commit_log.commit_at(name, None)

@@ -226,3 +226,21 @@ def run_threads(bodies: list[Callable[[], object]]) -> None:
         thread.join()
     if errors:
         raise errors[0]
+
+
+def test_missing_warehouse_files_give_a_typed_error(svc: SketchService, ns: str) -> None:
+    from pathlib import Path
+
+    from sketch_core.errors import WarehouseMismatchError
+
+    name = f"{ns}.r"
+    svc.tables.create(name, rows(5), sort_by=["key"])
+    location = Path(svc.catalog.load_table(name).metadata_location.removeprefix("file://"))
+    location.rename(location.with_suffix(".moved"))
+    try:
+        with pytest.raises(WarehouseMismatchError) as info:
+            svc.tables.pin(name)
+        assert info.value.table == name
+    finally:
+        location.with_suffix(".moved").rename(location)
+    assert svc.tables.pin(name).record_count == 5
