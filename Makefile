@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export SKETCH_HOME ?= $(CURDIR)/.cache
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint bench clean-cache
+.PHONY: setup demo test lint clean-cache
 
 setup:
 	@bash scripts/bootstrap.sh

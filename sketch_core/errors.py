@@ -172,6 +172,18 @@ class WarehouseMismatchError(TableError):
         )
 
 
+class SequenceOutOfRangeError(TableError):
+    """A commit sequence number that no commit has reached (yet)."""
+
+    def __init__(self, sequence: int, latest: int) -> None:
+        self.sequence = sequence
+        self.latest = latest
+        super().__init__(
+            f"commit sequence {sequence} is out of range; the latest commit is {latest}",
+            hint="pass a sequence between 1 and the latest, or None for the latest",
+        )
+
+
 class UnsupportedTableFeatureError(TableError):
     """The Iceberg table uses a feature the readers here cannot honour."""
 

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
 from sketch_core.config import Settings
-from sketch_core.errors import SnapshotNotFoundError
+from sketch_core.errors import SequenceOutOfRangeError
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
@@ -94,9 +94,10 @@ class SketchService:
         ``use_sketches`` has no effect until sketch capture exists; the plain query runs.
         """
         started = time.perf_counter()
-        sequence = self.latest_sequence() if snapshot is None else snapshot
-        if sequence < 0 or sequence > self.latest_sequence():
-            raise SnapshotNotFoundError("*", sequence)
+        latest = self.latest_sequence()
+        sequence = latest if snapshot is None else snapshot
+        if not 0 < sequence <= latest:
+            raise SequenceOutOfRangeError(sequence, latest)
         pins = [self.tables.pin(name, sequence) for name in referenced_tables(sql)]
         views = {pin.table: register_view(self.spark, pin) for pin in pins}
         bound = bind_tables(sql, views)

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from sketch_core.errors import SketchNotFoundError
+from sketch_core.errors import SketchNotFoundError, TableNotFoundError
 from sketch_core.metastore import schema
 
 t = schema
@@ -55,7 +55,9 @@ class SketchRepository:
         the sketches that share it.
         """
         with self.engine.begin() as conn:
-            table_id = conn.execute(select(t.tables.c.table_id).where(t.tables.c.name == table)).scalar_one()
+            table_id = conn.execute(select(t.tables.c.table_id).where(t.tables.c.name == table)).scalar()
+            if table_id is None:
+                raise TableNotFoundError(table)
             conn.execute(
                 pg_insert(t.partitions)
                 .values(

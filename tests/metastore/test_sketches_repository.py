@@ -4,7 +4,7 @@ import pytest
 from pyroaring import BitMap
 
 from sketch_core.datasets import synthetic_table
-from sketch_core.errors import SketchNotFoundError
+from sketch_core.errors import SketchNotFoundError, TableNotFoundError
 from sketch_core.metastore.sketches import SketchRepository
 from sketch_core.service import SketchService
 from tests.tables.test_table_service import run_threads
@@ -21,6 +21,8 @@ def test_partitions_are_stored_once_and_reused(svc: SketchService, repo: SketchR
     again = repo.ensure_partition(f"{ns}.r", "a", 2, [[9, 9]], seq + 5)
     assert again == first and again.boundaries == [[0, 0], [1, 1]]
     assert repo.ensure_partition(f"{ns}.r", "a", 3, [[0, 1]], seq).partition_id != first.partition_id
+    with pytest.raises(TableNotFoundError):
+        repo.ensure_partition(f"{ns}.missing", "a", 2, [], seq)
 
 
 def test_versions_publish_atomically_and_once_per_sequence(

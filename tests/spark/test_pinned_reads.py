@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sketch_core.datasets import synthetic_table
+from sketch_core.errors import SequenceOutOfRangeError
 from sketch_core.service import SketchService
 from sketch_core.spark.views import QueryError, bind_tables, referenced_tables
 
@@ -59,6 +60,16 @@ def test_empty_table_reads_as_empty(spark_svc: SketchService, ns: str) -> None:
     svc = spark_svc
     svc.tables.create(f"{ns}.r", synthetic_table(0, groups=1), sort_by=["key"])
     assert svc.query(f"SELECT count(*) AS n FROM {ns}.r").table.column("n").to_pylist() == [0]
+
+
+def test_sequences_out_of_range_are_refused(spark_svc: SketchService, ns: str) -> None:
+    svc = spark_svc
+    svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
+    latest = svc.latest_sequence()
+    for bad in (0, latest + 1):
+        with pytest.raises(SequenceOutOfRangeError) as info:
+            svc.query(f"SELECT count(*) FROM {ns}.r", snapshot=bad)
+        assert (info.value.sequence, info.value.latest) == (bad, latest)
 
 
 def test_table_references_are_found_and_bound() -> None:
