@@ -1,0 +1,142 @@
+"""Range partitions (pure): lookup, merging, predicates, storage; checked against brute force."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlglot import exp
+
+from sketch_core.partitions import RangePartition
+from sketch_core.partitions.range_partition import PartitionError
+
+P = RangePartition("t.r", "a", (10, 20, 30))  # fragments: <10, [10,20), [20,30), >=30, NULL
+
+
+def brute_force_fragment(cuts: tuple[int, ...], value: int | None) -> int:
+    if value is None:
+        return len(cuts) + 1
+    return sum(1 for c in cuts if c <= value)
+
+
+def test_lookup_covers_the_whole_domain() -> None:
+    assert [P.fragment_of(v) for v in (-1_000, 9, 10, 19, 20, 29, 30, 10**9)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert P.fragment_of(None) == P.null_fragment == 4
+    assert P.fragment_count == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cuts=st.lists(st.integers(-1000, 1000), min_size=0, max_size=30, unique=True).map(
+        lambda c: tuple(sorted(c))
+    ),
+    values=st.lists(st.one_of(st.none(), st.integers(-2000, 2000)), max_size=50),
+)
+def test_lookup_and_predicates_agree_with_brute_force(
+    cuts: tuple[int, ...], values: list[int | None]
+) -> None:
+    partition = RangePartition("t.r", "a", cuts)
+    expected = [brute_force_fragment(cuts, v) for v in values]
+    assert [partition.fragment_of(v) for v in values] == expected
+    non_null = [v for v in values if v is not None]
+    assert list(partition.fragments_of(np.array(non_null, dtype=np.int64))) == [
+        e for e in expected if e <= len(cuts)
+    ]
+    # The rendered predicate of any sketch selects exactly the values of its fragments.
+    sketch = set(expected[::2])
+    predicate = partition.predicate(sketch)
+    for value, fragment in zip(values, expected, strict=True):
+        assert bool(evaluate(predicate, value)) is (fragment in sketch)
+
+
+def evaluate(node: exp.Expr, a: int | None) -> bool | None:
+    """SQL three-valued evaluation of the predicate shapes the partition renders."""
+    if isinstance(node, exp.Paren):
+        return evaluate(node.this, a)
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Is):
+        return a is None
+    if isinstance(node, exp.Not):
+        inner = evaluate(node.this, a)
+        return None if inner is None else not inner
+    if isinstance(node, exp.And | exp.Or):
+        left, right = evaluate(node.left, a), evaluate(node.right, a)
+        if isinstance(node, exp.And):
+            return False if False in (left, right) else None if None in (left, right) else True
+        return True if True in (left, right) else None if None in (left, right) else False
+    if a is None:
+        return None
+    bound = node.expression.to_py()
+    return a >= bound if isinstance(node, exp.GTE) else a < bound
+
+
+def test_adjacent_fragments_merge_into_one_interval() -> None:
+    merged = P.intervals([0, 1, 3])
+    assert [(i.first, i.last, i.low, i.high) for i in merged] == [(0, 1, None, 20), (3, 3, 30, None)]
+
+
+def test_predicate_sql() -> None:
+    assert P.predicate_sql([1, 2]) == "a >= 10 AND a < 30"
+    assert P.predicate_sql([0, 3]) == "a < 10 OR a >= 30"
+    assert P.predicate_sql([4]) == "a IS NULL"
+    assert P.predicate_sql([0, 1, 2, 3]) == "NOT a IS NULL"
+    assert P.predicate_sql([]) == "FALSE"
+    assert P.predicate_sql([2], column="l.a") == "l.a >= 20 AND l.a < 30"
+
+
+def test_dates_strings_and_decimals_render_as_typed_literals() -> None:
+    dates = RangePartition("t.r", "d", (dt.date(1995, 1, 1),))
+    assert dates.predicate_sql([1]) == "d >= CAST('1995-01-01' AS DATE)"
+    names = RangePartition("t.r", "s", ("it's",))
+    assert names.predicate_sql([0]) == "s < 'it\\'s'"
+    money = RangePartition("t.r", "m", (Decimal("1.50"),))
+    assert money.fragment_of(Decimal("1.49")) == 0 and money.predicate_sql([1]) == "m >= 1.50"
+
+
+@pytest.mark.parametrize(
+    "cuts",
+    [
+        (1, 2, 3),
+        (1.5, 2.5),
+        (Decimal("1.1"),),
+        (dt.date(2020, 1, 1),),
+        (dt.datetime(2020, 1, 1, 12),),
+        ("a", "b"),
+        (),
+    ],
+)
+def test_json_round_trip(cuts: tuple[object, ...]) -> None:
+    partition = RangePartition("t.r", "a", cuts)
+    assert RangePartition.from_json("t.r", "a", partition.to_json()) == partition
+
+
+def test_construction_from_values_and_quantiles() -> None:
+    few = RangePartition.from_distinct_values("t.r", "a", [3, 1, None, 2, 3, 1])
+    assert few.cuts == (2, 3) and few.fragment_count == 3
+    assert [few.fragment_of(v) for v in (1, 2, 3)] == [0, 1, 2], "one fragment per distinct value"
+    skewed = RangePartition.from_quantiles("t.r", "a", [5, 5, 5, 9])
+    assert skewed.cuts == (5, 9)
+
+
+@pytest.mark.parametrize(
+    ("cuts", "message"),
+    [
+        ((3, 1), "strictly increasing"),
+        ((1, 1), "strictly increasing"),
+        ((1, "a"), "mix types"),
+        ((None,), "NULL"),
+    ],
+)
+def test_bad_cut_points_are_refused(cuts: tuple[object, ...], message: str) -> None:
+    with pytest.raises(PartitionError, match=message):
+        RangePartition("t.r", "a", cuts)
+
+
+def test_unknown_fragment_ids_are_refused() -> None:
+    with pytest.raises(PartitionError, match="outside"):
+        P.intervals([7])
