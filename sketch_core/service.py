@@ -17,8 +17,11 @@ from sketch_core.errors import SequenceOutOfRangeError
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
+from sketch_core.metastore.sketches import SketchRepository
+from sketch_core.partitions import RangePartition
+from sketch_core.spark.partitioning import compute_range_partition
 from sketch_core.spark.session import build_session
-from sketch_core.spark.views import bind_tables, referenced_tables, register_view
+from sketch_core.spark.views import bind_tables, pinned_dataframe, referenced_tables, register_view
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
 from sketch_core.tables.service import TableService
 
@@ -51,6 +54,7 @@ class SketchService:
         self.catalog = catalog
         self.commit_log = CommitLog(engine)
         self.tables = TableService(catalog, self.commit_log, settings)
+        self.sketches = SketchRepository(engine)
         self._spark = spark
 
     @classmethod
@@ -76,6 +80,28 @@ class SketchService:
         if self._spark is None:
             self._spark = build_session(self.settings)
         return self._spark
+
+    def range_partition(
+        self, table: str, attribute: str, fragments: int, *, sequence: int | None = None
+    ) -> tuple[int, RangePartition]:
+        """The stored partition for (table, attribute, fragments), computed now if there is none.
+
+        A new partition is computed on Spark over the table pinned at ``sequence`` (latest if
+        None) and stored with that sequence. Stored partitions are reused as they are, so the
+        fragment ids of every sketch on them stay comparable. Returns (partition id, partition).
+        ``fragments`` is the requested count; a column with fewer distinct values gets fewer.
+        """
+        name = self.tables.pin(table, sequence).table
+        found = self.sketches.find_partition(name, attribute, fragments)
+        if found is None:
+            pinned = self.tables.pin(name, sequence)
+            computed = compute_range_partition(
+                pinned_dataframe(self.spark, pinned), name, attribute, fragments
+            )
+            found = self.sketches.ensure_partition(
+                name, attribute, fragments, computed.to_json(), pinned.sequence
+            )
+        return found.partition_id, RangePartition.from_json(name, attribute, found.boundaries)
 
     def latest_sequence(self) -> int:
         return self.commit_log.latest_sequence()

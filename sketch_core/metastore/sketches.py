@@ -8,7 +8,7 @@ the existing version back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ class PartitionRecord:
     table: str
     attribute: str
     fragment_count: int
-    boundaries: list[Any]
+    boundaries: Any  # JSON, as written by RangePartition.to_json
     computed_at_seq: int
 
 
@@ -46,8 +46,31 @@ class SketchRepository:
         self.engine = engine
 
     # -- partitions ----------------------------------------------------------------------------
+    def find_partition(self, table: str, attribute: str, fragment_count: int) -> PartitionRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(t.partitions)
+                .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
+                .where(
+                    t.tables.c.name == table,
+                    t.partitions.c.attribute == attribute,
+                    t.partitions.c.fragment_count == fragment_count,
+                )
+            ).first()
+        if row is None:
+            return None
+        m = row._mapping
+        return PartitionRecord(
+            m["partition_id"],
+            table,
+            m["attribute"],
+            m["fragment_count"],
+            m["boundaries"],
+            m["computed_at_seq"],
+        )
+
     def ensure_partition(
-        self, table: str, attribute: str, fragment_count: int, boundaries: Sequence[Any], computed_at_seq: int
+        self, table: str, attribute: str, fragment_count: int, boundaries: Any, computed_at_seq: int
     ) -> PartitionRecord:
         """The stored partition for (table, attribute, fragment count); stored now if new.
 
@@ -64,7 +87,7 @@ class SketchRepository:
                     table_id=table_id,
                     attribute=attribute,
                     fragment_count=fragment_count,
-                    boundaries=list(boundaries),
+                    boundaries=boundaries,
                     computed_at_seq=computed_at_seq,
                     created_at=func.now(),
                 )

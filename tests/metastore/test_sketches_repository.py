@@ -17,7 +17,9 @@ def repo(svc: SketchService) -> SketchRepository:
 
 def test_partitions_are_stored_once_and_reused(svc: SketchService, repo: SketchRepository, ns: str) -> None:
     seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
+    assert repo.find_partition(f"{ns}.r", "a", 2) is None
     first = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
+    assert repo.find_partition(f"{ns}.r", "a", 2) == first
     again = repo.ensure_partition(f"{ns}.r", "a", 2, [[9, 9]], seq + 5)
     assert again == first and again.boundaries == [[0, 0], [1, 1]]
     assert repo.ensure_partition(f"{ns}.r", "a", 3, [[0, 1]], seq).partition_id != first.partition_id
