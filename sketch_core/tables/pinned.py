@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
 
 @dataclass(frozen=True)
 class DataFileInfo:
+    """One Parquet data file with its column statistics from Iceberg metadata.
+
+    ``lower``/``upper`` map column names to bounds as Python values (dates as ``date``,
+    timestamps as naive UTC ``datetime``); a column missing from them has unknown bounds.
+    """
+
     path: str
     record_count: int
     size_bytes: int
+    lower: Mapping[str, Any] = field(default_factory=dict)
+    upper: Mapping[str, Any] = field(default_factory=dict)
+    null_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from sketch_core.tables.data import conform, portable, sort_rows, to_arrow
 from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
+from sketch_core.tables.statistics import describe_file
 
 log = logging.getLogger(__name__)
 
@@ -150,9 +151,7 @@ class TableService:
                         f"{name} has row-level delete files at snapshot {commit.snapshot_id}",
                         hint="rewrite the table's data files (compaction) before using it here",
                     )
-                files.append(
-                    DataFileInfo(task.file.file_path, task.file.record_count, task.file.file_size_in_bytes)
-                )
+                files.append(describe_file(task.file, table.schema()))
         files.sort(key=lambda f: f.path)
         return PinnedSnapshot(name, commit.seq, commit.snapshot_id, tuple(files), table.schema().as_arrow())
 

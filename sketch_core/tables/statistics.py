@@ -1,0 +1,48 @@
+"""Decoding Iceberg's per-file column statistics into Python values."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pyiceberg.conversions import from_bytes
+from pyiceberg.manifest import DataFile
+from pyiceberg.schema import Schema
+from pyiceberg.types import DateType, IcebergType, TimestampType, TimestamptzType
+
+from sketch_core.tables.pinned import DataFileInfo
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _python_value(kind: IcebergType, raw: bytes) -> Any:
+    value = from_bytes(kind, raw)
+    # Iceberg stores dates as days and timestamps as microseconds since the epoch; compare them
+    # as the values Spark returns (date, and naive UTC datetime for session time zone UTC).
+    if isinstance(kind, DateType):
+        return dt.date(1970, 1, 1) + dt.timedelta(days=int(value))
+    if isinstance(kind, TimestampType | TimestamptzType):
+        return _EPOCH + dt.timedelta(microseconds=int(value))
+    return value
+
+
+def describe_file(data_file: DataFile, schema: Schema) -> DataFileInfo:
+    names = {f.field_id: (f.name, f.field_type) for f in schema.fields}
+
+    def decode(bounds: dict[int, bytes] | None) -> dict[str, Any]:
+        decoded = {}
+        for field_id, raw in (bounds or {}).items():
+            if field_id in names:
+                name, kind = names[field_id]
+                decoded[name] = _python_value(kind, raw)
+        return decoded
+
+    nulls = {names[i][0]: int(n) for i, n in dict(data_file.null_value_counts or {}).items() if i in names}
+    return DataFileInfo(
+        path=data_file.file_path,
+        record_count=data_file.record_count,
+        size_bytes=data_file.file_size_in_bytes,
+        lower=decode(data_file.lower_bounds),
+        upper=decode(data_file.upper_bounds),
+        null_counts=nulls,
+    )
