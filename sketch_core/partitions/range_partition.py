@@ -143,9 +143,9 @@ class RangePartition:
         for interval in self.intervals(fragments):
             bounds: list[exp.Expr] = []
             if interval.low is not None:
-                bounds.append(exp.GTE(this=column.copy(), expression=_literal(interval.low)))
+                bounds.append(exp.GTE(this=column.copy(), expression=sql_literal(interval.low)))
             if interval.high is not None:
-                bounds.append(exp.LT(this=column.copy(), expression=_literal(interval.high)))
+                bounds.append(exp.LT(this=column.copy(), expression=sql_literal(interval.high)))
             parts.append(
                 exp.and_(*bounds)
                 if bounds
@@ -183,7 +183,8 @@ class RangePartition:
         return cls(table, attribute, tuple(decode(c) if decode else c for c in data["cuts"]))
 
 
-def _literal(value: Any) -> exp.Expr:
+def sql_literal(value: Any) -> exp.Expr:
+    """A typed SQL literal for a cut point (dates and timestamps as casts)."""
     if isinstance(value, bool):
         return exp.Boolean(this=value)
     if isinstance(value, int | float | Decimal):

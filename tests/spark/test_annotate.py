@@ -1,0 +1,58 @@
+"""Fragment annotation on Spark equals the pure binary-search lookup, for every path."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from sketch_core.partitions import RangePartition
+from sketch_core.spark.annotate import annotate_fragments
+
+pytestmark = pytest.mark.spark
+
+
+def check(spark: SparkSession, kind: T.DataType, values: list[object], cuts: tuple[object, ...]) -> None:
+    partition = RangePartition("t.r", "a", cuts)
+    df = spark.createDataFrame([(v,) for v in values], T.StructType([T.StructField("a", kind)]))
+    rows = annotate_fragments(df, partition, "f").collect()
+    assert [(r.a, r.f) for r in rows] == [(v, partition.fragment_of(v)) for v in values]
+
+
+def test_integers_including_cut_points_and_nulls(spark: SparkSession) -> None:
+    values = [None, -5, 0, 9, 10, 11, 19, 20, 29, 30, 10**6]
+    check(spark, T.LongType(), values, (10, 20, 30))
+
+
+def test_large_integers_that_collide_as_doubles_stay_exact(spark: SparkSession) -> None:
+    base = 2**60
+    cuts = (base + 1, base + 2, base + 3)  # all the same double: the exact CASE path is taken
+    check(spark, T.LongType(), [base, base + 1, base + 2, base + 3, base + 4], cuts)
+
+
+def test_large_integers_next_to_cuts_are_corrected(spark: SparkSession) -> None:
+    base = 2**60
+    cuts = (base, base + 4096, base + 8192)  # distinct as doubles, but neighbours round onto them
+    values = [base - 1, base, base + 1, base + 4095, base + 4096, base + 4097, base + 8191, base + 8192]
+    check(spark, T.LongType(), values, cuts)
+
+
+def test_decimals_dates_timestamps_strings(spark: SparkSession) -> None:
+    check(
+        spark,
+        T.DecimalType(15, 2),
+        [Decimal("1.49"), Decimal("1.50"), Decimal("9.99"), None],
+        (Decimal("1.50"), Decimal("5.00")),
+    )
+    days = [dt.date(2020, 1, d) for d in range(1, 20)]
+    check(spark, T.DateType(), [*days, None], (dt.date(2020, 1, 5), dt.date(2020, 1, 10)))
+    stamps = [dt.datetime(2020, 1, 1, h) for h in range(24)]
+    check(spark, T.TimestampType(), stamps, (dt.datetime(2020, 1, 1, 6), dt.datetime(2020, 1, 1, 12, 30)))
+    check(spark, T.StringType(), ["a", "b", "bb", "c", "z", None], ("b", "c"))
+
+
+def test_single_fragment(spark: SparkSession) -> None:
+    check(spark, T.LongType(), [1, None, 5], ())
