@@ -93,22 +93,10 @@ class SketchRepository:
                 )
                 .on_conflict_do_nothing(index_elements=["table_id", "attribute", "fragment_count"])
             )
-            row = conn.execute(
-                select(t.partitions).where(
-                    t.partitions.c.table_id == table_id,
-                    t.partitions.c.attribute == attribute,
-                    t.partitions.c.fragment_count == fragment_count,
-                )
-            ).one()
-        m = row._mapping
-        return PartitionRecord(
-            m["partition_id"],
-            table,
-            m["attribute"],
-            m["fragment_count"],
-            m["boundaries"],
-            m["computed_at_seq"],
-        )
+        # Partitions are never deleted, so the row read back is the one that won.
+        found = self.find_partition(table, attribute, fragment_count)
+        assert found is not None
+        return found
 
     # -- sketches and versions -------------------------------------------------------------------
     def ensure_sketch(self, name: str, query_sql: str, params: Mapping[str, Any] | None = None) -> int:
