@@ -188,6 +188,10 @@ class UnsupportedTableFeatureError(TableError):
     """The Iceberg table uses a feature the readers here cannot honour."""
 
 
+class QueryError(SketchError):
+    """A query cannot be parsed or names tables that do not exist."""
+
+
 class DatasetError(SketchError):
     """Generating or loading a benchmark data set failed."""
 

@@ -91,10 +91,10 @@ class SketchService:
         fragment ids of every sketch on them stay comparable. Returns (partition id, partition).
         ``fragments`` is the requested count; a column with fewer distinct values gets fewer.
         """
-        name = self.tables.pin(table, sequence).table
+        pinned = self.tables.pin(table, sequence)
+        name = pinned.table
         found = self.sketches.find_partition(name, attribute, fragments)
         if found is None:
-            pinned = self.tables.pin(name, sequence)
             computed = compute_range_partition(
                 pinned_dataframe(self.spark, pinned), name, attribute, fragments
             )

@@ -175,12 +175,13 @@ class PrivatePostgres:
             os.chown(self.base_dir, pw.pw_uid, pw.pw_gid)
 
     def _run(self, argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        program = Path(argv[0]).name
         if self._as_root():
             argv = ["runuser", "-u", _SYSTEM_USER, "--", *argv]
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         if check and result.returncode != 0:
             raise InfrastructureError(
-                f"{Path(argv[argv.index('--') + 1] if '--' in argv else argv[0]).name} failed "
+                f"{program} failed "
                 f"(exit {result.returncode}): {(result.stderr or result.stdout).strip()[-2000:]}",
                 hint=f"see {self.log_file}",
             )

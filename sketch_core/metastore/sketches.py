@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.errors import SketchNotFoundError, TableNotFoundError
 from sketch_core.metastore import schema
+from sketch_core.metastore.commits import CommitLog
 
 t = schema
 
@@ -78,7 +79,7 @@ class SketchRepository:
         the sketches that share it.
         """
         with self.engine.begin() as conn:
-            table_id = conn.execute(select(t.tables.c.table_id).where(t.tables.c.name == table)).scalar()
+            table_id = CommitLog.table_id(conn, table)
             if table_id is None:
                 raise TableNotFoundError(table)
             conn.execute(

@@ -14,13 +14,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from sketch_core.errors import SketchError
+from sketch_core.errors import QueryError
 from sketch_core.tables.names import normalize_table_name
 from sketch_core.tables.pinned import PinnedSnapshot
-
-
-class QueryError(SketchError):
-    """A query cannot be parsed or names tables that do not exist."""
 
 
 def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:

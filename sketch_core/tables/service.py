@@ -140,9 +140,7 @@ class TableService:
     def pin(self, name: str, sequence: int | None = None) -> PinnedSnapshot:
         """The data files of ``name`` as of global commit sequence ``sequence`` (None: latest)."""
         name, _, table = self._open(name)
-        commit = self.commit_log.commit_at(name, sequence)
-        if commit is None:
-            raise SnapshotNotFoundError(name, sequence if sequence is not None else 0)
+        commit = self._commit_at(name, sequence)
         files: list[DataFileInfo] = []
         if commit.snapshot_id is not None:
             for task in table.scan(snapshot_id=commit.snapshot_id).plan_files():
@@ -164,9 +162,7 @@ class TableService:
     ) -> pa.Table:
         """Read (part of) a pinned snapshot with PyIceberg, without Spark."""
         name, _, table = self._open(name)
-        commit = self.commit_log.commit_at(name, sequence)
-        if commit is None:
-            raise SnapshotNotFoundError(name, sequence if sequence is not None else 0)
+        commit = self._commit_at(name, sequence)
         schema = table.schema().as_arrow()
         if commit.snapshot_id is None:
             empty = schema.empty_table()
@@ -216,6 +212,12 @@ class TableService:
             raise TableNotFoundError(record.name) from exc
         except FileNotFoundError as exc:
             raise WarehouseMismatchError(record.name, str(exc)) from exc
+
+    def _commit_at(self, name: str, sequence: int | None) -> CommitRecord:
+        commit = self.commit_log.commit_at(name, sequence)
+        if commit is None:
+            raise SnapshotNotFoundError(name, sequence if sequence is not None else 0)
+        return commit
 
     def _latest_seq(self, name: str) -> int:
         commit = self.commit_log.commit_at(name, None)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sketch_core.datasets import synthetic_table
-from sketch_core.errors import SequenceOutOfRangeError
+from sketch_core.errors import QueryError, SequenceOutOfRangeError
 from sketch_core.service import SketchService
-from sketch_core.spark.views import QueryError, bind_tables, referenced_tables
+from sketch_core.spark.views import bind_tables, referenced_tables
 
 pytestmark = pytest.mark.spark
 
