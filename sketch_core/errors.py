@@ -202,3 +202,49 @@ class SketchNotFoundError(SketchError):
         super().__init__(
             f"unknown sketch {name!r}", hint="capture it first, or list sketches with `sketch status`"
         )
+
+
+class UnsupportedQueryError(QueryError):
+    """The query uses a construct the sketch front end or a rewrite has no rule for.
+
+    ``construct`` names the construct (for example ``LEFT JOIN``); ``location`` is the SQL of
+    the smallest enclosing piece of the query, so a user can find it.
+    """
+
+    def __init__(self, construct: str, location: str, *, hint: str | None = None) -> None:
+        self.construct = construct
+        self.location = location
+        super().__init__(
+            f"unsupported: {construct} in {location[:200]!r}",
+            hint=hint or "rewrite the query without it, or run it with use_sketches=False",
+        )
+
+
+class MissingParameterError(QueryError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"the query uses :{name} but params has no value for it", hint=f"pass params={{'{name}': ...}}"
+        )
+
+
+class UnsafeAttributeError(SketchError):
+    """A requested sketch attribute is not safe for the query (PBDS Sec. 6)."""
+
+    def __init__(self, table: str, attribute: str, reason: str) -> None:
+        self.table = table
+        self.attribute = attribute
+        self.reason = reason
+        super().__init__(
+            f"a sketch on {table}.{attribute} is not safe for this query: {reason}",
+            hint="choose a group-by or sort-key attribute, or let the project choose (attributes=None)",
+        )
+
+
+class SketchExistsError(SketchError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"a sketch named {name!r} already exists for a different query",
+            hint="choose another name, or drop the existing sketch first",
+        )

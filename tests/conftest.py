@@ -125,3 +125,13 @@ def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     cache = Path(os.environ.get("SKETCH_HOME") or tmp_path_factory.mktemp("cache"))
     return generate_tpch(0.01, cache)
+
+
+@pytest.fixture(scope="session")
+def tpch_svc(svc: SketchService, spark: SparkSession, tpch_dir: Path) -> SketchService:
+    """The session's service with TPC-H SF0.01 loaded as ``tpch.*`` (once per session)."""
+    from sketch_core.datasets.tpch import load_tpch
+
+    svc._spark = spark
+    load_tpch(svc.tables, 0.01, tpch_dir.parent.parent)
+    return svc

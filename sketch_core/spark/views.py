@@ -62,3 +62,11 @@ def bind_tables(sql: str, views: Mapping[str, str]) -> str:
             exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias)))
         )
     return tree.sql(dialect="spark")
+
+
+def table_schemas(pins: Mapping[str, PinnedSnapshot]) -> dict[str, list[tuple[str, str]]]:
+    """Each pinned table's columns with their Spark SQL types, as the SQL front end wants them."""
+    return {
+        name: [(f.name, f.dataType.simpleString()) for f in from_arrow_schema(pin.schema).fields]
+        for name, pin in pins.items()
+    }

@@ -1,0 +1,673 @@
+"""Spark SQL to the IR, through sqlglot.
+
+The query is parsed, its ``:name`` parameters are bound to typed literals, and sqlglot's
+``qualify`` resolves every column to its table alias, expands stars and positional references.
+Then each SELECT becomes scans, joins, a selection, semi/anti joins for IN and EXISTS
+subqueries, an aggregation, a projection, DISTINCT and top-k, in SQL's evaluation order.
+Anything without a rule raises :class:`UnsupportedQueryError` naming the construct.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.optimizer.qualify import qualify
+
+from sketch_core.algebra.ir import (
+    AggCall,
+    Aggregate,
+    Distinct,
+    Join,
+    Project,
+    Relation,
+    Scan,
+    Select,
+    Sort,
+    SortKey,
+    TopK,
+    Union,
+    column,
+)
+from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
+
+# table name -> ordered (column, Spark SQL type)
+TableSchemas = Mapping[str, Sequence[tuple[str, str]]]
+
+_AGGREGATES: dict[type[exp.Expr], str] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+}
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A query as IR, with the column names the user sees (the IR's names are unique, not pretty)."""
+
+    plan: Relation
+    output_names: tuple[str, ...]
+    sql: str  # the bound SQL the plan came from
+
+
+# -- parsing and parameters -------------------------------------------------------------------
+
+
+def parse_sql(sql: str) -> exp.Expr:
+    try:
+        statements = sqlglot.parse(sql, read="spark")
+    except ParseError as exc:
+        raise QueryError(f"the query does not parse: {exc}", hint="check the Spark SQL syntax") from exc
+    if len(statements) != 1 or statements[0] is None:
+        raise QueryError("expected exactly one SQL statement", hint="remove extra statements")
+    tree = statements[0]
+    if not isinstance(tree, exp.Query):
+        raise UnsupportedQueryError(
+            f"{type(tree).__name__} statement", tree.sql("spark"), hint="only queries can use sketches"
+        )
+    return tree
+
+
+def literal(value: Any) -> exp.Expr:
+    """A typed SQL literal for a parameter value; values are never spliced in as SQL text."""
+    if value is None:
+        return exp.Null()
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, int | float | Decimal):
+        if isinstance(value, float) and value != value:
+            return exp.cast(exp.Literal.string("NaN"), exp.DataType.build("double"))
+        number = exp.Literal.number(str(abs(value)) if value < 0 else str(value))
+        return exp.Neg(this=number) if value < 0 else number
+    if isinstance(value, dt.datetime):
+        return exp.cast(exp.Literal.string(value.isoformat(sep=" ")), exp.DataType.build("timestamp"))
+    if isinstance(value, dt.date):
+        return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.build("date"))
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    raise QueryError(
+        f"parameter value {value!r} of type {type(value).__name__} cannot be bound",
+        hint="use None, bool, int, float, Decimal, str, date or datetime",
+    )
+
+
+def bind_parameters(tree: exp.Expr, params: Mapping[str, Any] | None) -> exp.Expr:
+    params = dict(params or {})
+
+    def bind(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Placeholder):
+            name = node.name
+            if not name:
+                raise QueryError("positional ? parameters are not supported", hint="use :name placeholders")
+            if name not in params:
+                raise MissingParameterError(name)
+            return literal(params[name])
+        return node
+
+    return tree.copy().transform(bind)
+
+
+def template_key(sql: str) -> str:
+    """Identifies a parameterized query template: its normalized SQL, placeholders unbound."""
+    normalized = parse_sql(sql).sql(dialect="spark", normalize=True)
+    return hashlib.sha256(normalized.encode()).hexdigest()[:32]
+
+
+def parameter_names(sql: str) -> list[str]:
+    return sorted({p.name for p in parse_sql(sql).find_all(exp.Placeholder) if p.name})
+
+
+# -- names and scopes -------------------------------------------------------------------------
+
+
+class _Names:
+    """Allocates plan-wide unique column names, readable where possible."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def fresh(self, base: str) -> str:
+        base = re.sub(r"[^a-z0-9_]", "_", base.lower()).strip("_") or "col"
+        if base[0].isdigit():
+            base = f"c_{base}"
+        name, n = base, 1
+        while name in self.used:
+            n += 1
+            name = f"{base}_{n}"
+        self.used.add(name)
+        return name
+
+
+Scope = dict[str, dict[str, str]]  # alias -> visible column -> unique name
+
+
+@dataclass(frozen=True)
+class _Built:
+    rel: Relation
+    visible: tuple[str, ...]
+
+
+def _where(node: exp.Expr) -> str:
+    return node.sql(dialect="spark")
+
+
+def _conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
+    if condition is None:
+        return []
+    if isinstance(condition, exp.And):
+        return _conjuncts(condition.this) + _conjuncts(condition.expression)
+    if isinstance(condition, exp.Paren):
+        return _conjuncts(condition.this)
+    return [condition]
+
+
+def _has_subquery(node: exp.Expr) -> bool:
+    return any(isinstance(n, exp.Query | exp.Subquery) for n in node.walk() if n is not node) or isinstance(
+        node, exp.Exists
+    )
+
+
+_UNSUPPORTED_SELECT_ARGS = {
+    "laterals": "LATERAL VIEW",
+    "qualify": "QUALIFY",
+    "windows": "WINDOW clause",
+    "sort": "SORT BY",
+    "cluster": "CLUSTER BY",
+    "distribute": "DISTRIBUTE BY",
+    "offset": "OFFSET",
+    "pivots": "PIVOT",
+}
+
+
+class _Builder:
+    def __init__(self, schemas: TableSchemas, refs: Mapping[str, set[str]]) -> None:
+        self.schemas = schemas
+        self.refs = refs
+        self.names = _Names()
+
+    # -- expressions --------------------------------------------------------------------------
+    def translate(self, expression: exp.Expr, scopes: Sequence[Scope], where: exp.Expr) -> exp.Expr:
+        """The expression over unique names; scopes are searched innermost first."""
+        for node in expression.walk():
+            if isinstance(node, exp.Window):
+                raise UnsupportedQueryError("window function", _where(node))
+            if isinstance(node, exp.Query | exp.Subquery):
+                raise UnsupportedQueryError("scalar subquery", _where(where))
+            if isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES:
+                raise UnsupportedQueryError(f"aggregate function {node.key.upper()}", _where(node))
+
+        def resolve(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                for scope in scopes:
+                    found = scope.get(node.table, {}).get(node.name)
+                    if found is not None:
+                        return column(found)
+                raise QueryError(
+                    f"cannot resolve column {node.sql(dialect='spark')} in {_where(where)[:200]!r}",
+                    hint="check the column and table names",
+                )
+            return node
+
+        return expression.copy().transform(resolve)
+
+    # -- queries ------------------------------------------------------------------------------
+    def query(
+        self, node: exp.Expr, ctes: Mapping[str, exp.Expr], *, top: bool = False, outer: Sequence[Scope] = ()
+    ) -> _Built:
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this, ctes, top=top, outer=outer)
+        if isinstance(node, exp.Union):
+            return self.union(node, ctes, top=top, outer=outer)
+        if isinstance(node, exp.Intersect | exp.Except):
+            raise UnsupportedQueryError(node.key.upper(), _where(node))
+        if isinstance(node, exp.Select):
+            return self.select(node, ctes, top=top, outer=outer)
+        raise UnsupportedQueryError(f"{type(node).__name__} as a query", _where(node))
+
+    def _with(self, node: exp.Expr, ctes: Mapping[str, exp.Expr]) -> dict[str, exp.Expr]:
+        merged = dict(ctes)
+        with_ = node.args.get("with_")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise UnsupportedQueryError("WITH RECURSIVE", _where(with_))
+            for cte in with_.expressions:
+                merged[cte.alias_or_name] = cte.this
+        return merged
+
+    def union(
+        self, node: exp.Union, ctes: Mapping[str, exp.Expr], *, top: bool, outer: Sequence[Scope]
+    ) -> _Built:
+        ctes = self._with(node, ctes)
+        inputs: list[_Built] = []
+
+        def flatten(part: exp.Expr) -> None:
+            # Nested UNION ALLs become one n-ary union; a distinct UNION is DISTINCT over it.
+            if (
+                isinstance(part, exp.Union)
+                and not part.args.get("distinct")
+                and not part.args.get("order")
+                and not part.args.get("limit")
+                and part.args.get("distinct") == node.args.get("distinct")
+            ):
+                flatten(part.left)
+                flatten(part.right)
+            else:
+                inputs.append(self.query(part, ctes, outer=outer))
+
+        flatten(node.left)
+        flatten(node.right)
+        arity = {len(b.visible) for b in inputs}
+        if len(arity) != 1:
+            raise QueryError(f"UNION inputs have different numbers of columns in {_where(node)[:200]!r}")
+        visible = inputs[0].visible
+        rel: Relation = Union(tuple(b.rel for b in inputs), tuple(self.names.fresh(v) for v in visible))
+        if node.args.get("distinct"):
+            rel = Distinct(rel)
+        return self._order_limit(node, _Built(rel, visible), top=top, scopes=(), agg_map={})
+
+    def _source(
+        self, node: exp.Expr, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
+    ) -> tuple[Relation, Scope]:
+        alias = node.alias_or_name
+        if isinstance(node, exp.Table):
+            if not node.args.get("db") and node.name in ctes:
+                built = self.query(
+                    ctes[node.name], {k: v for k, v in ctes.items() if k != node.name}, outer=outer
+                )
+                return built.rel, {alias: dict(zip(built.visible, built.rel.columns, strict=True))}
+            return self.scan(node, alias)
+        if isinstance(node, exp.Subquery):
+            built = self.query(node.this, ctes, outer=outer)
+            return built.rel, {alias: dict(zip(built.visible, built.rel.columns, strict=True))}
+        raise UnsupportedQueryError(f"{type(node).__name__} in FROM", _where(node))
+
+    def scan(self, node: exp.Table, alias: str) -> tuple[Scan, Scope]:
+        if node.args.get("catalog") or not node.args.get("db"):
+            raise QueryError(
+                f"table {node.sql(dialect='spark')} must be named as ns.table",
+                hint="qualify it with its namespace",
+            )
+        table = f"{node.db}.{node.name}".lower()
+        if table not in self.schemas:
+            raise TableNotFoundError(table)
+        schema = list(self.schemas[table])
+        wanted = self.refs.get(alias, set())
+        chosen = [(c, t) for c, t in schema if c in wanted] or schema[:1]
+        names = tuple(self.names.fresh(c) for c, _ in chosen)
+        scan = Scan(table, alias, tuple(c for c, _ in chosen), names, tuple(t for _, t in chosen))
+        return scan, {alias: dict(zip(scan.source_columns, names, strict=True))}
+
+    def _from(
+        self, node: exp.Select, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
+    ) -> tuple[Relation, Scope]:
+        from_ = node.args.get("from_")
+        if from_ is None:
+            raise UnsupportedQueryError("SELECT without FROM", _where(node))
+        rel, scope = self._source(from_.this, ctes, outer)
+        for join in node.args.get("joins") or []:
+            right, right_scope = self._source(join.this, ctes, outer)
+            combined = {**scope, **right_scope}
+            side, kind = (join.side or "").upper(), (join.kind or "").upper()
+            if join.args.get("using"):
+                raise UnsupportedQueryError("JOIN ... USING", _where(join), hint="write the join with ON")
+            on = join.args.get("on")
+            if kind in ("SEMI", "ANTI") and side in ("", "LEFT") and on is not None:
+                condition = self.translate(on, [combined, *outer], join)
+                rel = Join(rel, right, "semi" if kind == "SEMI" else "anti", condition)
+                continue  # the right side's columns are not visible after a semi/anti join
+            if side or kind not in ("", "INNER", "CROSS"):
+                raise UnsupportedQueryError(f"{' '.join(p for p in (side, kind) if p)} JOIN", _where(join))
+            if on is None:
+                rel = Join(rel, right, "cross")
+            else:
+                rel = Join(rel, right, "inner", self.translate(on, [combined, *outer], join))
+            scope = combined
+        return rel, scope
+
+    def _subquery_join(
+        self, rel: Relation, predicate: exp.Expr, ctes: Mapping[str, exp.Expr], scopes: Sequence[Scope]
+    ) -> Relation:
+        negated = isinstance(predicate, exp.Not)
+        inner = predicate.this if negated else predicate
+        if isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(inner, exp.In) and inner.args.get("query") is not None:
+            try:
+                built = self.query(inner.args["query"], ctes)
+            except QueryError as exc:
+                if "cannot resolve column" not in exc.message:
+                    raise
+                # qualify() validated every column, so an unresolved one refers to the outer query.
+                raise UnsupportedQueryError("correlated IN subquery", _where(inner)) from exc
+            if len(built.visible) != 1:
+                raise QueryError(f"an IN subquery must return one column: {_where(inner)[:200]!r}")
+            left = self.translate(inner.this, scopes, inner)
+            condition = exp.EQ(this=left, expression=column(built.rel.columns[0]))
+            if negated:
+                return Join(rel, built.rel, "anti", condition, null_aware=True)
+            return Join(rel, built.rel, "semi", condition)
+        if isinstance(inner, exp.Exists):
+            right, correlation = self._correlated(inner, ctes, scopes)
+            return Join(rel, right, "anti" if negated else "semi", correlation)
+        raise UnsupportedQueryError("scalar subquery", _where(predicate))
+
+    def _correlated(
+        self, exists: exp.Exists, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
+    ) -> tuple[Relation, exp.Expr]:
+        """EXISTS (SELECT ... WHERE local AND correlated): the subquery and its join condition."""
+        sub = exists.this
+        if isinstance(sub, exp.Subquery):
+            sub = sub.this
+        if not isinstance(sub, exp.Select):
+            raise UnsupportedQueryError("EXISTS over a set operation", _where(exists))
+        for arg in ("group", "having", "limit", "order", "distinct", "with_"):
+            if sub.args.get(arg):
+                raise UnsupportedQueryError(f"{arg.upper().rstrip('_')} inside EXISTS", _where(exists))
+        if any(isinstance(n, exp.AggFunc) for n in sub.walk()):
+            raise UnsupportedQueryError("aggregation inside EXISTS", _where(exists))
+        rel, scope = self._from(sub, ctes, outer)
+        local: list[exp.Expr] = []
+        correlated: list[exp.Expr] = []
+        nested: list[exp.Expr] = []
+        for conjunct in _conjuncts(sub.args["where"].this if sub.args.get("where") else None):
+            if _has_subquery(conjunct):
+                nested.append(conjunct)
+                continue
+            tables = {c.table for c in conjunct.find_all(exp.Column)}
+            (correlated if tables - set(scope) else local).append(conjunct)
+        if not correlated:
+            raise UnsupportedQueryError("uncorrelated EXISTS", _where(exists))
+        if local:
+            rel = Select(rel, exp.and_(*(self.translate(c, [scope], sub) for c in local)))
+        for conjunct in nested:
+            rel = self._subquery_join(rel, conjunct, ctes, [scope])
+        condition = exp.and_(*(self.translate(c, [scope, *outer], exists) for c in correlated))
+        return rel, condition
+
+    def select(
+        self, node: exp.Select, ctes: Mapping[str, exp.Expr], *, top: bool, outer: Sequence[Scope]
+    ) -> _Built:
+        for arg, construct in _UNSUPPORTED_SELECT_ARGS.items():
+            if node.args.get(arg):
+                raise UnsupportedQueryError(construct, _where(node))
+        distinct = node.args.get("distinct")
+        if distinct is not None and distinct.args.get("on"):
+            raise UnsupportedQueryError("DISTINCT ON", _where(node))
+        ctes = self._with(node, ctes)
+        rel, scope = self._from(node, ctes, outer)
+        scopes = [scope, *outer]
+
+        plain: list[exp.Expr] = []
+        subqueries: list[exp.Expr] = []
+        for conjunct in _conjuncts(node.args["where"].this if node.args.get("where") else None):
+            (subqueries if _has_subquery(conjunct) else plain).append(conjunct)
+        if plain:
+            rel = Select(rel, exp.and_(*(self.translate(c, scopes, c) for c in plain)))
+        for conjunct in subqueries:
+            rel = self._subquery_join(rel, conjunct, ctes, scopes)
+
+        items = node.expressions
+        visible = tuple(item.alias_or_name for item in items)
+        having = node.args.get("having")
+        group = node.args.get("group")
+        aggregated = (
+            bool(group)
+            or any(
+                isinstance(n, exp.AggFunc)
+                for part in [*items, having]
+                if part is not None
+                for n in part.walk()
+            )
+            or any(
+                isinstance(n, exp.AggFunc)
+                for o in (node.args.get("order") or exp.Order()).expressions
+                for n in o.walk()
+            )
+        )
+
+        agg_map: dict[str, str] = {}
+        if aggregated:
+            rel, agg_map = self.aggregate(node, rel, scopes)
+        outputs: list[tuple[str, exp.Expr]] = []
+        for item, name in zip(items, visible, strict=True):
+            source = item.this if isinstance(item, exp.Alias) else item
+            expression = self._post(source, scopes, agg_map, item)
+            if (
+                isinstance(expression, exp.Column)
+                and expression.name == name.lower()
+                and name.lower() not in (n for n, _ in outputs)
+            ):
+                outputs.append((expression.name, expression))
+            else:
+                outputs.append((self.names.fresh(name), expression))
+        if having is not None:
+            rel = Select(rel, self._post(having.this, scopes, agg_map, having))
+        rel = Project(rel, tuple(outputs))
+        if distinct is not None:
+            rel = Distinct(rel)
+        return self._order_limit(node, _Built(rel, visible), top=top, scopes=scopes, agg_map=agg_map)
+
+    def _post(
+        self, expression: exp.Expr, scopes: Sequence[Scope], agg_map: Mapping[str, str], where: exp.Expr
+    ) -> exp.Expr:
+        """An expression evaluated after the aggregation: aggregates and groups become columns."""
+        if not agg_map:
+            return self.translate(expression, scopes, where)
+        translated = self.translate(expression, scopes, where)
+
+        def substitute(node: exp.Expr) -> exp.Expr:
+            found = agg_map.get(node.sql(dialect="spark"))
+            return column(found) if found is not None else node
+
+        result = translated.transform(substitute)
+        allowed = set(agg_map.values())
+        stray = [c.name for c in result.find_all(exp.Column) if c.name not in allowed]
+        if stray:
+            raise QueryError(
+                f"{_where(where)[:200]!r} uses {stray} outside an aggregate and not in GROUP BY",
+                hint="add the column to GROUP BY or aggregate it",
+            )
+        return result
+
+    def aggregate(
+        self, node: exp.Select, rel: Relation, scopes: Sequence[Scope]
+    ) -> tuple[Aggregate, dict[str, str]]:
+        agg_map: dict[str, str] = {}
+        groups: list[tuple[str, exp.Expr]] = []
+        group = node.args.get("group")
+        for g in group.expressions if group else []:
+            translated = self.translate(g, scopes, g)
+            key = translated.sql(dialect="spark")
+            if key in agg_map:
+                continue
+            name = (
+                translated.name
+                if isinstance(translated, exp.Column)
+                else self.names.fresh(g.alias_or_name or "grp")
+            )
+            agg_map[key] = name
+            groups.append((name, translated))
+        if group is not None and (
+            group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets")
+        ):
+            raise UnsupportedQueryError("ROLLUP/CUBE/GROUPING SETS", _where(group))
+        aggregates: list[tuple[str, AggCall]] = []
+        aliases = {
+            item.this.sql(dialect="spark"): item.alias
+            for item in node.expressions
+            if isinstance(item, exp.Alias) and isinstance(item.this, exp.AggFunc)
+        }
+        parts: list[exp.Expr] = [*node.expressions]
+        if node.args.get("having") is not None:
+            parts.append(node.args["having"])
+        if node.args.get("order") is not None:
+            parts.append(node.args["order"])
+        for part in parts:
+            for found in part.find_all(exp.AggFunc):
+                if any(isinstance(a, exp.AggFunc) for a in found.walk() if a is not found):
+                    raise UnsupportedQueryError("nested aggregate", _where(found))
+                call = self._agg_call(found, scopes)
+                key = self.translate(found, scopes, found).sql(dialect="spark")
+                if key in agg_map:
+                    continue
+                alias = aliases.get(found.sql(dialect="spark"))
+                name = self.names.fresh(alias or call.func)
+                agg_map[key] = name
+                aggregates.append((name, call))
+        return Aggregate(rel, tuple(groups), tuple(aggregates)), agg_map
+
+    def _agg_call(self, found: exp.Expr, scopes: Sequence[Scope]) -> AggCall:
+        func = _AGGREGATES[type(found)]
+        arg = found.this
+        distinct = isinstance(arg, exp.Distinct)
+        if distinct:
+            if len(arg.expressions) != 1:
+                raise UnsupportedQueryError("DISTINCT over several columns in an aggregate", _where(found))
+            arg = arg.expressions[0]
+        if isinstance(found, exp.Count) and (arg is None or isinstance(arg, exp.Star)):
+            return AggCall("count")
+        if isinstance(arg, exp.Star) or arg is None:
+            raise UnsupportedQueryError(f"{func}(*)", _where(found))
+        return AggCall(func, self.translate(arg, scopes, found), distinct)  # type: ignore[arg-type]
+
+    def _order_limit(
+        self, node: exp.Expr, built: _Built, *, top: bool, scopes: Sequence[Scope], agg_map: Mapping[str, str]
+    ) -> _Built:
+        order = node.args.get("order")
+        limit = node.args.get("limit")
+        if limit is not None and order is None:
+            raise UnsupportedQueryError(
+                "LIMIT without ORDER BY",
+                _where(node),
+                hint="add an ORDER BY that makes the rows deterministic",
+            )
+        if order is None:
+            return built
+        rel = built.rel
+        by_visible = dict(zip((v.lower() for v in built.visible), rel.columns, strict=True))
+        outputs = dict(rel.outputs) if isinstance(rel, Project) else {}
+        by_sql = {e.sql(dialect="spark"): n for n, e in outputs.items()}
+        keys: list[SortKey] = []
+        hidden: list[tuple[str, exp.Expr]] = []
+        for ordered in order.expressions:
+            target = ordered.this
+            name: str | None = None
+            if isinstance(target, exp.Column) and not target.table and target.name.lower() in by_visible:
+                name = by_visible[target.name.lower()]
+            elif scopes:
+                translated = self._post(target, scopes, agg_map, ordered)
+                name = by_sql.get(translated.sql(dialect="spark"))
+                if name is None:
+                    if not isinstance(rel, Project) or isinstance(built.rel, Distinct):
+                        raise UnsupportedQueryError(
+                            "ORDER BY an expression not in the select list", _where(ordered)
+                        )
+                    name = self.names.fresh("sort_key")
+                    hidden.append((name, translated))
+            else:
+                raise UnsupportedQueryError("ORDER BY an expression over a set operation", _where(ordered))
+            descending = bool(ordered.args.get("desc"))
+            nulls_first = ordered.args.get("nulls_first")
+            keys.append(
+                SortKey(name, descending, (not descending) if nulls_first is None else bool(nulls_first))
+            )
+        if hidden:
+            assert isinstance(rel, Project)
+            rel = Project(rel.child, rel.outputs + tuple(hidden))
+        if limit is not None:
+            count = limit.expression
+            if not isinstance(count, exp.Literal) or count.is_string:
+                raise UnsupportedQueryError("a LIMIT that is not a number", _where(limit))
+            rel = TopK(rel, tuple(keys), int(count.name))
+        elif top:
+            rel = Sort(rel, tuple(keys))
+        else:
+            return built  # ORDER BY without LIMIT inside a subquery orders nothing
+        if hidden:
+            rel = Project(rel, tuple((n, column(n)) for n in built.rel.columns))
+        return _Built(rel, built.visible)
+
+
+def _qualify(tree: exp.Expr, schemas: TableSchemas) -> exp.Expr:
+    nested: dict[str, object] = {}
+    for table, cols in schemas.items():
+        ns, name = table.split(".", 1)
+        tables = nested.setdefault(ns, {})
+        assert isinstance(tables, dict)
+        tables[name] = dict(cols)
+    try:
+        return qualify(
+            tree,
+            schema=nested,
+            dialect="spark",
+            quote_identifiers=False,
+            validate_qualify_columns=True,
+            identify=False,
+        )
+    except OptimizeError as exc:
+        raise QueryError(f"the query does not resolve: {exc}", hint="check column and table names") from exc
+
+
+def _column_refs(tree: exp.Expr) -> dict[str, set[str]]:
+    refs: dict[str, set[str]] = {}
+    for col in tree.find_all(exp.Column):
+        if col.table:
+            refs.setdefault(col.table, set()).add(col.name)
+    return refs
+
+
+def to_ir(sql: str, schemas: TableSchemas, params: Mapping[str, Any] | None = None) -> ParsedQuery:
+    """Parse Spark SQL over ``ns.table`` names into the IR; ``schemas`` lists each table's columns."""
+    tree = bind_parameters(parse_sql(sql), params)
+    lowered = {name.lower(): cols for name, cols in schemas.items()}
+    for table in tree.find_all(exp.Table):
+        if table.args.get("db") and f"{table.db}.{table.name}".lower() not in lowered:
+            raise TableNotFoundError(f"{table.db}.{table.name}".lower())
+    qualified = _qualify(tree, lowered)
+    for exists in qualified.find_all(exp.Exists):
+        # An EXISTS subquery's select list means nothing; dropping it keeps scans narrow.
+        inner = exists.this.this if isinstance(exists.this, exp.Subquery) else exists.this
+        if isinstance(inner, exp.Select):
+            inner.set("expressions", [exp.Literal.number(1)])
+    builder = _Builder(lowered, _column_refs(qualified))
+    built = builder.query(qualified, {}, top=True)
+    return ParsedQuery(built.rel, built.visible, tree.sql(dialect="spark"))
+
+
+def tables_of(sql: str) -> list[str]:
+    tree = parse_sql(sql)
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    return sorted(
+        {
+            f"{t.db}.{t.name}".lower()
+            for t in tree.find_all(exp.Table)
+            if t.args.get("db") or t.name not in ctes
+        }
+    )
+
+
+def walk_expressions(plan: Relation) -> Iterable[exp.Expr]:
+    """Every scalar expression in the plan (conditions, projections, groups, aggregate arguments)."""
+    for node in plan.walk():
+        if isinstance(node, Select):
+            yield node.condition
+        elif isinstance(node, Project):
+            yield from (e for _, e in node.outputs)
+        elif isinstance(node, Join) and node.condition is not None:
+            yield node.condition
+        elif isinstance(node, Aggregate):
+            yield from (e for _, e in node.groups)
+            yield from (c.arg for _, c in node.aggregates if c.arg is not None)
+
+
+Transform = Callable[[Relation], Relation]

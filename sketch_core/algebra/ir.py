@@ -1,0 +1,354 @@
+"""The relational-algebra IR: immutable nodes that check their invariants and derive their schema.
+
+Every column in a plan has a name that is unique in the whole plan (``l_orderkey``,
+``n_name_2`` for the second scan of nation), so rewrites and the SMT checks never have to
+resolve scopes. Scalar expressions are sqlglot trees whose columns are those unique names,
+unqualified. The IR knows nothing about Spark; :mod:`sketch_core.algebra.printer` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sqlglot import exp
+
+AggFunc = Literal["count", "sum", "avg", "min", "max", "collect_set", "union_sets"]
+JoinKind = Literal["inner", "cross", "semi", "anti"]
+
+# Aggregates users write; collect_set and union_sets only appear in capture plans.
+USER_AGGREGATES: frozenset[str] = frozenset({"count", "sum", "avg", "min", "max"})
+
+
+class PlanError(ValueError):
+    """A plan violates an IR invariant: a bug in the front end or a rewrite, not user input."""
+
+
+def column(name: str) -> exp.Column:
+    return exp.column(exp.to_identifier(name))
+
+
+def referenced(expression: exp.Expr) -> set[str]:
+    return {c.name for c in expression.find_all(exp.Column)}
+
+
+def _check_refs(what: str, expression: exp.Expr, available: tuple[str, ...]) -> None:
+    missing = referenced(expression) - set(available)
+    if missing:
+        raise PlanError(f"{what} references {sorted(missing)}, not among {list(available)}")
+
+
+def _check_unique(names: tuple[str, ...]) -> None:
+    if len(set(names)) != len(names):
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        raise PlanError(f"column names must be unique, got duplicates {dupes}")
+
+
+class Relation:
+    """Base of all plan nodes."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return ()
+
+    def walk(self) -> Iterator[Relation]:
+        """Pre-order traversal."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass(frozen=True, eq=False)
+class Scan(Relation):
+    """Read ``columns`` of ``table`` (``ns.table``) under the unique names ``names``."""
+
+    table: str
+    alias: str
+    source_columns: tuple[str, ...]
+    names: tuple[str, ...]
+    types: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.source_columns) != len(self.names) or not self.names:
+            raise PlanError(f"scan of {self.table} needs one name per column, and at least one")
+        if self.types and len(self.types) != len(self.names):
+            raise PlanError(f"scan of {self.table} needs one type per column")
+        _check_unique(self.names)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.names
+
+    def name_of(self, source_column: str) -> str | None:
+        for source, name in zip(self.source_columns, self.names, strict=True):
+            if source == source_column:
+                return name
+        return None
+
+    def type_of(self, name: str) -> str | None:
+        if not self.types:
+            return None
+        return dict(zip(self.names, self.types, strict=True)).get(name)
+
+
+@dataclass(frozen=True, eq=False)
+class Select(Relation):
+    child: Relation
+    condition: exp.Expr
+
+    def __post_init__(self) -> None:
+        _check_refs("selection", self.condition, self.child.columns)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class Project(Relation):
+    child: Relation
+    outputs: tuple[tuple[str, exp.Expr], ...]
+
+    def __post_init__(self) -> None:
+        if not self.outputs:
+            raise PlanError("a projection needs at least one output")
+        _check_unique(self.columns)
+        for name, expression in self.outputs:
+            _check_refs(f"projection of {name}", expression, self.child.columns)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.outputs)
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class Join(Relation):
+    """Inner/cross joins output both sides; semi and anti joins output the left side only.
+
+    ``null_aware`` marks an anti join that came from ``NOT IN``: a NULL on either side of its
+    single equality makes the row disappear, as in SQL.
+    """
+
+    left: Relation
+    right: Relation
+    kind: JoinKind
+    condition: exp.Expr | None = None
+    null_aware: bool = False
+
+    def __post_init__(self) -> None:
+        both = self.left.columns + self.right.columns
+        _check_unique(both)
+        if self.kind == "cross" and self.condition is not None:
+            raise PlanError("a cross product has no condition")
+        if self.kind != "cross" and self.condition is None:
+            raise PlanError(f"a {self.kind} join needs a condition")
+        if self.condition is not None:
+            _check_refs(f"{self.kind} join condition", self.condition, both)
+        if self.null_aware and (self.kind != "anti" or not isinstance(self.condition, exp.EQ)):
+            raise PlanError("only an anti join on one equality can be null-aware")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        if self.kind in ("semi", "anti"):
+            return self.left.columns
+        return self.left.columns + self.right.columns
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True)
+class AggCall:
+    func: AggFunc
+    arg: exp.Expr | None = None  # None only for count(*)
+    distinct: bool = False
+
+    def __post_init__(self) -> None:
+        if self.arg is None and self.func != "count":
+            raise PlanError(f"{self.func} needs an argument")
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate(Relation):
+    """GROUP BY ``groups``, computing ``aggregates``; the output is groups then aggregates."""
+
+    child: Relation
+    groups: tuple[tuple[str, exp.Expr], ...]
+    aggregates: tuple[tuple[str, AggCall], ...]
+
+    def __post_init__(self) -> None:
+        if not self.groups and not self.aggregates:
+            raise PlanError("an aggregation needs groups or aggregates")
+        _check_unique(self.columns)
+        for name, expression in self.groups:
+            _check_refs(f"group {name}", expression, self.child.columns)
+        for name, call in self.aggregates:
+            if call.arg is not None:
+                _check_refs(f"aggregate {name}", call.arg, self.child.columns)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.groups) + tuple(n for n, _ in self.aggregates)
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True)
+class SortKey:
+    column: str
+    descending: bool = False
+    nulls_first: bool | None = None  # None: the SQL default (first when ascending, in Spark)
+
+    @property
+    def effective_nulls_first(self) -> bool:
+        return (not self.descending) if self.nulls_first is None else self.nulls_first
+
+
+def _check_order(order: tuple[SortKey, ...], available: tuple[str, ...]) -> None:
+    if not order:
+        raise PlanError("ordering needs at least one key")
+    missing = [k.column for k in order if k.column not in available]
+    if missing:
+        raise PlanError(f"ordering references {missing}, not among {list(available)}")
+
+
+@dataclass(frozen=True, eq=False)
+class TopK(Relation):
+    """ORDER BY ``order`` LIMIT ``limit``."""
+
+    child: Relation
+    order: tuple[SortKey, ...]
+    limit: int
+
+    def __post_init__(self) -> None:
+        _check_order(self.order, self.child.columns)
+        if self.limit < 0:
+            raise PlanError("a limit cannot be negative")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class Sort(Relation):
+    """ORDER BY without LIMIT: it orders the result and does not change which rows are in it."""
+
+    child: Relation
+    order: tuple[SortKey, ...]
+
+    def __post_init__(self) -> None:
+        _check_order(self.order, self.child.columns)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return (self.child,)
+
+
+@dataclass(frozen=True, eq=False)
+class Union(Relation):
+    """UNION ALL of inputs with the same arity, matched by position, output as ``names``."""
+
+    inputs: tuple[Relation, ...]
+    names: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if len(self.inputs) < 2:
+            raise PlanError("a union needs two inputs or more")
+        arity = {len(i.columns) for i in self.inputs}
+        if len(arity) != 1 or arity != {len(self.names)}:
+            raise PlanError(f"union inputs and names differ in arity: {sorted(arity)} vs {len(self.names)}")
+        _check_unique(self.names)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.names
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return self.inputs
+
+
+@dataclass(frozen=True, eq=False)
+class Distinct(Relation):
+    child: Relation
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return (self.child,)
+
+
+def scans(plan: Relation) -> list[Scan]:
+    return [node for node in plan.walk() if isinstance(node, Scan)]
+
+
+def positive_scans(plan: Relation) -> list[Scan]:
+    """Scans whose rows can only add to the result: all but those under an anti join's right side.
+
+    Restricting the right input of an anti join to a sketch would let more rows through, so
+    those scans are never sketched and always read in full.
+    """
+    found: list[Scan] = []
+
+    def visit(node: Relation) -> None:
+        if isinstance(node, Scan):
+            found.append(node)
+        elif isinstance(node, Join) and node.kind == "anti":
+            visit(node.left)
+        else:
+            for child in node.children:
+                visit(child)
+
+    visit(plan)
+    return found
+
+
+def replace_children(node: Relation, children: tuple[Relation, ...]) -> Relation:
+    """A copy of ``node`` over new children (same arity, same column names expected)."""
+    if isinstance(node, Scan):
+        return node
+    if isinstance(node, Select):
+        return Select(children[0], node.condition)
+    if isinstance(node, Project):
+        return Project(children[0], node.outputs)
+    if isinstance(node, Join):
+        return Join(children[0], children[1], node.kind, node.condition, node.null_aware)
+    if isinstance(node, Aggregate):
+        return Aggregate(children[0], node.groups, node.aggregates)
+    if isinstance(node, TopK):
+        return TopK(children[0], node.order, node.limit)
+    if isinstance(node, Sort):
+        return Sort(children[0], node.order)
+    if isinstance(node, Union):
+        return Union(children, node.names)
+    if isinstance(node, Distinct):
+        return Distinct(children[0])
+    raise PlanError(f"no rule for {type(node).__name__}")
