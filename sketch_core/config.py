@@ -14,6 +14,9 @@ DEFAULT_SPARK_MASTER = "local[2]"
 DEFAULT_TARGET_FILE_BYTES = 8 * 1024 * 1024
 # Small row groups let Parquet skip inside a file as well.
 DEFAULT_ROW_GROUP_ROWS = 32_768
+# Fragments per sketch partition; `make bench` compares 100, 1,000 and 10,000 (PBDS's range).
+DEFAULT_FRAGMENTS = 1000
+SELF_TUNING_MODES = ("off", "eager", "adaptive")
 
 
 def default_home() -> Path:
@@ -34,6 +37,13 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
     return value
 
 
+def _choice_env(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = (os.environ.get(name) or default).strip().lower()
+    if raw not in choices:
+        raise ConfigurationError(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return raw
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the service needs to find its metastore, warehouse and Spark."""
@@ -47,6 +57,13 @@ class Settings:
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
     commit_attempts: int = 8
     catalog_name: str = "sketch"
+    fragments: int = DEFAULT_FRAGMENTS
+    # PBDS Sec. 8: "eager" captures when a query finds no usable sketch, "adaptive" once that
+    # has happened `adaptive_after` times for the query's template, "off" never implicitly.
+    self_tuning: str = "off"
+    adaptive_after: int = 3
+    # Tables with fewer data files than this are not sketched by default: nothing to skip.
+    min_files_to_sketch: int = 2
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -62,6 +79,10 @@ class Settings:
             target_file_bytes=_int_env("SKETCH_TARGET_FILE_BYTES", DEFAULT_TARGET_FILE_BYTES, minimum=1024),
             row_group_rows=_int_env("SKETCH_ROW_GROUP_ROWS", DEFAULT_ROW_GROUP_ROWS, minimum=16),
             commit_attempts=_int_env("SKETCH_COMMIT_ATTEMPTS", 8),
+            fragments=_int_env("SKETCH_FRAGMENTS", DEFAULT_FRAGMENTS),
+            self_tuning=_choice_env("SKETCH_SELF_TUNING", "off", SELF_TUNING_MODES),
+            adaptive_after=_int_env("SKETCH_ADAPTIVE_AFTER", 3),
+            min_files_to_sketch=_int_env("SKETCH_MIN_FILES_TO_SKETCH", 2),
         )
 
     def with_metastore(self, url: str) -> Settings:

@@ -248,3 +248,15 @@ class SketchExistsError(SketchError):
             f"a sketch named {name!r} already exists for a different query",
             hint="choose another name, or drop the existing sketch first",
         )
+
+
+class NoSafeAttributeError(SketchError):
+    """No table the query reads has a candidate attribute that is safe to sketch on."""
+
+    def __init__(self, tables: Sequence[str], reasons: str) -> None:
+        self.tables = list(tables)
+        self.reasons = reasons
+        super().__init__(
+            f"no safe sketch attribute for {', '.join(self.tables) or 'any table'}: {reasons}",
+            hint="pass attributes={table: column} with a group-by column, or run the query without a sketch",
+        )

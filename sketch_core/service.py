@@ -2,30 +2,84 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
+from pyroaring import BitMap
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
+from sketch_core.algebra.frontend import decode_params, encode_params, template_key, to_ir
+from sketch_core.algebra.ir import Relation, Scan, positive_scans, scans
+from sketch_core.algebra.printer import to_sql
 from sketch_core.config import Settings
-from sketch_core.errors import SequenceOutOfRangeError
+from sketch_core.errors import (
+    NoSafeAttributeError,
+    QueryError,
+    SequenceOutOfRangeError,
+    SketchNotFoundError,
+    UnsafeAttributeError,
+    UnsupportedQueryError,
+)
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
-from sketch_core.metastore.sketches import SketchRepository
+from sketch_core.metastore.sketches import SketchRepository, VersionRecord
 from sketch_core.partitions import RangePartition
+from sketch_core.partitions.pruning import prune_files
+from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
+from sketch_core.rewrites.reuse import can_reuse
+from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
+from sketch_core.rewrites.use import instrument_use
+from sketch_core.spark.capture import register_annotated_view, run_capture
 from sketch_core.spark.partitioning import compute_range_partition
 from sketch_core.spark.session import build_session
-from sketch_core.spark.views import bind_tables, pinned_dataframe, referenced_tables, register_view
+from sketch_core.spark.views import (
+    bind_tables,
+    pinned_dataframe,
+    referenced_tables,
+    register_view,
+    table_schemas,
+)
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
+from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SketchVersion:
+    """One published version of a sketch: valid for exactly ``table_snapshots``."""
+
+    name: str
+    version: int
+    sequence: int
+    table_snapshots: dict[str, int | None]
+    fragments: dict[str, list[int]]
+    partitions: dict[str, tuple[str, int]]  # table -> (attribute, fragment count)
+
+
+def _fragment_count(fragments: int | Mapping[str, int] | None, table: str, settings: Settings) -> int:
+    if fragments is None:
+        return settings.fragments
+    if isinstance(fragments, int):
+        return fragments
+    return int(fragments.get(table, settings.fragments))
+
+
+def _default_name(template: str, params: Mapping[str, Any], partition_ids: Mapping[str, int]) -> str:
+    digest = hashlib.sha256(
+        json.dumps([template, params, sorted(partition_ids.items())], sort_keys=True, default=str).encode()
+    ).hexdigest()
+    return f"sketch_{digest[:16]}"
 
 
 @dataclass(frozen=True)
@@ -106,6 +160,194 @@ class SketchService:
     def latest_sequence(self) -> int:
         return self.commit_log.latest_sequence()
 
+    # -- pinning --------------------------------------------------------------------------------
+    def _sequence(self, snapshot: int | None) -> int:
+        latest = self.latest_sequence()
+        sequence = latest if snapshot is None else snapshot
+        if not 0 < sequence <= latest:
+            raise SequenceOutOfRangeError(sequence, latest)
+        return sequence
+
+    def _pin_query(self, sql: str, sequence: int) -> dict[str, PinnedSnapshot]:
+        return {name: self.tables.pin(name, sequence) for name in referenced_tables(sql)}
+
+    # -- capture --------------------------------------------------------------------------------
+    def capture(
+        self,
+        sql: str,
+        name: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        attributes: Mapping[str, str] | None = None,
+        fragments: int | Mapping[str, int] | None = None,
+        *,
+        snapshot: int | None = None,
+    ) -> SketchVersion:
+        """Capture a provenance sketch for ``sql`` (PBDS Sec. 4) and publish it as a new version.
+
+        ``attributes`` ({table: attribute}) must be safe for the query (PBDS Sec. 6) or the
+        capture is refused with :class:`UnsafeAttributeError`; by default each table gets its
+        first safe candidate: the sort key, then its group-by columns. ``fragments`` is a count
+        for every table or per table (default ``settings.fragments``).
+        """
+        return self._capture(sql, name, params, attributes, fragments, self._sequence(snapshot))
+
+    def _capture(
+        self,
+        sql: str,
+        name: str | None,
+        params: Mapping[str, Any] | None,
+        attributes: Mapping[str, str] | None,
+        fragments: int | Mapping[str, int] | None,
+        sequence: int,
+    ) -> SketchVersion:
+        started = time.perf_counter()
+        pins = self._pin_query(sql, sequence)
+        parsed = to_ir(sql, table_schemas(pins), params)
+        statistics = {table: pin.column_bounds() for table, pin in pins.items()}
+        chosen = self._attributes(parsed.plan, pins, statistics, attributes)
+        partitions = {
+            table: self.range_partition(
+                table, attribute, _fragment_count(fragments, table, self.settings), sequence=sequence
+            )
+            for table, attribute in chosen.items()
+        }
+        capture = instrument_capture(parsed.plan, tables=chosen)
+        views = {table: register_view(self.spark, pin) for table, pin in pins.items()}
+        annotated = {
+            table: register_annotated_view(self.spark, pins[table], partition, str(pid))
+            for table, (pid, partition) in partitions.items()
+        }
+
+        def source(scan: Scan) -> str:
+            return annotated[scan.table] if FRAGMENT_COLUMN in scan.source_columns else views[scan.table]
+
+        found = run_capture(self.spark, capture, source)
+        encoded = encode_params(params)
+        partition_ids = {table: pid for table, (pid, _) in partitions.items()}
+        name = name or _default_name(template_key(sql), encoded, partition_ids)
+        self.sketches.ensure_sketch(
+            name, sql, encoded, template_key=template_key(sql), partition_ids=partition_ids
+        )
+        run_id = self.sketches.start_run(name, "capture", None)
+        record = self.sketches.publish_version(
+            name,
+            sequence,
+            {table: pin.snapshot_id for table, pin in pins.items()},
+            {partition_ids[table]: BitMap(ids).serialize() for table, ids in found.items()},
+        )
+        seconds = time.perf_counter() - started
+        self.sketches.finish_run(
+            run_id, status="succeeded", to_version=record.version, delta_rows=0, seconds=seconds
+        )
+        log.info("captured %s version %d at sequence %d in %.2fs", name, record.version, sequence, seconds)
+        return self._sketch_version(record)
+
+    def _attributes(
+        self,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        statistics: Statistics,
+        requested: Mapping[str, str] | None,
+    ) -> dict[str, str]:
+        if requested:
+            wanted = {table.lower(): attribute for table, attribute in requested.items()}
+            for table, attribute in wanted.items():
+                if table not in pins:
+                    raise QueryError(f"attributes names {table}, which the query does not read")
+                if attribute not in pins[table].schema.names:
+                    raise QueryError(
+                        f"{table} has no column {attribute!r}", hint=f"columns: {pins[table].schema.names}"
+                    )
+            result = check_safety(plan, wanted, statistics)
+            if not result.safe:
+                table, attribute = (
+                    next(iter(wanted.items()))
+                    if len(wanted) == 1
+                    else ("/".join(wanted), "/".join(wanted.values()))
+                )
+                raise UnsafeAttributeError(table, attribute, result.reason or "unsafe")
+            return wanted
+        positive = {scan.table for scan in positive_scans(plan)}
+        grouped = group_by_attributes(plan)
+        candidates: dict[str, list[str]] = {}
+        # Largest tables first: they have the most to skip, so they get first pick.
+        for table in sorted(positive, key=lambda t: -pins[t].record_count):
+            if len(pins[table].files) < self.settings.min_files_to_sketch:
+                continue
+            record = self.commit_log.get_table(table)
+            options = list(record.sort_by[:1]) if record else []
+            options += [c for c in grouped.get(table, []) if c not in options]
+            candidates[table] = options
+        choice = choose_attributes(plan, candidates, statistics)
+        if not choice.chosen:
+            reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
+            raise NoSafeAttributeError(
+                sorted(candidates), reasons or "no table has enough data files to skip"
+            )
+        return choice.chosen
+
+    # -- sketches -------------------------------------------------------------------------------
+    def _sketch_version(self, record: VersionRecord) -> SketchVersion:
+        fragments: dict[str, list[int]] = {}
+        partitions: dict[str, tuple[str, int]] = {}
+        for partition_id, bitmap in record.bitmaps.items():
+            partition = self.sketches.partition_by_id(partition_id)
+            fragments[partition.table] = list(BitMap.deserialize(bitmap))
+            partitions[partition.table] = (partition.attribute, partition.fragment_count)
+        return SketchVersion(
+            record.name, record.version, record.sequence, dict(record.table_snapshots), fragments, partitions
+        )
+
+    def sketch(self, name: str, version: int | None = None) -> SketchVersion:
+        """The newest version of a sketch (or the given one)."""
+        record = self.sketches.version(name, version=version)
+        if record is None:
+            raise SketchNotFoundError(name)
+        return self._sketch_version(record)
+
+    def _partition(self, partition_id: int) -> RangePartition:
+        record = self.sketches.partition_by_id(partition_id)
+        return RangePartition.from_json(record.table, record.attribute, record.boundaries)
+
+    def _usable_sketch(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+    ) -> tuple[VersionRecord, dict[str, RangePartition]] | None:
+        """A sketch version valid for these snapshots, captured for this query or a reusable
+        instance of its template (PBDS Sec. 7); the one whose files hold the fewest rows."""
+        snapshots = {table: pin.snapshot_id for table, pin in pins.items()}
+        encoded = encode_params(params)
+        statistics: Statistics | None = None
+        best: tuple[int, VersionRecord, dict[str, RangePartition]] | None = None
+        for definition in self.sketches.definitions(template_key(sql)):
+            record = self.sketches.version_for_snapshots(definition.name, snapshots)
+            if record is None:
+                continue
+            if definition.params != encoded:
+                if statistics is None:
+                    statistics = {table: pin.column_bounds() for table, pin in pins.items()}
+                captured = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
+                verdict = can_reuse(captured.plan, plan, statistics)
+                if not verdict.reusable:
+                    log.debug("sketch %s not reusable: %s", definition.name, verdict.reason)
+                    continue
+            partitions = {
+                self.sketches.partition_by_id(pid).table: self._partition(pid) for pid in record.bitmaps
+            }
+            rows = sum(
+                f.record_count
+                for pid, bitmap in record.bitmaps.items()
+                for partition in [self._partition(pid)]
+                for f in prune_files(pins[partition.table].files, partition, BitMap.deserialize(bitmap))
+            )
+            if best is None or rows < best[0]:
+                best = (rows, record, partitions)
+        return None if best is None else (best[1], best[2])
+
+    # -- queries --------------------------------------------------------------------------------
     def query(
         self,
         sql: str,
@@ -116,29 +358,102 @@ class SketchService:
         """Run Spark SQL over ``ns.table`` names, every table pinned at one commit sequence.
 
         ``snapshot`` is a global commit sequence number; None reads the latest, fixed once when
-        the query starts so that commits landing meanwhile cannot change the answer.
-        ``use_sketches`` has no effect until sketch capture exists; the plain query runs.
+        the query starts so that commits landing meanwhile cannot change the answer. With
+        ``use_sketches``, a sketch version valid for exactly the pinned snapshots (for this
+        query, or for another binding of its template that the reuse check accepts) prunes
+        the files Spark reads and adds its range conditions; without one the plain query runs.
         """
         started = time.perf_counter()
-        latest = self.latest_sequence()
-        sequence = latest if snapshot is None else snapshot
-        if not 0 < sequence <= latest:
-            raise SequenceOutOfRangeError(sequence, latest)
-        pins = [self.tables.pin(name, sequence) for name in referenced_tables(sql)]
-        views = {pin.table: register_view(self.spark, pin) for pin in pins}
-        bound = bind_tables(sql, views)
-        frame = self.spark.sql(bound, args=dict(params) if params else None)
-        result = frame.toArrow()
-        files = sum(len(pin.files) for pin in pins)
-        return QueryResult(
-            table=result,
-            sketch=None,
-            files_read=files,
-            files_total=files,
-            seconds=time.perf_counter() - started,
-            sequence=sequence,
-            table_sequences={pin.table: pin.sequence for pin in pins},
+        sequence = self._sequence(snapshot)
+        pins = self._pin_query(sql, sequence)
+        views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
+        files_total = sum(len(pin.files) for pin in pins.values())
+        parsed = None
+        if use_sketches:
+            try:
+                parsed = to_ir(sql, table_schemas(pins), params)
+            except UnsupportedQueryError as exc:
+                log.info("running without sketches: %s", exc)
+        usable = None
+        if parsed is not None:
+            usable = self._usable_sketch(sql, params, parsed.plan, pins)
+            if usable is None:
+                usable = self._self_tune(sql, params, parsed.plan, pins, sequence)
+            else:
+                self.sketches.record_template_use(template_key(sql), sql, hit=True)
+        if parsed is None or usable is None:
+            frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
+            return QueryResult(
+                frame.toArrow(),
+                None,
+                files_total,
+                files_total,
+                time.perf_counter() - started,
+                sequence,
+                {pin.table: pin.sequence for pin in pins.values()},
+            )
+        record, partitions = usable
+        fragments = {
+            self.sketches.partition_by_id(pid).table: BitMap.deserialize(bitmap)
+            for pid, bitmap in record.bitmaps.items()
+        }
+        plan, filtered = instrument_use(
+            parsed.plan,
+            {
+                table: (partition.attribute, partial(partition.predicate, fragments[table]))
+                for table, partition in partitions.items()
+            },
         )
+        pruned = {
+            table: replace(
+                pins[table], files=tuple(prune_files(pins[table].files, partition, fragments[table]))
+            )
+            for table, partition in partitions.items()
+        }
+        pruned_views = {
+            table: register_view(self.spark, pin, name=f"{pin.view_name}__{record.name}_v{record.version}")
+            for table, pin in pruned.items()
+        }
+        filtered_ids = {id(scan) for scan in filtered}
+
+        def source(scan: Scan) -> str:
+            return pruned_views[scan.table] if id(scan) in filtered_ids else views[scan.table]
+
+        read_in_full = {s.table for s in scans(plan) if id(s) not in filtered_ids}
+        files_read = sum(
+            len(pin.files) if table in read_in_full or table not in pruned else len(pruned[table].files)
+            for table, pin in pins.items()
+        )
+        frame = self.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
+        return QueryResult(
+            frame.toArrow(),
+            (record.name, record.version),
+            files_read,
+            files_total,
+            time.perf_counter() - started,
+            sequence,
+            {pin.table: pin.sequence for pin in pins.values()},
+        )
+
+    def _self_tune(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
+    ) -> tuple[VersionRecord, dict[str, RangePartition]] | None:
+        """PBDS Sec. 8: capture now (eager), or once the template has missed often enough (adaptive)."""
+        misses = self.sketches.record_template_use(template_key(sql), sql, hit=False)
+        mode = self.settings.self_tuning
+        if mode == "off" or (mode == "adaptive" and misses < self.settings.adaptive_after):
+            return None
+        try:
+            self._capture(sql, None, params, None, None, sequence)
+        except (NoSafeAttributeError, UnsupportedQueryError) as exc:
+            log.info("self-tuning captured nothing: %s", exc)
+            return None
+        return self._usable_sketch(sql, params, plan, pins)
 
     def close(self) -> None:
         self.engine.dispose()

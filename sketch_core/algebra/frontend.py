@@ -117,6 +117,38 @@ def bind_parameters(tree: exp.Expr, params: Mapping[str, Any] | None) -> exp.Exp
     return tree.copy().transform(bind)
 
 
+def encode_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Parameters as JSON for the metastore, keeping dates, timestamps and decimals typed."""
+    encoded: dict[str, Any] = {}
+    for name, value in sorted((params or {}).items()):
+        if isinstance(value, dt.datetime):
+            encoded[name] = {"$timestamp": value.isoformat()}
+        elif isinstance(value, dt.date):
+            encoded[name] = {"$date": value.isoformat()}
+        elif isinstance(value, Decimal):
+            encoded[name] = {"$decimal": str(value)}
+        else:
+            literal(value)  # refuses types that cannot be bound
+            encoded[name] = value
+    return encoded
+
+
+def decode_params(encoded: Mapping[str, Any]) -> dict[str, Any]:
+    decoders: dict[str, Callable[[str], Any]] = {
+        "$timestamp": dt.datetime.fromisoformat,
+        "$date": dt.date.fromisoformat,
+        "$decimal": Decimal,
+    }
+    decoded: dict[str, Any] = {}
+    for name, value in encoded.items():
+        if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in decoders:
+            tag, text = next(iter(value.items()))
+            decoded[name] = decoders[tag](text)
+        else:
+            decoded[name] = value
+    return decoded
+
+
 def template_key(sql: str) -> str:
     """Identifies a parameterized query template: its normalized SQL, placeholders unbound."""
     normalized = parse_sql(sql).sql(dialect="spark", normalize=True)

@@ -65,6 +65,18 @@ sketches = Table(
     Column("query_sql", Text, nullable=False),
     Column("params", JSONB, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("template_key", Text),
+    Column("partition_ids", JSONB, nullable=False),
+)
+
+template_stats = Table(
+    "template_stats",
+    metadata,
+    Column("template_key", Text, primary_key=True),
+    Column("query_sql", Text, nullable=False),
+    Column("misses", Integer, nullable=False),
+    Column("hits", Integer, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 sketch_versions = Table(

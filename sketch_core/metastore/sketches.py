@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from sketch_core.errors import SketchNotFoundError, TableNotFoundError
+from sketch_core.errors import SketchExistsError, SketchNotFoundError, TableNotFoundError
 from sketch_core.metastore import schema
 from sketch_core.metastore.commits import CommitLog
 
@@ -37,9 +37,18 @@ class VersionRecord:
     name: str
     version: int
     sequence: int
-    table_snapshots: dict[str, int]
+    table_snapshots: dict[str, int | None]
     bitmaps: dict[int, bytes]  # partition id -> serialized roaring bitmap
     state_ref: str | None
+
+
+@dataclass(frozen=True)
+class SketchDefinition:
+    name: str
+    query_sql: str  # the template: the query with its :name placeholders
+    params: dict[str, Any]
+    template_key: str | None
+    partition_ids: dict[str, int]  # table -> partition id
 
 
 class SketchRepository:
@@ -100,14 +109,105 @@ class SketchRepository:
         return found
 
     # -- sketches and versions -------------------------------------------------------------------
-    def ensure_sketch(self, name: str, query_sql: str, params: Mapping[str, Any] | None = None) -> int:
+    def ensure_sketch(
+        self,
+        name: str,
+        query_sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        template_key: str | None = None,
+        partition_ids: Mapping[str, int] | None = None,
+    ) -> int:
+        """The sketch's id, registering it if new; an existing sketch must be the same definition."""
+        wanted = {
+            "query_sql": query_sql,
+            "params": dict(params or {}),
+            "partition_ids": dict(partition_ids or {}),
+        }
         with self.engine.begin() as conn:
             conn.execute(
                 pg_insert(t.sketches)
-                .values(name=name, query_sql=query_sql, params=dict(params or {}), created_at=func.now())
+                .values(name=name, template_key=template_key, created_at=func.now(), **wanted)
                 .on_conflict_do_nothing(index_elements=["name"])
             )
-            return self._sketch_id(conn, name)
+            row = conn.execute(select(t.sketches).where(t.sketches.c.name == name)).one()._mapping
+            if any(row[k] != v for k, v in wanted.items()):
+                raise SketchExistsError(name)
+            return int(row["sketch_id"])
+
+    @staticmethod
+    def _definition(row: Any) -> SketchDefinition:
+        m = row._mapping
+        return SketchDefinition(
+            m["name"],
+            m["query_sql"],
+            dict(m["params"]),
+            m["template_key"],
+            {k: int(v) for k, v in m["partition_ids"].items()},
+        )
+
+    def definition(self, name: str) -> SketchDefinition:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(t.sketches).where(t.sketches.c.name == name)).first()
+        if row is None:
+            raise SketchNotFoundError(name)
+        return self._definition(row)
+
+    def definitions(self, template_key: str | None = None) -> list[SketchDefinition]:
+        """Every sketch, or the sketches captured for one query template."""
+        query = select(t.sketches).order_by(t.sketches.c.name)
+        if template_key is not None:
+            query = query.where(t.sketches.c.template_key == template_key)
+        with self.engine.connect() as conn:
+            return [self._definition(row) for row in conn.execute(query)]
+
+    def partition_by_id(self, partition_id: int) -> PartitionRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(t.partitions, t.tables.c.name)
+                .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
+                .where(t.partitions.c.partition_id == partition_id)
+            ).one()
+        m = row._mapping
+        return PartitionRecord(
+            partition_id,
+            m["name"],
+            m["attribute"],
+            m["fragment_count"],
+            m["boundaries"],
+            m["computed_at_seq"],
+        )
+
+    def version_for_snapshots(
+        self, name: str, table_snapshots: Mapping[str, int | None]
+    ) -> VersionRecord | None:
+        """The newest version recorded for exactly these table snapshots (design invariant 1)."""
+        with self.engine.connect() as conn:
+            sketch_id = self._sketch_id(conn, name)
+            number = conn.execute(
+                select(func.max(t.sketch_versions.c.version)).where(
+                    t.sketch_versions.c.sketch_id == sketch_id,
+                    t.sketch_versions.c.table_snapshots == dict(table_snapshots),
+                )
+            ).scalar()
+        return None if number is None else self.version(name, version=int(number))
+
+    def record_template_use(self, template_key: str, query_sql: str, *, hit: bool) -> int:
+        """Count a query of the template with (hit) or without a usable sketch; returns the misses."""
+        with self.engine.begin() as conn:
+            statement = pg_insert(t.template_stats).values(
+                template_key=template_key,
+                query_sql=query_sql,
+                misses=0 if hit else 1,
+                hits=1 if hit else 0,
+                updated_at=func.now(),
+            )
+            counter = t.template_stats.c.hits if hit else t.template_stats.c.misses
+            upsert = statement.on_conflict_do_update(
+                index_elements=["template_key"],
+                set_={counter.name: counter + 1, "updated_at": func.now()},
+            ).returning(t.template_stats.c.misses)
+            return int(conn.execute(upsert).scalar_one())
 
     @staticmethod
     def _sketch_id(conn: Connection, name: str) -> int:
@@ -120,7 +220,7 @@ class SketchRepository:
         self,
         name: str,
         sequence: int,
-        table_snapshots: Mapping[str, int],
+        table_snapshots: Mapping[str, int | None],
         bitmaps: Mapping[int, bytes],
         state_ref: str | None = None,
     ) -> VersionRecord:

@@ -26,9 +26,10 @@ def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
     return spark.read.schema(schema).parquet(*[f.path for f in pinned.files])
 
 
-def register_view(spark: SparkSession, pinned: PinnedSnapshot) -> str:
-    pinned_dataframe(spark, pinned).createOrReplaceTempView(pinned.view_name)
-    return pinned.view_name
+def register_view(spark: SparkSession, pinned: PinnedSnapshot, *, name: str | None = None) -> str:
+    view = name or pinned.view_name
+    pinned_dataframe(spark, pinned).createOrReplaceTempView(view)
+    return view
 
 
 def _parse(sql: str) -> exp.Expr:

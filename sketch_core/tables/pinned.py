@@ -43,3 +43,21 @@ class PinnedSnapshot:
     def view_name(self) -> str:
         """A Spark temp-view name unique to this table and snapshot."""
         return f"{self.table.replace('.', '__')}__s{self.sequence}"
+
+    def column_bounds(self) -> dict[str, tuple[Any, Any]]:
+        """Per column, (min, max) over all files; only columns every file has bounds for.
+
+        Files holding only NULLs in a column have no bounds for it, so the column is left out
+        rather than given bounds that some value could break.
+        """
+        if not self.files:
+            return {}
+        bounds: dict[str, tuple[Any, Any]] = {}
+        for name in self.schema.names:
+            try:
+                lows = [f.lower[name] for f in self.files]
+                highs = [f.upper[name] for f in self.files]
+                bounds[name] = (min(lows), max(highs))
+            except (KeyError, TypeError):
+                continue
+        return bounds

@@ -1,0 +1,318 @@
+"""Safety of sketch attributes (PBDS Sec. 6): does running the query on any sketch's data give Q(D)?
+
+The check builds gc(Q, X) bottom-up. Every column ``c`` has a copy ``c@ps`` for its value over
+the sketch instance; Psi (relations between the copies) and conds (selection conditions, the
+projections' definitions, and min/max statistics from Iceberg) are z3 premises. Rules:
+
+* scan: every column equals its copy; the sketched attribute joins X;
+* selection and (semi) join: each conjunct over the sketch instance must imply the conjunct
+  over the full data, so no tuple appears only on the sketch;
+* aggregation: the group-by expressions must be equal on both sides; an aggregate result is
+  equal when each sketched attribute equals a group-by expression, at most the full value
+  for count, max, and sum over non-negative input, at least for min and sum over
+  non-positive input, and unrelated otherwise (avg). (PBDS also asks for non-negative input
+  for max, but the max of part of a group can never exceed the group's max.)
+* top-k: each ascending key on the sketch must be no smaller than on the full data (no larger
+  for descending keys), so rows left out of the top-k on the full data stay out;
+* DISTINCT and anti joins need the relevant columns equal; anti joins' right sides are never
+  sketched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+from sqlglot import exp
+
+from sketch_core.algebra.ir import (
+    Aggregate,
+    Distinct,
+    Join,
+    Project,
+    Relation,
+    Scan,
+    Select,
+    Sort,
+    TopK,
+    Union,
+    referenced,
+)
+from sketch_core.rewrites.smt import Term, Translator, proves, sort_for, value_term
+
+# table -> column -> (min, max), from Iceberg's per-file statistics
+Statistics = Mapping[str, Mapping[str, tuple[Any, Any]]]
+
+
+class _Unsafe(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SafetyResult:
+    safe: bool
+    reason: str | None = None
+
+
+@dataclass
+class _Facts:
+    premises: list[Term] = field(default_factory=list)
+    sketched: list[str] = field(default_factory=list)  # X: columns holding sketch attributes
+
+
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+    if isinstance(condition, exp.And):
+        return _conjuncts(condition.this) + _conjuncts(condition.expression)
+    if isinstance(condition, exp.Paren):
+        return _conjuncts(condition.this)
+    return [condition]
+
+
+def _sql(node: exp.Expr) -> str:
+    return node.sql(dialect="spark")[:160]
+
+
+class _Checker:
+    def __init__(self, attributes: Mapping[str, str], statistics: Statistics) -> None:
+        self.attributes = {t.lower(): a for t, a in attributes.items()}
+        self.statistics = statistics
+        self.sorts: dict[str, z3.SortRef] = {}
+        self.full_vars: dict[str, Term] = {}
+        self.ps_vars: dict[str, Term] = {}
+        self.full = Translator(self.full_var)
+        self.ps = Translator(self.ps_var)
+
+    def full_var(self, name: str) -> Term:
+        if name not in self.full_vars:
+            self.full_vars[name] = z3.Const(name, self.sorts.get(name, z3.RealSort()))
+        return self.full_vars[name]
+
+    def ps_var(self, name: str) -> Term:
+        if name not in self.ps_vars:
+            self.ps_vars[name] = z3.Const(f"{name}@ps", self.sorts.get(name, z3.RealSort()))
+        return self.ps_vars[name]
+
+    def equal(self, facts: _Facts, name: str) -> bool:
+        return proves(facts.premises, self.ps_var(name) == self.full_var(name))
+
+    def all_equal(self, facts: _Facts, names: Iterable[str]) -> bool:
+        return all(self.equal(facts, n) for n in names)
+
+    def define(self, facts: _Facts, name: str, expression: exp.Expr) -> None:
+        """Add ``name = expression`` on both sides (a projection or a group-by expression)."""
+        if isinstance(expression, exp.Column) and expression.name == name:
+            return
+        full, ps = self.full(expression), self.ps(expression)
+        if full is not None and ps is not None:
+            self.sorts.setdefault(name, full.sort())
+            facts.premises += [self.full_var(name) == full, self.ps_var(name) == ps]
+        elif self.all_equal(facts, referenced(expression)):
+            facts.premises.append(self.ps_var(name) == self.full_var(name))
+
+    def implied(self, facts: _Facts, condition: exp.Expr, what: str) -> None:
+        """Each conjunct over the sketch instance must imply it over the full data."""
+        ps_terms = [self.ps(c) for c in _conjuncts(condition)]
+        for conjunct in _conjuncts(condition):
+            full = self.full(conjunct)
+            if full is not None and proves([*facts.premises, *ps_terms], full):
+                continue
+            if self.all_equal(facts, referenced(conjunct)):
+                continue
+            raise _Unsafe(f"{what} {_sql(conjunct)!r} may hold on the sketch's data and not on the full data")
+        facts.premises += [t for t in ps_terms if t is not None]
+        facts.premises += [t for t in (self.full(c) for c in _conjuncts(condition)) if t is not None]
+
+    # -- rules ------------------------------------------------------------------------------
+    def visit(self, node: Relation, sketching: bool = True) -> _Facts:
+        if isinstance(node, Scan):
+            return self.scan(node, sketching)
+        if isinstance(node, Select):
+            facts = self.visit(node.child, sketching)
+            self.implied(facts, node.condition, "the condition")
+            return facts
+        if isinstance(node, Project):
+            facts = self.visit(node.child, sketching)
+            for name, expression in node.outputs:
+                self.define(facts, name, expression)
+            return facts
+        if isinstance(node, Join):
+            return self.join(node, sketching)
+        if isinstance(node, Aggregate):
+            return self.aggregate(node, sketching)
+        if isinstance(node, TopK):
+            return self.top_k(node, sketching)
+        if isinstance(node, Sort):
+            return self.visit(node.child, sketching)
+        if isinstance(node, Distinct):
+            facts = self.visit(node.child, sketching)
+            unequal = [c for c in node.columns if not self.equal(facts, c)]
+            if unequal:
+                raise _Unsafe(f"DISTINCT over {unequal}, which may differ on the sketch's data")
+            return facts
+        if isinstance(node, Union):
+            return self.union(node, sketching)
+        raise _Unsafe(f"no safety rule for {type(node).__name__}")
+
+    def scan(self, node: Scan, sketching: bool) -> _Facts:
+        facts = _Facts()
+        stats = self.statistics.get(node.table, {})
+        for source, name, kind in zip(
+            node.source_columns, node.names, node.types or [None] * len(node.names), strict=True
+        ):
+            self.sorts[name] = sort_for(kind)
+            full, ps = self.full_var(name), self.ps_var(name)
+            facts.premises.append(ps == full)
+            low, high = stats.get(source, (None, None))
+            for bound, above in ((value_term(low), True), (value_term(high), False)):
+                if bound is None or not (z3.is_arith(bound) and z3.is_arith(full)):
+                    continue
+                for var in (full, ps):
+                    facts.premises.append(var >= bound if above else var <= bound)
+        attribute = self.attributes.get(node.table)
+        if sketching and attribute is not None:
+            facts.sketched.append(node.name_of(attribute) or f"{node.names[0]}__{attribute}")
+        return facts
+
+    def join(self, node: Join, sketching: bool) -> _Facts:
+        left = self.visit(node.left, sketching)
+        right = self.visit(node.right, sketching and node.kind != "anti")
+        facts = _Facts(left.premises + right.premises, left.sketched + right.sketched)
+        if node.condition is None:
+            return facts
+        if node.kind == "anti":
+            unequal = [
+                c for c in referenced(node.condition) & set(node.left.columns) if not self.equal(facts, c)
+            ]
+            if unequal:
+                raise _Unsafe(f"the anti join compares {unequal}, which may differ on the sketch's data")
+            return facts
+        self.implied(facts, node.condition, "the join condition")
+        return facts
+
+    def aggregate(self, node: Aggregate, sketching: bool) -> _Facts:
+        facts = self.visit(node.child, sketching)
+        for _, expression in node.groups:
+            full, ps = self.full(expression), self.ps(expression)
+            same = (
+                full is not None and ps is not None and proves(facts.premises, ps == full)
+            ) or self.all_equal(facts, referenced(expression))
+            if not same:
+                raise _Unsafe(f"the group-by expression {_sql(expression)!r} may differ on the sketch's data")
+        group_terms = [self.full(e) for _, e in node.groups]
+        for name, expression in node.groups:
+            self.define(facts, name, expression)
+        # case (i): every sketched attribute is equal to a group-by expression, so each group
+        # lies inside one fragment and is either wholly in the sketch or not at all.
+        whole_groups = all(
+            any(
+                g is not None
+                and g.sort() == self.full_var(x).sort()
+                and proves(facts.premises, self.full_var(x) == g)
+                for g in group_terms
+            )
+            for x in facts.sketched
+        )
+        outputs: list[Term] = []
+        for name, call in node.aggregates:
+            argument = self.full(call.arg) if call.arg is not None else None
+            if call.func == "count":
+                self.sorts[name] = z3.IntSort()
+            elif call.func == "avg" or argument is None:
+                self.sorts[name] = z3.RealSort()
+            else:
+                self.sorts[name] = argument.sort()
+            full, ps = self.full_var(name), self.ps_var(name)
+            if whole_groups:
+                outputs.append(ps == full)
+                continue
+            non_negative = (
+                argument is not None and z3.is_arith(argument) and proves(facts.premises, argument >= 0)
+            )
+            non_positive = (
+                argument is not None and z3.is_arith(argument) and proves(facts.premises, argument <= 0)
+            )
+            if call.func in ("count", "max") or (call.func == "sum" and non_negative):
+                outputs.append(ps <= full)
+            elif call.func == "min" or (call.func == "sum" and non_positive):
+                outputs.append(ps >= full)
+            if call.func == "count":
+                outputs += [full >= 0, ps >= 0]
+        facts.premises += outputs
+        return facts
+
+    def top_k(self, node: TopK, sketching: bool) -> _Facts:
+        facts = self.visit(node.child, sketching)
+        for key in node.order:
+            full, ps = self.full_var(key.column), self.ps_var(key.column)
+            try:
+                goal = full >= ps if key.descending else full <= ps
+            except z3.Z3Exception:
+                goal = full == ps
+            if not proves(facts.premises, goal) and not self.equal(facts, key.column):
+                direction = "larger" if key.descending else "smaller"
+                raise _Unsafe(
+                    f"ORDER BY {key.column}: a group cut short by the sketch may rank {direction} "
+                    "than on the full data"
+                )
+        return facts
+
+    def union(self, node: Union, sketching: bool) -> _Facts:
+        parts = [self.visit(i, sketching) for i in node.inputs]
+        facts = _Facts([p for f in parts for p in f.premises], [x for f in parts for x in f.sketched])
+        for position, name in enumerate(node.names):
+            if all(self.equal(f, i.columns[position]) for f, i in zip(parts, node.inputs, strict=True)):
+                facts.premises.append(self.ps_var(name) == self.full_var(name))
+        return facts
+
+
+def check_safety(plan: Relation, attributes: Mapping[str, str], statistics: Statistics) -> SafetyResult:
+    """Whether sketches on ``attributes`` ({table: attribute}) are safe for ``plan``."""
+    try:
+        _Checker(attributes, statistics).visit(plan)
+    except _Unsafe as unsafe:
+        return SafetyResult(False, unsafe.reason)
+    return SafetyResult(True)
+
+
+@dataclass(frozen=True)
+class AttributeChoice:
+    chosen: dict[str, str]
+    refused: dict[str, list[tuple[str, str]]]  # table -> [(attribute, reason)]
+
+
+def choose_attributes(
+    plan: Relation, candidates: Mapping[str, Sequence[str]], statistics: Statistics
+) -> AttributeChoice:
+    """Per table (in the given order), the first candidate that keeps the whole set safe."""
+    chosen: dict[str, str] = {}
+    refused: dict[str, list[tuple[str, str]]] = {}
+    for table, options in candidates.items():
+        for attribute in options:
+            result = check_safety(plan, {**chosen, table: attribute}, statistics)
+            if result.safe:
+                chosen[table] = attribute
+                break
+            refused.setdefault(table, []).append((attribute, result.reason or "unsafe"))
+    return AttributeChoice(chosen, refused)
+
+
+def group_by_attributes(plan: Relation) -> dict[str, list[str]]:
+    """Per table, the columns its scans feed directly into a GROUP BY (PBDS Sec. 9.2's fallback)."""
+    origin: dict[str, tuple[str, str]] = {}
+    for node in plan.walk():
+        if isinstance(node, Scan):
+            for source, name in zip(node.source_columns, node.names, strict=True):
+                origin[name] = (node.table, source)
+    found: dict[str, list[str]] = {}
+    for node in plan.walk():
+        if isinstance(node, Aggregate):
+            for _, expression in node.groups:
+                if isinstance(expression, exp.Column) and expression.name in origin:
+                    table, source = origin[expression.name]
+                    if source not in found.setdefault(table, []):
+                        found[table].append(source)
+    return found

@@ -1,0 +1,189 @@
+"""Scalar expressions of the IR as z3 terms, for the safety and reuse checks (PBDS Sec. 6 and 7).
+
+Each column is a z3 constant; a second copy (suffix ``@ps`` for the sketch instance, ``@q2``
+for a second query) models the same column evaluated elsewhere. Expressions z3 cannot model
+(LIKE, string functions, NULL tests) translate to ``None``: a premise that is ``None`` is
+dropped, which only weakens what can be proven, so the checks stay sound.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from decimal import Decimal
+from typing import Any
+
+import z3
+from sqlglot import exp
+
+_EPOCH = dt.date(1970, 1, 1)
+_EPOCH_TS = dt.datetime(1970, 1, 1)
+
+Term = Any  # a z3 expression
+
+
+def sort_for(spark_type: str | None) -> z3.SortRef:
+    kind = (spark_type or "double").lower()
+    if kind in ("bigint", "int", "smallint", "tinyint", "date") or kind.startswith("timestamp"):
+        return z3.IntSort()
+    if kind == "string" or kind.startswith("varchar") or kind.startswith("char"):
+        return z3.StringSort()
+    if kind == "boolean":
+        return z3.BoolSort()
+    return z3.RealSort()
+
+
+def value_term(value: Any) -> Term | None:
+    """A Python value (a statistic or literal) as a z3 constant."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if isinstance(value, bool):
+        return z3.BoolVal(value)
+    if isinstance(value, int):
+        return z3.IntVal(value)
+    if isinstance(value, float | Decimal):
+        return z3.RealVal(str(value))
+    if isinstance(value, dt.datetime):
+        return z3.IntVal((value - _EPOCH_TS) // dt.timedelta(microseconds=1))
+    if isinstance(value, dt.date):
+        return z3.IntVal((value - _EPOCH).days)
+    if isinstance(value, str):
+        return z3.StringVal(value)
+    return None
+
+
+def _cast_literal(node: exp.Cast) -> Term | None:
+    inner = node.this
+    if not isinstance(inner, exp.Literal) or not inner.is_string:
+        return None
+    target = node.to.this
+    try:
+        if target == exp.DataType.Type.DATE:
+            return value_term(dt.date.fromisoformat(inner.name))
+        if target in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ):
+            return value_term(dt.datetime.fromisoformat(inner.name))
+    except ValueError:
+        return None
+    return None
+
+
+def _numeric(a: Term, b: Term) -> bool:
+    return all(z3.is_arith(t) for t in (a, b))
+
+
+def _comparable(a: Term, b: Term) -> bool:
+    return _numeric(a, b) or (a.sort() == b.sort())
+
+
+_COMPARISONS: dict[type[exp.Expr], Callable[[Term, Term], Term]] = {
+    exp.EQ: lambda a, b: a == b,
+    exp.NEQ: lambda a, b: a != b,
+    exp.GT: lambda a, b: a > b,
+    exp.GTE: lambda a, b: a >= b,
+    exp.LT: lambda a, b: a < b,
+    exp.LTE: lambda a, b: a <= b,
+}
+_ARITHMETIC: dict[type[exp.Expr], Callable[[Term, Term], Term]] = {
+    exp.Add: lambda a, b: a + b,
+    exp.Sub: lambda a, b: a - b,
+    exp.Mul: lambda a, b: a * b,
+}
+
+
+class Translator:
+    """Translates expressions over columns named by :meth:`var` (a name -> z3 constant map)."""
+
+    def __init__(self, var: Callable[[str], Term | None]) -> None:
+        self.var = var
+
+    def __call__(self, node: exp.Expr) -> Term | None:
+        try:
+            return self._term(node)
+        except (z3.Z3Exception, TypeError, ValueError, ArithmeticError):
+            return None
+
+    def _term(self, node: exp.Expr) -> Term | None:
+        if isinstance(node, exp.Paren):
+            return self._term(node.this)
+        if isinstance(node, exp.Column):
+            return self.var(node.name)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return z3.StringVal(node.name)
+            text = node.name
+            return z3.IntVal(int(text)) if text.lstrip("-").isdigit() else z3.RealVal(text)
+        if isinstance(node, exp.Boolean):
+            return z3.BoolVal(bool(node.this))
+        if isinstance(node, exp.Cast):
+            literal = _cast_literal(node)
+            if literal is not None:
+                return literal
+            inner = self._term(node.this)
+            target = node.to.this
+            real = (exp.DataType.Type.DOUBLE, exp.DataType.Type.DECIMAL, exp.DataType.Type.FLOAT)
+            if inner is not None and z3.is_arith(inner) and target in real:
+                return z3.ToReal(inner) if z3.is_int(inner) else inner
+            return None
+        if isinstance(node, exp.Neg):
+            inner = self._term(node.this)
+            return -inner if inner is not None and z3.is_arith(inner) else None
+        if type(node) in _COMPARISONS:
+            a, b = self._term(node.this), self._term(node.expression)
+            if a is None or b is None or not _comparable(a, b):
+                return None
+            return _COMPARISONS[type(node)](a, b)
+        if type(node) in _ARITHMETIC or isinstance(node, exp.Div):
+            a, b = self._term(node.this), self._term(node.expression)
+            if a is None or b is None or not _numeric(a, b):
+                return None
+            if isinstance(node, exp.Div):
+                return z3.ToReal(a) / z3.ToReal(b) if z3.is_int(a) and z3.is_int(b) else a / b
+            return _ARITHMETIC[type(node)](a, b)
+        if isinstance(node, exp.And | exp.Or):
+            a, b = self._term(node.this), self._term(node.expression)
+            if a is None or b is None:
+                return None
+            return z3.And(a, b) if isinstance(node, exp.And) else z3.Or(a, b)
+        if isinstance(node, exp.Not):
+            inner = self._term(node.this)
+            return z3.Not(inner) if inner is not None and z3.is_bool(inner) else None
+        if isinstance(node, exp.Between):
+            x, low, high = self._term(node.this), self._term(node.args["low"]), self._term(node.args["high"])
+            if x is None or low is None or high is None or not (_comparable(x, low) and _comparable(x, high)):
+                return None
+            return z3.And(x >= low, x <= high)
+        if isinstance(node, exp.In) and not node.args.get("query"):
+            x = self._term(node.this)
+            options = [self._term(o) for o in node.expressions]
+            if x is None or any(o is None or not _comparable(x, o) for o in options):
+                return None
+            return z3.Or(*(x == o for o in options))
+        if isinstance(node, exp.If):
+            return self._case([(node.this, node.args["true"])], node.args.get("false"))
+        if isinstance(node, exp.Case) and node.this is None:
+            return self._case([(w.this, w.args["true"]) for w in node.args["ifs"]], node.args.get("default"))
+        return None
+
+    def _case(self, branches: Iterable[tuple[exp.Expr, exp.Expr]], default: exp.Expr | None) -> Term | None:
+        if default is None:
+            return None  # CASE without ELSE yields NULL
+        result = self._term(default)
+        for condition, value in reversed(list(branches)):
+            c, v = self._term(condition), self._term(value)
+            if c is None or v is None or result is None or not _comparable(v, result):
+                return None
+            if z3.is_int(v) and z3.is_real(result):
+                v = z3.ToReal(v)
+            elif z3.is_real(v) and z3.is_int(result):
+                result = z3.ToReal(result)
+            result = z3.If(c, v, result)
+        return result
+
+
+def proves(premises: Iterable[Term], goal: Term, *, timeout_ms: int = 2000) -> bool:
+    """True when the premises imply the goal for every assignment (its negation is unsatisfiable)."""
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(*[p for p in premises if p is not None])
+    solver.add(z3.Not(goal))
+    return bool(solver.check() == z3.unsat)

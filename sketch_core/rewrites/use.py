@@ -1,0 +1,47 @@
+"""Use instrumentation Q[P] (PBDS Sec. 5): a range condition on every positive scan of a sketched table.
+
+The condition is the sketch's merged ranges (Sec. 5.1). Scans under an anti join's right side
+are left whole (see :func:`positive_scans`). A scan that does not read the sketch attribute gets
+it added for the condition and projected away again, so operators above see the same columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from sqlglot import exp
+
+from sketch_core.algebra.ir import Project, Relation, Scan, Select, column, positive_scans, replace_children
+
+# Given the column that holds the attribute, the condition selecting the sketch's fragments.
+Condition = Callable[[exp.Expr], exp.Expr]
+
+
+def instrument_use(
+    plan: Relation, conditions: Mapping[str, tuple[str, Condition]]
+) -> tuple[Relation, list[Scan]]:
+    """``conditions`` maps a table to (sketch attribute, condition builder).
+
+    Returns the instrumented plan and its filtered scans (they may read pruned file lists).
+    """
+    targets = {id(s) for s in positive_scans(plan) if s.table in conditions}
+    filtered_scans: list[Scan] = []
+
+    def filtered(scan: Scan) -> Relation:
+        attribute, condition = conditions[scan.table]
+        name = scan.name_of(attribute)
+        if name is not None:
+            filtered_scans.append(scan)
+            return Select(scan, condition(column(name)))
+        extra = f"__sketch_{attribute}"
+        types = (*scan.types, "") if scan.types else ()
+        widened = Scan(scan.table, scan.alias, (*scan.source_columns, attribute), (*scan.names, extra), types)
+        filtered_scans.append(widened)
+        return Project(Select(widened, condition(column(extra))), tuple((n, column(n)) for n in scan.names))
+
+    def visit(node: Relation) -> Relation:
+        if isinstance(node, Scan):
+            return filtered(node) if id(node) in targets else node
+        return replace_children(node, tuple(visit(c) for c in node.children))
+
+    return visit(plan), filtered_scans

@@ -1,0 +1,37 @@
+"""The Spark side of capture: annotated views and the one-job capture query."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import SparkSession
+
+from sketch_core.algebra.ir import Scan
+from sketch_core.algebra.printer import to_sql
+from sketch_core.partitions import RangePartition
+from sketch_core.rewrites.capture import FRAGMENT_COLUMN, CapturePlan
+from sketch_core.spark.annotate import annotate_fragments
+from sketch_core.spark.views import pinned_dataframe
+from sketch_core.tables.pinned import PinnedSnapshot
+
+
+def register_annotated_view(
+    spark: SparkSession, pinned: PinnedSnapshot, partition: RangePartition, tag: str
+) -> str:
+    """A view of the pinned table with ``__fragment``: each row's fragment id (INIT, PBDS 4.1)."""
+    name = f"{pinned.view_name}__ann_{tag}"
+    annotate_fragments(pinned_dataframe(spark, pinned), partition, FRAGMENT_COLUMN).createOrReplaceTempView(
+        name
+    )
+    return name
+
+
+def run_capture(
+    spark: SparkSession, capture: CapturePlan, source: Callable[[Scan], str]
+) -> dict[str, set[int]]:
+    """Run the capture plan as one Spark job; the fragment ids per table (scans of a table merged)."""
+    row = spark.sql(to_sql(capture.plan, source=source)).collect()[0]
+    fragments: dict[str, set[int]] = {table: set() for table in capture.tables.values()}
+    for column, table in capture.tables.items():
+        fragments[table].update(int(f) for f in (row[column] or []))
+    return fragments

@@ -1,0 +1,74 @@
+-- input
+WITH big AS (SELECT id, amount FROM s.sales WHERE amount > 50) SELECT id, amount FROM big ORDER BY amount DESC, id LIMIT 5
+
+-- capture
+SELECT
+  COLLECT_SET(__ps_1) AS __ps_1
+FROM (
+  SELECT
+    id,
+    amount,
+    __ps_1
+  FROM (
+    SELECT
+      id,
+      amount,
+      __ps_1
+    FROM (
+      SELECT
+        id,
+        amount,
+        __ps_1
+      FROM (
+        SELECT
+          *
+        FROM (
+          SELECT
+            id,
+            amount,
+            __fragment AS __ps_1
+          FROM s.sales
+        ) AS q2
+        WHERE
+          amount > 50
+      ) AS q3
+    ) AS q4
+  ) AS q1
+  ORDER BY
+    q1.amount DESC,
+    q1.id
+  LIMIT 5
+) AS q5
+
+-- use
+SELECT
+  id,
+  amount
+FROM (
+  SELECT
+    id,
+    amount
+  FROM (
+    SELECT
+      id,
+      amount
+    FROM (
+      SELECT
+        *
+      FROM (
+        SELECT
+          id,
+          amount
+        FROM s.sales
+        WHERE
+          id >= 100 AND id < 300
+      ) AS q2
+      WHERE
+        amount > 50
+    ) AS q3
+  ) AS q4
+) AS q1
+ORDER BY
+  q1.amount DESC,
+  q1.id
+LIMIT 5
