@@ -258,14 +258,15 @@ class SketchService:
                     raise QueryError(
                         f"{table} has no column {attribute!r}", hint=f"columns: {pins[table].schema.names}"
                     )
-            result = check_safety(plan, wanted, statistics)
-            if not result.safe:
-                table, attribute = (
-                    next(iter(wanted.items()))
-                    if len(wanted) == 1
-                    else ("/".join(wanted), "/".join(wanted.values()))
+            for table, attribute in wanted.items():
+                alone = check_safety(plan, {table: attribute}, statistics)
+                if not alone.safe:
+                    raise UnsafeAttributeError(table, attribute, alone.reason or "unsafe")
+            together = check_safety(plan, wanted, statistics)
+            if not together.safe:
+                raise UnsafeAttributeError(
+                    ", ".join(wanted), ", ".join(wanted.values()), f"together: {together.reason}"
                 )
-                raise UnsafeAttributeError(table, attribute, result.reason or "unsafe")
             return wanted
         positive = {scan.table for scan in positive_scans(plan)}
         grouped = group_by_attributes(plan)

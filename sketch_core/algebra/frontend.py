@@ -559,6 +559,8 @@ class _Builder:
         return Aggregate(rel, tuple(groups), tuple(aggregates)), agg_map
 
     def _agg_call(self, found: exp.Expr, scopes: Sequence[Scope]) -> AggCall:
+        if type(found) not in _AGGREGATES:
+            raise UnsupportedQueryError(f"aggregate function {found.key.upper()}", _where(found))
         func = _AGGREGATES[type(found)]
         arg = found.this
         distinct = isinstance(arg, exp.Distinct)

@@ -1,0 +1,92 @@
+"""The SQL front end: names, parameters, and typed refusals."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from sketch_core.algebra.frontend import decode_params, encode_params, template_key, to_ir
+from sketch_core.algebra.ir import Aggregate, Join, Scan, TopK, positive_scans, scans
+from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
+
+SCHEMAS = {
+    "s.sales": [("id", "bigint"), ("region", "string"), ("amount", "double"), ("day", "date")],
+    "s.regions": [("region", "string"), ("country", "string")],
+}
+
+
+def test_self_join_gets_unique_names_and_stars_expand() -> None:
+    parsed = to_ir("SELECT * FROM s.regions a JOIN s.regions b ON a.region = b.country", SCHEMAS)
+    names = [n for s in scans(parsed.plan) for n in s.names]
+    assert len(names) == len(set(names)) == 4
+    assert parsed.output_names == ("region", "country", "region", "country")
+
+
+def test_in_and_exists_become_semi_and_anti_joins() -> None:
+    sql = (
+        "SELECT country FROM s.regions r WHERE region IN (SELECT region FROM s.sales) "
+        "AND NOT EXISTS (SELECT 1 FROM s.sales s WHERE s.region = r.region AND s.amount < 0)"
+    )
+    plan = to_ir(sql, SCHEMAS).plan
+    kinds = [n.kind for n in plan.walk() if isinstance(n, Join)]
+    assert sorted(kinds) == ["anti", "semi"]
+    # The NOT EXISTS side is never sketched.
+    assert [s.table for s in positive_scans(plan)].count("s.sales") == 1
+
+
+def test_aggregates_in_having_and_order_are_computed_once() -> None:
+    sql = "SELECT region, SUM(amount) AS t FROM s.sales GROUP BY region HAVING SUM(amount) > 1 ORDER BY SUM(amount) DESC LIMIT 2"
+    plan = to_ir(sql, SCHEMAS).plan
+    assert isinstance(plan, TopK)
+    aggregates = [n for n in plan.walk() if isinstance(n, Aggregate)]
+    assert len(aggregates) == 1 and len(aggregates[0].aggregates) == 1
+
+
+def test_parameters_are_bound_as_typed_literals() -> None:
+    sql = "SELECT id FROM s.sales WHERE day > :d AND region = :r"
+    parsed = to_ir(sql, SCHEMAS, {"d": dt.date(2024, 1, 31), "r": "x' OR '1'='1"})
+    assert "CAST('2024-01-31' AS DATE)" in parsed.sql
+    assert "'x'' OR ''1''=''1'" in parsed.sql or "'x\\' OR \\'1\\'=\\'1'" in parsed.sql
+    assert template_key(sql) == template_key(sql.replace("  ", " "))
+    with pytest.raises(MissingParameterError) as info:
+        to_ir(sql, SCHEMAS, {"d": dt.date(2024, 1, 1)})
+    assert info.value.name == "r"
+
+
+def test_params_round_trip_through_json() -> None:
+    params = {"d": dt.date(2024, 1, 1), "t": dt.datetime(2024, 1, 1, 3), "n": -5, "s": "a"}
+    assert decode_params(encode_params(params)) == params
+
+
+@pytest.mark.parametrize(
+    ("sql", "construct"),
+    [
+        ("SELECT r.region FROM s.regions r LEFT JOIN s.sales s ON r.region = s.region", "LEFT JOIN"),
+        ("SELECT id FROM s.sales LIMIT 3", "LIMIT without ORDER BY"),
+        ("SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS n FROM s.sales", "window function"),
+        ("SELECT id FROM s.sales WHERE amount > (SELECT AVG(amount) FROM s.sales)", "scalar subquery"),
+        ("SELECT region FROM s.sales INTERSECT SELECT region FROM s.regions", "INTERSECT"),
+        ("SELECT STDDEV(amount) AS x FROM s.sales", "aggregate function STDDEV"),
+    ],
+)
+def test_unsupported_constructs_are_named(sql: str, construct: str) -> None:
+    with pytest.raises(UnsupportedQueryError) as info:
+        to_ir(sql, SCHEMAS)
+    assert info.value.construct == construct
+    assert info.value.location
+
+
+def test_bad_queries_get_typed_errors() -> None:
+    with pytest.raises(TableNotFoundError):
+        to_ir("SELECT * FROM s.nope", SCHEMAS)
+    with pytest.raises(QueryError):
+        to_ir("SELEC id FROM s.sales", SCHEMAS)
+    with pytest.raises(QueryError):
+        to_ir("SELECT nope FROM s.sales", SCHEMAS)
+
+
+def test_scans_read_only_referenced_columns() -> None:
+    plan = to_ir("SELECT COUNT(*) AS n FROM s.sales WHERE amount > 0", SCHEMAS).plan
+    (scan,) = [n for n in plan.walk() if isinstance(n, Scan)]
+    assert scan.source_columns == ("amount",)

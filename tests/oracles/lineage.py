@@ -1,0 +1,188 @@
+"""A brute-force lineage evaluator: runs an IR plan over Python rows, each row carrying the set
+of input rows (table, index) it was derived from. It shares no code with the capture rewrite,
+so the two can check each other. Min/max-only aggregations keep the lineage of the rows holding
+the extreme value, the provenance model PBDS's capture uses (Sec. 4.2, rule r3)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from functools import cmp_to_key
+from typing import Any
+
+from sqlglot import exp
+
+from sketch_core.algebra.ir import (
+    Aggregate,
+    Distinct,
+    Join,
+    Project,
+    Relation,
+    Scan,
+    Select,
+    Sort,
+    TopK,
+    Union,
+)
+
+Row = dict[str, Any]
+Lineage = frozenset[tuple[str, int]]
+Annotated = list[tuple[Row, Lineage]]
+
+_BINARY: dict[type[exp.Expr], Callable[[Any, Any], Any]] = {
+    exp.Add: operator.add,
+    exp.Sub: operator.sub,
+    exp.Mul: operator.mul,
+    exp.Div: operator.truediv,
+    exp.EQ: operator.eq,
+    exp.NEQ: operator.ne,
+    exp.GT: operator.gt,
+    exp.GTE: operator.ge,
+    exp.LT: operator.lt,
+    exp.LTE: operator.le,
+}
+
+
+def evaluate(node: exp.Expr, row: Row) -> Any:
+    if isinstance(node, exp.Paren):
+        return evaluate(node.this, row)
+    if isinstance(node, exp.Column):
+        return row[node.name]
+    if isinstance(node, exp.Literal):
+        return (
+            node.name
+            if node.is_string
+            else (int(node.name) if node.name.lstrip("-").isdigit() else float(node.name))
+        )
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Neg):
+        value = evaluate(node.this, row)
+        return None if value is None else -value
+    if isinstance(node, exp.And):
+        a, b = evaluate(node.this, row), evaluate(node.expression, row)
+        return False if a is False or b is False else (None if a is None or b is None else True)
+    if isinstance(node, exp.Or):
+        a, b = evaluate(node.this, row), evaluate(node.expression, row)
+        return True if a is True or b is True else (None if a is None or b is None else False)
+    if isinstance(node, exp.Not):
+        value = evaluate(node.this, row)
+        return None if value is None else not value
+    if isinstance(node, exp.Is):
+        return evaluate(node.this, row) is None
+    if isinstance(node, exp.Between):
+        x = evaluate(node.this, row)
+        low, high = evaluate(node.args["low"], row), evaluate(node.args["high"], row)
+        return None if None in (x, low, high) else low <= x <= high
+    if type(node) in _BINARY:
+        a, b = evaluate(node.this, row), evaluate(node.expression, row)
+        return None if a is None or b is None else _BINARY[type(node)](a, b)
+    raise NotImplementedError(f"the lineage oracle cannot evaluate {node.sql()}")
+
+
+def _aggregate(func: str, values: list[Any], distinct: bool, star: bool) -> Any:
+    present = [v for v in values if v is not None]
+    if distinct:
+        present = list(set(present))
+    if func == "count":
+        return len(values) if star else len(present)
+    if not present:
+        return None
+    return {"sum": sum, "min": min, "max": max, "avg": lambda v: sum(v) / len(v)}[func](present)
+
+
+def _compare(keys: Sequence[Any]) -> Callable[[tuple[Row, Lineage], tuple[Row, Lineage]], int]:
+    def compare(x: tuple[Row, Lineage], y: tuple[Row, Lineage]) -> int:
+        for key in keys:
+            a, b = x[0][key.column], y[0][key.column]
+            if a == b:
+                continue
+            if a is None or b is None:
+                first = key.effective_nulls_first
+                return (-1 if first else 1) if a is None else (1 if first else -1)
+            smaller = -1 if a < b else 1
+            return -smaller if key.descending else smaller
+        return 0
+
+    return compare
+
+
+def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
+    if isinstance(plan, Scan):
+        return [
+            (
+                {n: row[c] for c, n in zip(plan.source_columns, plan.names, strict=True)},
+                frozenset({(plan.table, i)}),
+            )
+            for i, row in enumerate(tables[plan.table])
+        ]
+    if isinstance(plan, Select):
+        return [(r, lin) for r, lin in run(plan.child, tables) if evaluate(plan.condition, r) is True]
+    if isinstance(plan, Project):
+        return [({n: evaluate(e, r) for n, e in plan.outputs}, lin) for r, lin in run(plan.child, tables)]
+    if isinstance(plan, Join):
+        left, right = run(plan.left, tables), run(plan.right, tables)
+        out: Annotated = []
+        for lr, ll in left:
+            matches = [
+                (rr, rl)
+                for rr, rl in right
+                if plan.condition is None or evaluate(plan.condition, {**lr, **rr}) is True
+            ]
+            if plan.kind in ("inner", "cross"):
+                out += [({**lr, **rr}, ll | rl) for rr, rl in matches]
+            elif plan.kind == "semi" and matches:
+                out.append((lr, ll.union(*(rl for _, rl in matches))))
+            elif plan.kind == "anti" and not matches:
+                out.append((lr, ll))
+        return out
+    if isinstance(plan, Aggregate):
+        groups: dict[tuple[Any, ...], Annotated] = {}
+        for r, lin in run(plan.child, tables):
+            groups.setdefault(tuple(evaluate(e, r) for _, e in plan.groups), []).append((r, lin))
+        if not plan.groups and not groups:
+            groups[()] = []
+        extremes_only = bool(plan.aggregates) and all(c.func in ("min", "max") for _, c in plan.aggregates)
+        out = []
+        for key, members in groups.items():
+            row = dict(zip((n for n, _ in plan.groups), key, strict=True))
+            contributing: list[Lineage] = [lin for _, lin in members]
+            if extremes_only:
+                contributing = []
+            for name, call in plan.aggregates:
+                values = [evaluate(call.arg, r) if call.arg is not None else 1 for r, _ in members]
+                row[name] = _aggregate(call.func, values, call.distinct, call.arg is None)
+                if extremes_only:
+                    contributing += [
+                        lin
+                        for (r, lin), v in zip(members, values, strict=True)
+                        if row[name] is None or v == row[name]
+                    ]
+            out.append((row, frozenset().union(*contributing)))
+        return out
+    if isinstance(plan, Distinct):
+        merged: dict[tuple[Any, ...], tuple[Row, Lineage]] = {}
+        for r, lin in run(plan.child, tables):
+            key = tuple(r[c] for c in plan.columns)
+            merged[key] = (r, merged[key][1] | lin) if key in merged else (r, lin)
+        return list(merged.values())
+    if isinstance(plan, TopK):
+        return sorted(run(plan.child, tables), key=cmp_to_key(_compare(plan.order)))[: plan.limit]
+    if isinstance(plan, Sort):
+        return run(plan.child, tables)
+    if isinstance(plan, Union):
+        out = []
+        for child in plan.inputs:
+            out += [
+                (dict(zip(plan.names, (r[c] for c in child.columns), strict=True)), lin)
+                for r, lin in run(child, tables)
+            ]
+        return out
+    raise NotImplementedError(type(plan).__name__)
+
+
+def provenance(plan: Relation, tables: Mapping[str, list[Row]]) -> set[tuple[str, int]]:
+    """The union of the lineage of every result row."""
+    return set().union(*(lin for _, lin in run(plan, tables)))

@@ -1,0 +1,113 @@
+"""Safety (PBDS Sec. 6) and reuse (PBDS Sec. 7) checks on the paper's examples."""
+
+from __future__ import annotations
+
+import pytest
+
+from sketch_core.algebra.frontend import to_ir
+from sketch_core.rewrites.reuse import can_reuse
+from sketch_core.rewrites.safety import check_safety, choose_attributes
+
+CITIES = {"t.cities": [("popden", "bigint"), ("city", "string"), ("state", "string")]}
+# Population densities are positive (Iceberg min/max statistics).
+STATS = {"t.cities": {"popden": (1000, 9000)}}
+
+
+def plan(sql: str, params: dict[str, object] | None = None):  # type: ignore[no-untyped-def]
+    return to_ir(sql, CITIES, params).plan
+
+
+@pytest.mark.parametrize(
+    ("sql", "attribute", "safe"),
+    [
+        # PBDS Ex. 4: top-1 state by avg(popden); a sketch on popden is unsafe, on state safe.
+        (
+            "SELECT state, AVG(popden) AS a FROM t.cities GROUP BY state ORDER BY a DESC LIMIT 1",
+            "popden",
+            False,
+        ),
+        (
+            "SELECT state, AVG(popden) AS a FROM t.cities GROUP BY state ORDER BY a DESC LIMIT 1",
+            "state",
+            True,
+        ),
+        # PBDS Ex. 6/7: with sum over positive values the sketch on popden is safe ...
+        (
+            "SELECT state, SUM(popden) AS a FROM t.cities GROUP BY state ORDER BY a DESC LIMIT 1",
+            "popden",
+            True,
+        ),
+        # ... but not for the bottom-1 (a partial sum ranks lower).
+        (
+            "SELECT state, SUM(popden) AS a FROM t.cities GROUP BY state ORDER BY a ASC LIMIT 1",
+            "popden",
+            False,
+        ),
+        ("SELECT state, COUNT(*) AS c FROM t.cities GROUP BY state HAVING COUNT(*) > 3", "popden", True),
+        ("SELECT state, COUNT(*) AS c FROM t.cities GROUP BY state HAVING COUNT(*) < 3", "popden", False),
+        (
+            "SELECT state, MIN(popden) AS m FROM t.cities GROUP BY state HAVING MIN(popden) < 2000",
+            "city",
+            True,
+        ),
+        (
+            "SELECT state, MIN(popden) AS m FROM t.cities GROUP BY state HAVING MIN(popden) > 2000",
+            "city",
+            False,
+        ),
+        ("SELECT DISTINCT state FROM t.cities WHERE popden > 5000", "city", True),  # monotone
+        ("SELECT city FROM t.cities WHERE popden > 3000", "state", True),
+    ],
+)
+def test_safety(sql: str, attribute: str, safe: bool) -> None:
+    result = check_safety(plan(sql), {"t.cities": attribute}, STATS)
+    assert result.safe is safe
+    assert (result.reason is None) is safe
+
+
+def test_sum_over_possibly_negative_values_is_unsafe_without_statistics() -> None:
+    sql = "SELECT state, SUM(popden) AS a FROM t.cities GROUP BY state ORDER BY a DESC LIMIT 1"
+    assert not check_safety(plan(sql), {"t.cities": "popden"}, {}).safe
+
+
+def test_choose_attributes_takes_the_first_safe_candidate_and_says_why_others_failed() -> None:
+    sql = "SELECT state, AVG(popden) AS a FROM t.cities GROUP BY state ORDER BY a DESC LIMIT 1"
+    choice = choose_attributes(plan(sql), {"t.cities": ["popden", "state"]}, STATS)
+    assert choice.chosen == {"t.cities": "state"}
+    assert [a for a, _ in choice.refused["t.cities"]] == ["popden"]
+    assert "ORDER BY" in choice.refused["t.cities"][0][1]
+
+
+EX8 = "SELECT state, COUNT(*) AS cnt FROM t.cities WHERE popden > :p1 GROUP BY state HAVING COUNT(*) > :p2"
+
+
+@pytest.mark.parametrize(
+    ("binding", "reusable"),
+    [
+        ((1500, 15), True),  # PBDS Ex. 8
+        ((1500, 10), True),  # the same binding
+        ((2000, 10), True),  # fewer rows per group, and fewer groups pass
+        ((1500, 5), False),  # admits groups the sketch left out
+        ((1200, 10), False),  # admits rows the sketch left out
+    ],
+)
+def test_reuse_across_bindings(binding: tuple[int, int], reusable: bool) -> None:
+    captured = plan(EX8, {"p1": 1500, "p2": 10})
+    new = plan(EX8, {"p1": binding[0], "p2": binding[1]})
+    result = can_reuse(captured, new, STATS)
+    assert result.reusable is reusable
+    assert (result.reason is None) is reusable
+
+
+def test_reuse_of_top_k_needs_the_same_input_and_no_larger_k() -> None:
+    template = "SELECT state, SUM(popden) AS s FROM t.cities WHERE popden > :p GROUP BY state ORDER BY s DESC LIMIT :k"
+    captured = plan(template, {"p": 1500, "k": 5})
+    assert can_reuse(captured, plan(template, {"p": 1500, "k": 3}), STATS).reusable
+    assert not can_reuse(captured, plan(template, {"p": 1500, "k": 8}), STATS).reusable
+    assert not can_reuse(captured, plan(template, {"p": 2000, "k": 3}), STATS).reusable
+
+
+def test_reuse_refuses_different_shapes() -> None:
+    a = plan("SELECT state FROM t.cities WHERE popden > 1")
+    b = plan("SELECT city FROM t.cities WHERE popden > 1")
+    assert not can_reuse(a, b, STATS).reusable
