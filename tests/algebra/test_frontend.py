@@ -36,7 +36,10 @@ def test_in_and_exists_become_semi_and_anti_joins() -> None:
 
 
 def test_aggregates_in_having_and_order_are_computed_once() -> None:
-    sql = "SELECT region, SUM(amount) AS t FROM s.sales GROUP BY region HAVING SUM(amount) > 1 ORDER BY SUM(amount) DESC LIMIT 2"
+    sql = (
+        "SELECT region, SUM(amount) AS t FROM s.sales GROUP BY region HAVING SUM(amount) > 1 "
+        "ORDER BY SUM(amount) DESC LIMIT 2"
+    )
     plan = to_ir(sql, SCHEMAS).plan
     assert isinstance(plan, TopK)
     aggregates = [n for n in plan.walk() if isinstance(n, Aggregate)]

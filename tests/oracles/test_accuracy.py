@@ -35,7 +35,8 @@ QUERIES = [
         {"acc.facts": "v", "acc.dims": "g"},
     ),
     (
-        "SELECT label FROM acc.dims d WHERE NOT EXISTS (SELECT 1 FROM acc.facts f WHERE f.g = d.g AND f.v > 48)",
+        "SELECT label FROM acc.dims d "
+        "WHERE NOT EXISTS (SELECT 1 FROM acc.facts f WHERE f.g = d.g AND f.v > 48)",
         {"acc.dims": "weight"},
     ),
     ("SELECT DISTINCT g FROM acc.facts WHERE v < -45", {"acc.facts": "v"}),

@@ -100,7 +100,10 @@ def test_reuse_across_bindings(binding: tuple[int, int], reusable: bool) -> None
 
 
 def test_reuse_of_top_k_needs_the_same_input_and_no_larger_k() -> None:
-    template = "SELECT state, SUM(popden) AS s FROM t.cities WHERE popden > :p GROUP BY state ORDER BY s DESC LIMIT :k"
+    template = (
+        "SELECT state, SUM(popden) AS s FROM t.cities WHERE popden > :p GROUP BY state "
+        "ORDER BY s DESC LIMIT :k"
+    )
     captured = plan(template, {"p": 1500, "k": 5})
     assert can_reuse(captured, plan(template, {"p": 1500, "k": 3}), STATS).reusable
     assert not can_reuse(captured, plan(template, {"p": 1500, "k": 8}), STATS).reusable
