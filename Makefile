@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export SKETCH_HOME ?= $(CURDIR)/.cache
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint clean-cache
+.PHONY: setup demo test lint bench clean-cache
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -13,9 +13,14 @@ setup:
 demo: setup
 	$(BIN)/sketch demo
 
+# Quick benchmark by default; `make bench SF=1` for the TPC-H SF1 run the issue's targets use.
+SF ?= 0.1
+bench: setup
+	$(BIN)/python -m benchmarks.capture_use --scale $(SF)
+
 lint: setup
-	$(BIN)/ruff check sketch_core tests
-	$(BIN)/ruff format --check sketch_core tests
+	$(BIN)/ruff check sketch_core tests benchmarks
+	$(BIN)/ruff format --check sketch_core tests benchmarks
 	$(BIN)/mypy sketch_core
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.

@@ -1,7 +1,9 @@
 """``sketch demo``: the stack end to end on TPC-H, with progress and a report.
 
-Today: start the metastore, load TPC-H into Iceberg, commit a delta, and run a report at the
-old and the new snapshot. Later releases add capture, skipping and maintenance to the story.
+Start the metastore, load TPC-H into Iceberg, capture a provenance sketch for a top-k report,
+run the report with and without it (same answer, fewer files), commit a delta, and show that
+the old snapshot still uses its sketch while the new one gets a fresh capture (incremental
+maintenance arrives with a later release).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class DemoOutcome:
     after_sequence: int
     pinned_unchanged: bool
     results_differ: bool
+    sketch_sound: bool = False
+    speedup: float = 0.0
 
 
 @contextmanager
@@ -74,24 +78,45 @@ def run_demo(
             _ = svc.spark
         params = {"segment": "BUILDING"}
         before = svc.latest_sequence()
-        with _step(console, f"report at sequence {before}"):
-            first = svc.query(REPORT_SQL, params=params, snapshot=before)
+        svc.query(REPORT_SQL, params=params, use_sketches=False)  # warm-up: JIT and file caches
+        with _step(console, f"report at sequence {before} without a sketch"):
+            first = svc.query(REPORT_SQL, params=params, snapshot=before, use_sketches=False)
+        with _step(console, "provenance sketch captured (one Spark job)"):
+            version = svc.capture(REPORT_SQL, name="demo_q3", params=params)
+        for table, (attribute, count) in version.partitions.items():
+            kept = len(version.fragments[table])
+            console.print(f"  {table:<15} on {attribute}: {kept:>5} of {count} fragments hold the provenance")
+        with _step(console, f"report at sequence {before} with the sketch"):
+            sketched = svc.query(REPORT_SQL, params=params, snapshot=before)
         with _step(console, f"delta committed to tpch.lineitem ({delta_rows} rows: inserts and deletes)"):
             generator = DeltaGenerator(svc.tables, "tpch.lineitem", TPCH_SORT_KEYS["lineitem"], seed=before)
             after = generator.mixed(delta_rows).apply(svc.tables)
-        with _step(console, f"report again at the old sequence {before} (pinned)"):
+        with _step(console, f"report again at the old sequence {before} (pinned, its sketch still valid)"):
             pinned = svc.query(REPORT_SQL, params=params, snapshot=before)
-        with _step(console, f"report at the new sequence {after}"):
+        with _step(console, f"sketch recaptured for sequence {after}"):
+            svc.capture(REPORT_SQL, name="demo_q3", params=params, snapshot=after)
+        with _step(console, f"report at the new sequence {after} with the new sketch version"):
             latest = svc.query(REPORT_SQL, params=params, snapshot=after)
+        plain_latest = svc.query(REPORT_SQL, params=params, snapshot=after, use_sketches=False)
         _print_report(console, latest)
         outcome = DemoOutcome(
             before_sequence=before,
             after_sequence=after,
             pinned_unchanged=pinned.table.equals(first.table),
             results_differ=not latest.table.equals(first.table),
+            sketch_sound=sketched.table.equals(first.table) and latest.table.equals(plain_latest.table),
+            speedup=first.seconds / sketched.seconds,
         )
         _print_summary(
-            console, [("before delta", first), ("pinned old", pinned), ("after delta", latest)], outcome
+            console,
+            [
+                ("no sketch", first),
+                ("with sketch", sketched),
+                ("pinned old", pinned),
+                ("after delta, no sketch", plain_latest),
+                ("after delta, sketch", latest),
+            ],
+            outcome,
         )
         svc.close()
         return outcome
@@ -110,12 +135,13 @@ def _print_report(console: Console, result: QueryResult) -> None:
 
 def _print_summary(console: Console, runs: list[tuple[str, QueryResult]], outcome: DemoOutcome) -> None:
     table = Table(title="Report runs")
-    for column in ("run", "sequence", "seconds", "files read / total", "rows"):
+    for column in ("run", "sequence", "sketch", "seconds", "files read / total", "rows"):
         table.add_column(column, justify="right")
     for label, result in runs:
         table.add_row(
             label,
             str(result.sequence),
+            f"{result.sketch[0]} v{result.sketch[1]}" if result.sketch else "-",
             f"{result.seconds:.2f}",
             f"{result.files_read} / {result.files_total}",
             str(result.table.num_rows),
@@ -123,3 +149,6 @@ def _print_summary(console: Console, runs: list[tuple[str, QueryResult]], outcom
     console.print(table)
     verdict = "[green]yes[/]" if outcome.pinned_unchanged else "[red]NO[/]"
     console.print(f"Pinned read at sequence {outcome.before_sequence} unchanged by the delta: {verdict}")
+    sound = "[green]yes[/]" if outcome.sketch_sound else "[red]NO[/]"
+    console.print(f"Results with the sketch equal results without it: {sound}")
+    console.print(f"Report speedup with the sketch (same run): {outcome.speedup:.2f}x")

@@ -1,0 +1,223 @@
+"""Capture and use benchmark (issue 3): TPC-H Q3, Q5, Q7, Q10, Q18 and two synthetic HAVING queries.
+
+For each query and fragment count it measures, side by side in one run:
+  capture overhead = capture time / plain query time
+  use speedup      = plain query time / query time with the sketch
+  use vs scan      = query time with the sketch / time of the plain query over only the sketch's files
+  files read / total
+Times are medians of several runs after a warm-up. Results go to benchmarks/results/ as JSON,
+a Markdown report and PNG plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from sketch_core.config import Settings
+from sketch_core.datasets.synthetic import synthetic_table
+from sketch_core.datasets.tpch import load_tpch
+from sketch_core.datasets.tpch_queries import TPCH_QUERIES
+from sketch_core.localstack.postgres import PrivatePostgres
+from sketch_core.partitions.pruning import prune_files
+from sketch_core.partitions.range_partition import RangePartition
+from sketch_core.service import SketchService
+from sketch_core.spark.views import bind_tables, register_view
+
+RESULTS = Path(__file__).parent / "results"
+SYNTHETIC = {
+    "syn_having_count": "SELECT a, COUNT(*) AS n, SUM(b) AS s FROM bench.syn GROUP BY a "
+    "HAVING COUNT(*) > {n}",
+    "syn_having_sum": "SELECT a, SUM(b) AS s FROM bench.syn WHERE c > 0 GROUP BY a HAVING SUM(b) > {s}",
+}
+TOP_K = {"tpch_q3", "tpch_q10", "tpch_q18"}
+
+
+@dataclass
+class Measurement:
+    query: str
+    fragments: int
+    plain_s: float
+    capture_s: float
+    use_s: float
+    sketch_scan_s: float
+    files_read: int
+    files_total: int
+
+    @property
+    def capture_overhead(self) -> float:
+        return self.capture_s / self.plain_s
+
+    @property
+    def use_speedup(self) -> float:
+        return self.plain_s / self.use_s
+
+    @property
+    def use_vs_scan(self) -> float:
+        return self.use_s / self.sketch_scan_s
+
+
+def median_time(run: Callable[[], object], repeat: int) -> float:
+    run()  # warm-up: caches, JIT, file listing
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def sketch_scan(svc: SketchService, sql: str, name: str) -> Callable[[], object]:
+    """The plain query over only the files the sketch keeps (no range conditions)."""
+    version = svc.sketch(name)
+    views = {}
+    for table in {t for t in version.table_snapshots}:
+        pin = svc.tables.pin(table, version.sequence)
+        if table in version.partitions:
+            record = svc.sketches.find_partition(table, *version.partitions[table])
+            assert record is not None
+            partition = RangePartition.from_json(table, record.attribute, record.boundaries)
+            pin = replace(pin, files=tuple(prune_files(pin.files, partition, version.fragments[table])))
+        views[table] = register_view(svc.spark, pin, name=f"{pin.view_name}__bench_{abs(hash(name))}")
+    bound = bind_tables(sql, views)
+    return lambda: svc.spark.sql(bound).toArrow()
+
+
+def run(scale: float, fragment_counts: list[int], repeat: int, home: Path) -> list[Measurement]:
+    server = PrivatePostgres.default()
+    port, started = server.ensure_running()
+    database = f"sketch_bench_sf{str(scale).replace('.', '_')}"
+    url = server.ensure_database(port, database)
+    settings = replace(Settings.from_env(), metastore_url=url, warehouse=home / f"bench-warehouse-{scale:g}")
+    svc = SketchService.from_settings(settings)
+    try:
+        load_tpch(svc.tables, scale, home, progress=print)
+        if svc.commit_log.get_table("bench.syn") is None:
+            svc.tables.create(
+                "bench.syn", synthetic_table(int(6_000_000 * scale), 1000, seed=1), sort_by=["key"]
+            )
+        rows = int(6_000_000 * scale)
+        queries = {f"tpch_q{n}": TPCH_QUERIES[n] for n in (3, 5, 7, 10, 18)}
+        queries["syn_having_count"] = SYNTHETIC["syn_having_count"].format(n=int(rows / 1000 * 1.08))
+        queries["syn_having_sum"] = SYNTHETIC["syn_having_sum"].format(s=int(rows / 1000 * 400))
+        results = []
+        for label, sql in queries.items():
+            plain = median_time(lambda sql=sql: svc.query(sql, use_sketches=False), repeat)
+            for fragments in fragment_counts:
+                name = f"bench_{label}_{fragments}"
+                attributes = {"bench.syn": "a"} if label.startswith("syn") else None
+                capture = median_time(
+                    lambda sql=sql, name=name, fragments=fragments, attributes=attributes: svc.capture(
+                        sql, name=name, fragments=fragments, attributes=attributes
+                    ),
+                    max(1, repeat // 2),
+                )
+                use_result = svc.query(sql)
+                assert use_result.sketch is not None, f"{label}: the sketch was not used"
+                use = median_time(lambda sql=sql: svc.query(sql), repeat)
+                scan = median_time(sketch_scan(svc, sql, use_result.sketch[0]), repeat)
+                m = Measurement(
+                    label, fragments, plain, capture, use, scan, use_result.files_read, use_result.files_total
+                )
+                print(
+                    f"{label:18s} fragments={fragments:6d} capture x{m.capture_overhead:5.2f} "
+                    f"speedup x{m.use_speedup:5.2f} use/scan x{m.use_vs_scan:4.2f} "
+                    f"files {m.files_read}/{m.files_total}",
+                    flush=True,
+                )
+                results.append(m)
+        return results
+    finally:
+        svc.close()
+        if started:
+            server.stop()
+
+
+def report(results: list[Measurement], scale: float, fragment_counts: list[int]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = f"capture_use_sf{scale:g}"
+    payload = [
+        {
+            **asdict(m),
+            "capture_overhead": m.capture_overhead,
+            "use_speedup": m.use_speedup,
+            "use_vs_scan": m.use_vs_scan,
+        }
+        for m in results
+    ]
+    (RESULTS / f"{stem}.json").write_text(json.dumps({"scale": scale, "results": payload}, indent=2))
+    lines = [
+        f"# Capture and use at TPC-H SF{scale:g}",
+        "",
+        "Ratios against baselines measured in the same run (medians after a warm-up).",
+        "",
+        "| query | fragments | capture overhead | use speedup | use / sketch-files scan | files read/total |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for m in results:
+        lines.append(
+            f"| {m.query} | {m.fragments} | {m.capture_overhead:.2f}x | {m.use_speedup:.2f}x | "
+            f"{m.use_vs_scan:.2f}x | {m.files_read}/{m.files_total} |"
+        )
+    lines.append("")
+    for fragments in fragment_counts:
+        subset = [m for m in results if m.fragments == fragments]
+        topk = [m.use_speedup for m in subset if m.query in TOP_K]
+        lines.append(
+            f"- {fragments} fragments: median capture overhead "
+            f"{statistics.median(m.capture_overhead for m in subset):.2f}x (target <= 1.5x); "
+            f"min top-k use speedup {min(topk):.2f}x (target >= 5x at SF1); "
+            f"max use/scan {max(m.use_vs_scan for m in subset):.2f}x (target <= 1.5x)"
+        )
+    markdown = RESULTS / f"{stem}.md"
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+        labels = sorted({m.query for m in results})
+        for fragments in fragment_counts:
+            by_query = {m.query: m for m in results if m.fragments == fragments}
+            axes[0].plot(
+                labels, [by_query[q].capture_overhead for q in labels], "o-", label=f"{fragments} fragments"
+            )
+            axes[1].plot(
+                labels, [by_query[q].use_speedup for q in labels], "o-", label=f"{fragments} fragments"
+            )
+        axes[0].set_title("capture overhead (capture / plain)")
+        axes[1].set_title("use speedup (plain / with sketch)")
+        for axis in axes:
+            axis.tick_params(axis="x", rotation=45)
+            axis.legend()
+        figure.tight_layout()
+        figure.savefig(RESULTS / f"{stem}.png")
+        lines += ["", f"![capture and use](./{stem}.png)"]
+    except ImportError:
+        lines += ["", "(matplotlib is not installed: no plots)"]
+    markdown.write_text("\n".join(lines) + "\n")
+    return markdown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--scale", type=float, default=0.1, help="TPC-H scale factor (1 for the issue's targets)"
+    )
+    parser.add_argument("--fragments", default="100,1000,10000", help="comma-separated fragment counts")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    fragment_counts = [int(f) for f in args.fragments.split(",")]
+    home = Settings.from_env().warehouse.parent
+    results = run(args.scale, fragment_counts, args.repeat, home)
+    print(report(results, args.scale, fragment_counts).read_text())
+
+
+if __name__ == "__main__":
+    main()
