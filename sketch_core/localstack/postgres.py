@@ -177,7 +177,10 @@ class PrivatePostgres:
     def _run(self, argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
         program = Path(argv[0]).name
         if self._as_root():
-            argv = ["runuser", "-u", _SYSTEM_USER, "--", *argv]
+            # runuser lives in sbin, which a minimal PATH (cron, CI) may leave out.
+            search = f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"
+            runuser = shutil.which("runuser", path=search) or "runuser"
+            argv = [runuser, "-u", _SYSTEM_USER, "--", *argv]
         result = subprocess.run(argv, capture_output=True, text=True, check=False)
         if check and result.returncode != 0:
             raise InfrastructureError(
