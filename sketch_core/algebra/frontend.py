@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -36,6 +36,7 @@ from sketch_core.algebra.ir import (
     TopK,
     Union,
     column,
+    conjuncts,
 )
 from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
 
@@ -155,10 +156,6 @@ def template_key(sql: str) -> str:
     return hashlib.sha256(normalized.encode()).hexdigest()[:32]
 
 
-def parameter_names(sql: str) -> list[str]:
-    return sorted({p.name for p in parse_sql(sql).find_all(exp.Placeholder) if p.name})
-
-
 # -- names and scopes -------------------------------------------------------------------------
 
 
@@ -191,16 +188,6 @@ class _Built:
 
 def _where(node: exp.Expr) -> str:
     return node.sql(dialect="spark")
-
-
-def _conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
-    if condition is None:
-        return []
-    if isinstance(condition, exp.And):
-        return _conjuncts(condition.this) + _conjuncts(condition.expression)
-    if isinstance(condition, exp.Paren):
-        return _conjuncts(condition.this)
-    return [condition]
 
 
 def _has_subquery(node: exp.Expr) -> bool:
@@ -411,7 +398,7 @@ class _Builder:
         local: list[exp.Expr] = []
         correlated: list[exp.Expr] = []
         nested: list[exp.Expr] = []
-        for conjunct in _conjuncts(sub.args["where"].this if sub.args.get("where") else None):
+        for conjunct in conjuncts(sub.args["where"].this if sub.args.get("where") else None):
             if _has_subquery(conjunct):
                 nested.append(conjunct)
                 continue
@@ -441,7 +428,7 @@ class _Builder:
 
         plain: list[exp.Expr] = []
         subqueries: list[exp.Expr] = []
-        for conjunct in _conjuncts(node.args["where"].this if node.args.get("where") else None):
+        for conjunct in conjuncts(node.args["where"].this if node.args.get("where") else None):
             (subqueries if _has_subquery(conjunct) else plain).append(conjunct)
         if plain:
             rel = Select(rel, exp.and_(*(self.translate(c, scopes, c) for c in plain)))
@@ -676,32 +663,3 @@ def to_ir(sql: str, schemas: TableSchemas, params: Mapping[str, Any] | None = No
     builder = _Builder(lowered, _column_refs(qualified))
     built = builder.query(qualified, {}, top=True)
     return ParsedQuery(built.rel, built.visible, tree.sql(dialect="spark"))
-
-
-def tables_of(sql: str) -> list[str]:
-    tree = parse_sql(sql)
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    return sorted(
-        {
-            f"{t.db}.{t.name}".lower()
-            for t in tree.find_all(exp.Table)
-            if t.args.get("db") or t.name not in ctes
-        }
-    )
-
-
-def walk_expressions(plan: Relation) -> Iterable[exp.Expr]:
-    """Every scalar expression in the plan (conditions, projections, groups, aggregate arguments)."""
-    for node in plan.walk():
-        if isinstance(node, Select):
-            yield node.condition
-        elif isinstance(node, Project):
-            yield from (e for _, e in node.outputs)
-        elif isinstance(node, Join) and node.condition is not None:
-            yield node.condition
-        elif isinstance(node, Aggregate):
-            yield from (e for _, e in node.groups)
-            yield from (c.arg for _, c in node.aggregates if c.arg is not None)
-
-
-Transform = Callable[[Relation], Relation]

@@ -33,6 +33,17 @@ def referenced(expression: exp.Expr) -> set[str]:
     return {c.name for c in expression.find_all(exp.Column)}
 
 
+def conjuncts(condition: exp.Expr | None) -> list[exp.Expr]:
+    """The conjuncts of an AND tree (parentheses looked through); none for a missing condition."""
+    if condition is None:
+        return []
+    if isinstance(condition, exp.And):
+        return conjuncts(condition.this) + conjuncts(condition.expression)
+    if isinstance(condition, exp.Paren):
+        return conjuncts(condition.this)
+    return [condition]
+
+
 def _check_refs(what: str, expression: exp.Expr, available: tuple[str, ...]) -> None:
     missing = referenced(expression) - set(available)
     if missing:

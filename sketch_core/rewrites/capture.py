@@ -29,6 +29,7 @@ from sketch_core.algebra.ir import (
     TopK,
     Union,
     column,
+    conjuncts,
     positive_scans,
     referenced,
 )
@@ -65,14 +66,6 @@ def _as_sets(annotations: Annotations) -> Annotations:
 def _null_of(annotation: Annotation) -> exp.Expr:
     kind = "array<int>" if annotation.is_set else "int"
     return exp.cast(exp.Null(), exp.DataType.build(kind, dialect="spark"))
-
-
-def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
-    if isinstance(condition, exp.And):
-        return _conjuncts(condition.this) + _conjuncts(condition.expression)
-    if isinstance(condition, exp.Paren):
-        return _conjuncts(condition.this)
-    return [condition]
 
 
 class _Instrumenter:
@@ -147,7 +140,7 @@ class _Instrumenter:
         keys: list[tuple[exp.Expr, exp.Expr]] = []
         left_only: list[exp.Expr] = []
         right_only: list[exp.Expr] = []
-        for conjunct in _conjuncts(node.condition):
+        for conjunct in conjuncts(node.condition):
             refs = referenced(conjunct)
             if refs <= left_columns:
                 left_only.append(conjunct)

@@ -32,6 +32,7 @@ from sketch_core.algebra.ir import (
     Sort,
     TopK,
     Union,
+    conjuncts,
     referenced,
 )
 from sketch_core.algebra.printer import to_sql
@@ -57,14 +58,6 @@ class _State:
     # (condition in Q, in Q', columns it reads, whether both instances spell it the same)
     preds: list[tuple[Term | None, Term | None, frozenset[str], bool]] = field(default_factory=list)
     exprs: list[Term] = field(default_factory=list)  # projection definitions and statistics, both sides
-
-
-def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
-    if isinstance(condition, exp.And):
-        return _conjuncts(condition.this) + _conjuncts(condition.expression)
-    if isinstance(condition, exp.Paren):
-        return _conjuncts(condition.this)
-    return [condition]
 
 
 def _literal_free(node: exp.Expr) -> str:
@@ -96,7 +89,7 @@ class _Checker:
         return proves([*self.premises(state), *extra], self.var(name, "") == self.var(name, "'"))
 
     def condition(self, state: _State, q: exp.Expr, q2: exp.Expr) -> None:
-        for a, b in zip(_conjuncts(q), _conjuncts(q2), strict=True):
+        for a, b in zip(conjuncts(q), conjuncts(q2), strict=True):
             same = a.sql(dialect="spark") == b.sql(dialect="spark")
             state.preds.append((self.q(a), self.q2(b), frozenset(referenced(a)), same))
 

@@ -38,6 +38,7 @@ from sketch_core.algebra.ir import (
     Sort,
     TopK,
     Union,
+    conjuncts,
     referenced,
 )
 from sketch_core.rewrites.smt import Term, Translator, proves, sort_for, value_term
@@ -62,14 +63,6 @@ class SafetyResult:
 class _Facts:
     premises: list[Term] = field(default_factory=list)
     sketched: list[str] = field(default_factory=list)  # X: columns holding sketch attributes
-
-
-def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
-    if isinstance(condition, exp.And):
-        return _conjuncts(condition.this) + _conjuncts(condition.expression)
-    if isinstance(condition, exp.Paren):
-        return _conjuncts(condition.this)
-    return [condition]
 
 
 def _sql(node: exp.Expr) -> str:
@@ -115,8 +108,8 @@ class _Checker:
 
     def implied(self, facts: _Facts, condition: exp.Expr, what: str) -> None:
         """Each conjunct over the sketch instance must imply it over the full data."""
-        ps_terms = [self.ps(c) for c in _conjuncts(condition)]
-        for conjunct in _conjuncts(condition):
+        ps_terms = [self.ps(c) for c in conjuncts(condition)]
+        for conjunct in conjuncts(condition):
             full = self.full(conjunct)
             if full is not None and proves([*facts.premises, *ps_terms], full):
                 continue
@@ -124,7 +117,7 @@ class _Checker:
                 continue
             raise _Unsafe(f"{what} {_sql(conjunct)!r} may hold on the sketch's data and not on the full data")
         facts.premises += [t for t in ps_terms if t is not None]
-        facts.premises += [t for t in (self.full(c) for c in _conjuncts(condition)) if t is not None]
+        facts.premises += [t for t in (self.full(c) for c in conjuncts(condition)) if t is not None]
 
     # -- rules ------------------------------------------------------------------------------
     def visit(self, node: Relation, sketching: bool = True) -> _Facts:
