@@ -83,6 +83,20 @@ def _default_name(template: str, params: Mapping[str, Any], partition_ids: Mappi
 
 
 @dataclass(frozen=True)
+class _UsableSketch:
+    """A sketch version chosen for a query, resolved once: per table its partition, fragments,
+    and the pinned snapshot cut down to the files that may hold those fragments."""
+
+    record: VersionRecord
+    sketched: dict[str, tuple[RangePartition, BitMap]]
+    pruned: dict[str, PinnedSnapshot]
+
+    @property
+    def rows(self) -> int:
+        return sum(pin.record_count for pin in self.pruned.values())
+
+
+@dataclass(frozen=True)
 class QueryResult:
     table: pa.Table
     sketch: tuple[str, int] | None
@@ -224,10 +238,9 @@ class SketchService:
         found = run_capture(self.spark, capture, source)
         encoded = encode_params(params)
         partition_ids = {table: pid for table, (pid, _) in partitions.items()}
-        name = name or _default_name(template_key(sql), encoded, partition_ids)
-        self.sketches.ensure_sketch(
-            name, sql, encoded, template_key=template_key(sql), partition_ids=partition_ids
-        )
+        template = template_key(sql)
+        name = name or _default_name(template, encoded, partition_ids)
+        self.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
         run_id = self.sketches.start_run(name, "capture", None)
         record = self.sketches.publish_version(
             name,
@@ -306,24 +319,32 @@ class SketchService:
             raise SketchNotFoundError(name)
         return self._sketch_version(record)
 
-    def _partition(self, partition_id: int) -> RangePartition:
-        record = self.sketches.partition_by_id(partition_id)
-        return RangePartition.from_json(record.table, record.attribute, record.boundaries)
+    def _resolve(self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot]) -> _UsableSketch:
+        sketched: dict[str, tuple[RangePartition, BitMap]] = {}
+        pruned: dict[str, PinnedSnapshot] = {}
+        for partition_id, bitmap in record.bitmaps.items():
+            stored = self.sketches.partition_by_id(partition_id)
+            partition = RangePartition.from_json(stored.table, stored.attribute, stored.boundaries)
+            fragments = BitMap.deserialize(bitmap)
+            sketched[stored.table] = (partition, fragments)
+            pin = pins[stored.table]
+            pruned[stored.table] = replace(pin, files=tuple(prune_files(pin.files, partition, fragments)))
+        return _UsableSketch(record, sketched, pruned)
 
     def _usable_sketch(
         self,
-        sql: str,
+        template: str,
         params: Mapping[str, Any] | None,
         plan: Relation,
         pins: Mapping[str, PinnedSnapshot],
-    ) -> tuple[VersionRecord, dict[str, RangePartition]] | None:
+    ) -> _UsableSketch | None:
         """A sketch version valid for these snapshots, captured for this query or a reusable
         instance of its template (PBDS Sec. 7); the one whose files hold the fewest rows."""
         snapshots = {table: pin.snapshot_id for table, pin in pins.items()}
         encoded = encode_params(params)
         statistics: Statistics | None = None
-        best: tuple[int, VersionRecord, dict[str, RangePartition]] | None = None
-        for definition in self.sketches.definitions(template_key(sql)):
+        best: _UsableSketch | None = None
+        for definition in self.sketches.definitions(template):
             record = self.sketches.version_for_snapshots(definition.name, snapshots)
             if record is None:
                 continue
@@ -335,18 +356,10 @@ class SketchService:
                 if not verdict.reusable:
                     log.debug("sketch %s not reusable: %s", definition.name, verdict.reason)
                     continue
-            partitions = {
-                self.sketches.partition_by_id(pid).table: self._partition(pid) for pid in record.bitmaps
-            }
-            rows = sum(
-                f.record_count
-                for pid, bitmap in record.bitmaps.items()
-                for partition in [self._partition(pid)]
-                for f in prune_files(pins[partition.table].files, partition, BitMap.deserialize(bitmap))
-            )
-            if best is None or rows < best[0]:
-                best = (rows, record, partitions)
-        return None if best is None else (best[1], best[2])
+            candidate = self._resolve(record, pins)
+            if best is None or candidate.rows < best.rows:
+                best = candidate
+        return best
 
     # -- queries --------------------------------------------------------------------------------
     def query(
@@ -377,11 +390,12 @@ class SketchService:
                 log.info("running without sketches: %s", exc)
         usable = None
         if parsed is not None:
-            usable = self._usable_sketch(sql, params, parsed.plan, pins)
+            template = template_key(sql)
+            usable = self._usable_sketch(template, params, parsed.plan, pins)
             if usable is None:
-                usable = self._self_tune(sql, params, parsed.plan, pins, sequence)
+                usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence)
             else:
-                self.sketches.record_template_use(template_key(sql), sql, hit=True)
+                self.sketches.record_template_use(template, sql, hit=True)
         if parsed is None or usable is None:
             frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
             return QueryResult(
@@ -393,24 +407,14 @@ class SketchService:
                 sequence,
                 {pin.table: pin.sequence for pin in pins.values()},
             )
-        record, partitions = usable
-        fragments = {
-            self.sketches.partition_by_id(pid).table: BitMap.deserialize(bitmap)
-            for pid, bitmap in record.bitmaps.items()
-        }
+        record, pruned = usable.record, usable.pruned
         plan, filtered = instrument_use(
             parsed.plan,
             {
-                table: (partition.attribute, partial(partition.predicate, fragments[table]))
-                for table, partition in partitions.items()
+                table: (partition.attribute, partial(partition.predicate, fragments))
+                for table, (partition, fragments) in usable.sketched.items()
             },
         )
-        pruned = {
-            table: replace(
-                pins[table], files=tuple(prune_files(pins[table].files, partition, fragments[table]))
-            )
-            for table, partition in partitions.items()
-        }
         pruned_views = {
             table: register_view(self.spark, pin, name=f"{pin.view_name}__{record.name}_v{record.version}")
             for table, pin in pruned.items()
@@ -439,13 +443,14 @@ class SketchService:
     def _self_tune(
         self,
         sql: str,
+        template: str,
         params: Mapping[str, Any] | None,
         plan: Relation,
         pins: Mapping[str, PinnedSnapshot],
         sequence: int,
-    ) -> tuple[VersionRecord, dict[str, RangePartition]] | None:
+    ) -> _UsableSketch | None:
         """PBDS Sec. 8: capture now (eager), or once the template has missed often enough (adaptive)."""
-        misses = self.sketches.record_template_use(template_key(sql), sql, hit=False)
+        misses = self.sketches.record_template_use(template, sql, hit=False)
         mode = self.settings.self_tuning
         if mode == "off" or (mode == "adaptive" and misses < self.settings.adaptive_after):
             return None
@@ -454,7 +459,7 @@ class SketchService:
         except (NoSafeAttributeError, UnsupportedQueryError) as exc:
             log.info("self-tuning captured nothing: %s", exc)
             return None
-        return self._usable_sketch(sql, params, plan, pins)
+        return self._usable_sketch(template, params, plan, pins)
 
     def close(self) -> None:
         self.engine.dispose()
