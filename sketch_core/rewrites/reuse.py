@@ -37,7 +37,7 @@ from sketch_core.algebra.ir import (
 )
 from sketch_core.algebra.printer import to_sql
 from sketch_core.rewrites.safety import Statistics
-from sketch_core.rewrites.smt import Term, Translator, proves, sort_for, value_term
+from sketch_core.rewrites.smt import Term, Translator, proves, sort_for, within_bounds
 
 
 @dataclass(frozen=True)
@@ -160,10 +160,7 @@ class _Checker:
             self.sorts[name] = sort_for(kind)
             a, b = self.var(name, ""), self.var(name, "'")
             state.psi.append(a == b)
-            low, high = stats.get(source, (None, None))
-            for bound, above in ((value_term(low), True), (value_term(high), False)):
-                if bound is not None and z3.is_arith(bound) and z3.is_arith(a):
-                    state.exprs += [a >= bound, b >= bound] if above else [a <= bound, b <= bound]
+            state.exprs += within_bounds((a, b), *stats.get(source, (None, None)))
         return state
 
     def join(self, state: _State, q: Join, q2: Join) -> None:

@@ -41,7 +41,7 @@ from sketch_core.algebra.ir import (
     conjuncts,
     referenced,
 )
-from sketch_core.rewrites.smt import Term, Translator, proves, sort_for, value_term
+from sketch_core.rewrites.smt import Term, Translator, proves, sort_for, within_bounds
 
 # table -> column -> (min, max), from Iceberg's per-file statistics
 Statistics = Mapping[str, Mapping[str, tuple[Any, Any]]]
@@ -159,12 +159,7 @@ class _Checker:
             self.sorts[name] = sort_for(kind)
             full, ps = self.full_var(name), self.ps_var(name)
             facts.premises.append(ps == full)
-            low, high = stats.get(source, (None, None))
-            for bound, above in ((value_term(low), True), (value_term(high), False)):
-                if bound is None or not (z3.is_arith(bound) and z3.is_arith(full)):
-                    continue
-                for var in (full, ps):
-                    facts.premises.append(var >= bound if above else var <= bound)
+            facts.premises += within_bounds((full, ps), *stats.get(source, (None, None)))
         attribute = self.attributes.get(node.table)
         if sketching and attribute is not None:
             facts.sketched.append(node.name_of(attribute) or f"{node.names[0]}__{attribute}")

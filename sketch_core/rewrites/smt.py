@@ -180,6 +180,16 @@ class Translator:
         return result
 
 
+def within_bounds(terms: Iterable[Term], low: Any, high: Any) -> list[Term]:
+    """``low <= t <= high`` for each term: a column's min/max statistics, where z3 can use them."""
+    premises: list[Term] = []
+    for bound, above in ((value_term(low), True), (value_term(high), False)):
+        for term in terms:
+            if bound is not None and z3.is_arith(bound) and z3.is_arith(term):
+                premises.append(term >= bound if above else term <= bound)
+    return premises
+
+
 def proves(premises: Iterable[Term], goal: Term, *, timeout_ms: int = 2000) -> bool:
     """True when the premises imply the goal for every assignment (its negation is unsatisfiable)."""
     solver = z3.Solver()
