@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import pytest
 
 from sketch_core.algebra.frontend import to_ir
@@ -13,6 +10,7 @@ from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.service import SketchService
 from sketch_core.spark.views import bind_tables, register_view, table_schemas
+from tests.oracles.results import rounded
 
 # Queries with constructs the front end refuses, and the construct it must name.
 UNSUPPORTED = {
@@ -24,11 +22,6 @@ UNSUPPORTED = {
     20: "scalar subquery",
     22: "scalar subquery",
 }
-
-
-def normalized(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Rows with floats rounded, so that summation order cannot make equal results differ."""
-    return [tuple(round(v, 6) if isinstance(v, float) and math.isfinite(v) else v for v in r) for r in rows]
 
 
 @pytest.mark.parametrize("number", sorted(TPCH_QUERIES))
@@ -52,7 +45,7 @@ def test_printed_ir_returns_the_same_rows(tpch_svc: SketchService, number: int) 
     expected = tpch_svc.spark.sql(bind_tables(sql, views)).collect()
     actual = tpch_svc.spark.sql(printed).collect()
     assert len(expected) > 0, f"Q{number} returns nothing at SF0.01; the test would be vacuous"
-    assert normalized([tuple(r) for r in actual]) == normalized([tuple(r) for r in expected])
+    assert rounded(actual) == rounded(expected)
     assert [c.lower() for c in tpch_svc.spark.sql(printed).columns] == [
         c.lower() for c in parsed.output_names
     ]

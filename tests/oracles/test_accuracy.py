@@ -76,7 +76,7 @@ def test_captured_sketch_is_exactly_the_provenance_fragments(
     svc = accuracy_svc
     version = svc.capture(sql, attributes=attributes, fragments=25)
     pins = {t: svc.tables.pin(t, version.sequence) for t in ("acc.facts", "acc.dims")}
-    data = {t: p and svc.tables.read_arrow(t, version.sequence).to_pylist() for t, p in pins.items()}
+    data = {t: svc.tables.read_arrow(t, version.sequence).to_pylist() for t in pins}
     plan = to_ir(sql, table_schemas(pins)).plan
     lineage = provenance(plan, data)
     assert lineage, "the query must have provenance, or the test proves nothing"

@@ -3,9 +3,6 @@ negative values, ties and NULLs; sketches on safe attributes give the full query
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -14,6 +11,7 @@ from pyspark.sql import SparkSession
 from sketch_core.datasets.synthetic import synthetic_table
 from sketch_core.errors import UnsafeAttributeError
 from sketch_core.service import SketchService
+from tests.oracles.results import sorted_rows
 
 TEMPLATES = {
     "topk_sum": "SELECT a, SUM(b) AS s FROM {t} WHERE c > :low GROUP BY a ORDER BY s DESC, a LIMIT :k",
@@ -51,14 +49,6 @@ def synthetic(svc: SketchService, spark: SparkSession) -> str:
     return name
 
 
-def rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    out = [
-        tuple(round(v, 6) if isinstance(v, float) and math.isfinite(v) else v for v in r.values())
-        for r in table.to_pylist()
-    ]
-    return sorted(out, key=repr)
-
-
 @pytest.mark.parametrize("template", sorted(TEMPLATES))
 @pytest.mark.parametrize("binding", range(len(BINDINGS)))
 def test_sketched_query_equals_full_query(
@@ -72,7 +62,7 @@ def test_sketched_query_equals_full_query(
     sketched = spark_svc.query(sql, params=params)
     # This binding's own sketch, or another binding's that the reuse check accepted.
     assert sketched.sketch is not None and sketched.sketch[0].startswith(f"syn_{template}_")
-    assert rows(sketched.table) == rows(full.table)
+    assert sorted_rows(sketched.table) == sorted_rows(full.table)
 
 
 @pytest.mark.parametrize(
@@ -101,4 +91,4 @@ def test_explicit_attributes_are_checked_for_safety(
     full = spark_svc.query(sql, params=params, use_sketches=False)
     sketched = spark_svc.query(sql, params=params)
     assert sketched.sketch is not None
-    assert rows(sketched.table) == rows(full.table)
+    assert sorted_rows(sketched.table) == sorted_rows(full.table)

@@ -3,15 +3,12 @@ with the same result as the full query, or refused with UnsupportedQueryError na
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-import pyarrow as pa
 import pytest
 
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.service import SketchService
+from tests.oracles.results import sorted_rows
 
 REQUIRED = {1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 18, 19}
 # Refused, and the construct the refusal must name.
@@ -27,15 +24,6 @@ REFUSED = {
 }
 # Top-k reports must skip data even at this tiny scale.
 SELECTIVE = {3, 10, 18, 19}
-
-
-def rows(table: pa.Table) -> list[tuple[Any, ...]]:
-    """Rows as a sorted list, floats rounded (summation order differs between plans)."""
-    out = [
-        tuple(round(v, 6) if isinstance(v, float) and math.isfinite(v) else v for v in r.values())
-        for r in table.to_pylist()
-    ]
-    return sorted(out, key=repr)
 
 
 def test_required_queries_are_not_refused() -> None:
@@ -58,7 +46,7 @@ def test_query_with_its_sketch_equals_the_full_query(tpch_svc: SketchService, nu
     sketched = tpch_svc.query(sql)
     assert sketched.sketch == (f"tpch_q{number}", version.version)
     assert full.table.num_rows > 0
-    assert rows(sketched.table) == rows(full.table)
+    assert sorted_rows(sketched.table) == sorted_rows(full.table)
     assert sketched.files_read <= sketched.files_total == full.files_total
     if number in SELECTIVE:
         assert sketched.files_read < sketched.files_total
