@@ -270,13 +270,14 @@ class _Builder:
         inputs: list[_Built] = []
 
         def flatten(part: exp.Expr) -> None:
-            # Nested UNION ALLs become one n-ary union; a distinct UNION is DISTINCT over it.
+            # Nested UNION ALLs under a UNION ALL become one n-ary union; a distinct UNION is
+            # DISTINCT over its two inputs.
             if (
-                isinstance(part, exp.Union)
+                not node.args.get("distinct")
+                and isinstance(part, exp.Union)
                 and not part.args.get("distinct")
                 and not part.args.get("order")
                 and not part.args.get("limit")
-                and part.args.get("distinct") == node.args.get("distinct")
             ):
                 flatten(part.left)
                 flatten(part.right)
@@ -439,20 +440,8 @@ class _Builder:
         visible = tuple(item.alias_or_name for item in items)
         having = node.args.get("having")
         group = node.args.get("group")
-        aggregated = (
-            bool(group)
-            or any(
-                isinstance(n, exp.AggFunc)
-                for part in [*items, having]
-                if part is not None
-                for n in part.walk()
-            )
-            or any(
-                isinstance(n, exp.AggFunc)
-                for o in (node.args.get("order") or exp.Order()).expressions
-                for n in o.walk()
-            )
-        )
+        parts = [p for p in (*items, having, node.args.get("order")) if p is not None]
+        aggregated = bool(group) or any(p.find(exp.AggFunc) is not None for p in parts)
 
         agg_map: dict[str, str] = {}
         if aggregated:
