@@ -59,6 +59,9 @@ def evaluate(node: exp.Expr, a: int | None) -> bool | None:
         return evaluate(node.this, a)
     if isinstance(node, exp.Boolean):
         return bool(node.this)
+    if isinstance(node, exp.If):  # a NULL condition takes the false branch, as in Spark
+        branch = node.args["true"] if evaluate(node.this, a) else node.args["false"]
+        return evaluate(branch, a)
     if isinstance(node, exp.Is):
         return a is None
     if isinstance(node, exp.Not):
@@ -73,6 +76,32 @@ def evaluate(node: exp.Expr, a: int | None) -> bool | None:
         return None
     bound = node.expression.to_py()
     return a >= bound if isinstance(node, exp.GTE) else a < bound
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sketch=st.sets(st.integers(0, 40), max_size=25),
+    limit=st.integers(1, 8),
+)
+def test_coarsened_intervals_are_the_cheapest_superset_and_the_predicate_stays_exact(
+    sketch: set[int], limit: int
+) -> None:
+    partition = RangePartition("t.r", "a", tuple(range(10, 410, 10)))  # 41 fragments
+    exact = partition.intervals(sketch)
+    coarse = partition.intervals(sketch, max_intervals=limit)
+    covered = {f for i in coarse for f in range(i.first, i.last + 1)}
+    assert len(coarse) <= limit
+    assert covered >= sketch  # still a sound filter
+    # Each closed gap adds its own fragments, so the cheapest choice closes the narrowest ones.
+    gaps = [exact[i + 1].first - exact[i].last - 1 for i in range(len(exact) - 1)]
+    to_close = max(0, len(exact) - limit)
+    cheapest = sum(sorted(gaps)[:to_close])
+    assert len(covered) - len(sketch) == cheapest
+    # The coarse ranges are pushed down; the predicate with them still selects the sketch exactly.
+    predicate = partition.predicate(sketch | {partition.null_fragment}, max_intervals=limit)
+    for value in [None, *range(-5, 420, 5)]:
+        assert bool(evaluate(predicate, value)) is (partition.fragment_of(value) in sketch | {41})
+    assert bool(evaluate(partition.predicate(sketch, max_intervals=limit), None)) is False
 
 
 def test_adjacent_fragments_merge_into_one_interval() -> None:
