@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from sketch_core.config import Settings
-from sketch_core.errors import SketchError
+from sketch_core.errors import QueryError, SketchError
 from sketch_core.localstack.postgres import PrivatePostgres
 from sketch_core.localstack.stack import resolve
 from sketch_core.service import SketchService
@@ -72,6 +74,138 @@ def demo(
         outcome = run_demo(Settings.from_env(), scale=scale, delta_rows=delta_rows, console=console)
     if not outcome.pinned_unchanged:
         raise typer.Exit(1)
+
+
+def _read_sql(sql: str) -> str:
+    """SQL text, or ``@path`` for a .sql file."""
+    if sql.startswith("@"):
+        path = Path(sql[1:])
+        if not path.is_file():
+            raise QueryError(f"no SQL file at {path}", hint="pass the SQL itself or @path/to/file.sql")
+        return path.read_text()
+    return sql
+
+
+def parse_value(raw: str) -> Any:
+    """A --param value: an integer, a decimal number, an ISO date or timestamp, or else text.
+    Quote it ('...') to keep text that looks like a number or a date."""
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        return raw[1:-1]
+    for parse in (int, Decimal, dt.date.fromisoformat, dt.datetime.fromisoformat):
+        try:
+            return parse(raw)
+        except (ValueError, ArithmeticError):
+            continue
+    return raw
+
+
+def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise QueryError(
+                f"{option} {item!r} is not NAME=VALUE", hint=f"for example {option} day=1995-03-15"
+            )
+        pairs[key.strip()] = value
+    return pairs
+
+
+ParamOption = Annotated[
+    list[str] | None,
+    typer.Option("--param", "-p", help="NAME=VALUE for a :NAME placeholder (repeatable)."),
+]
+
+
+@app.command()
+def capture(
+    sql: Annotated[str, typer.Argument(help="Spark SQL over ns.table names, or @file.sql.")],
+    name: Annotated[str | None, typer.Option(help="Sketch name (default: derived from the query).")] = None,
+    param: ParamOption = None,
+    attribute: Annotated[
+        list[str] | None,
+        typer.Option("--attribute", "-a", help="TABLE=COLUMN to sketch on (repeatable; default: chosen)."),
+    ] = None,
+    fragments: Annotated[int | None, typer.Option(help="Fragments per partition.")] = None,
+    snapshot: Annotated[int | None, typer.Option(help="Commit sequence to capture at.")] = None,
+) -> None:
+    """Capture a provenance sketch for a query and publish it as a new version."""
+    with _errors(), _service() as svc:
+        params = {k: parse_value(v) for k, v in _pairs(param, "--param").items()}
+        version = svc.capture(
+            _read_sql(sql),
+            name=name,
+            params=params or None,
+            attributes=_pairs(attribute, "--attribute") or None,
+            fragments=fragments,
+            snapshot=snapshot,
+        )
+    console.print(
+        f"captured [bold]{version.name}[/] version {version.version} at commit sequence {version.sequence}"
+    )
+    for table, ids in sorted(version.fragments.items()):
+        attr, count = version.partitions[table]
+        console.print(f"  {table}.{attr}: {len(ids)} of {count} fragments")
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="Spark SQL over ns.table names, or @file.sql.")],
+    param: ParamOption = None,
+    snapshot: Annotated[
+        int | None, typer.Option(help="Commit sequence to read at (default: latest).")
+    ] = None,
+    sketches: Annotated[
+        bool, typer.Option("--sketches/--no-sketches", help="Use a sketch if one fits.")
+    ] = True,
+    max_rows: Annotated[int, typer.Option(help="Rows to print.")] = 20,
+) -> None:
+    """Run a query, skipping data with a sketch when one is valid for the pinned snapshots."""
+    with _errors(), _service() as svc:
+        params = {k: parse_value(v) for k, v in _pairs(param, "--param").items()}
+        result = svc.query(_read_sql(sql), params=params or None, snapshot=snapshot, use_sketches=sketches)
+    view = Table(*result.table.column_names)
+    for row in result.table.slice(0, max_rows).to_pylist():
+        view.add_row(*("NULL" if v is None else str(v) for v in row.values()))
+    console.print(view)
+    used = f"sketch {result.sketch[0]} v{result.sketch[1]}" if result.sketch else "no sketch"
+    console.print(
+        f"{result.table.num_rows} rows in {result.seconds:.2f}s at commit sequence {result.sequence}; "
+        f"{used}; read {result.files_read} of {result.files_total} data files"
+    )
+
+
+@app.command()
+def status(name: Annotated[str | None, typer.Argument(help="Only this sketch.")] = None) -> None:
+    """List sketches: newest version, staleness, size and last run."""
+    with _errors(), _service() as svc:
+        rows = svc.status(name)
+    view = Table("sketch", "version", "seq", "behind", "delta rows", "tables (fragments kept)", "last run")
+    for s in rows:
+        tables = "\n".join(
+            f"{t.table}.{t.attribute}: {t.fragments}/{t.fragment_count} ({t.selectivity:.1%})"
+            for t in s.tables
+        )
+        run = s.last_run
+        last = f"{run.strategy} {run.status} {run.seconds or 0:.1f}s" if run else "-"
+        view.add_row(
+            s.name,
+            "-" if s.version is None else str(s.version),
+            "-" if s.sequence is None else str(s.sequence),
+            f"{s.commits_behind} commits",
+            str(s.delta_rows_pending),
+            tables or "-",
+            last,
+        )
+    console.print(view)
+
+
+@app.command()
+def drop(name: Annotated[str, typer.Argument(help="The sketch to delete.")]) -> None:
+    """Delete sketch NAME and all its versions (its partitions stay for other sketches)."""
+    with _errors(), _service() as svc:
+        svc.drop_sketch(name)
+    console.print(f"dropped {name}")
 
 
 @tables_app.command("create")

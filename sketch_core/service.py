@@ -13,11 +13,11 @@ from typing import Any
 
 import pyarrow as pa
 from pyroaring import BitMap
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import Engine
 
-from sketch_core.algebra.frontend import decode_params, encode_params, template_key, to_ir
-from sketch_core.algebra.ir import Relation, Scan, positive_scans, scans
+from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key, to_ir
+from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.config import Settings
 from sketch_core.errors import (
@@ -48,6 +48,7 @@ from sketch_core.spark.views import (
     register_view,
     table_schemas,
 )
+from sketch_core.status import SketchStatus, sketch_status
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
@@ -225,7 +226,7 @@ class SketchService:
             )
             for table, attribute in chosen.items()
         }
-        capture = instrument_capture(parsed.plan, tables=chosen)
+        capture = instrument_capture(parsed.plan, attributes=chosen)
         views = {table: register_view(self.spark, pin) for table, pin in pins.items()}
         annotated = {
             table: register_annotated_view(self.spark, pins[table], partition, str(pid))
@@ -319,6 +320,25 @@ class SketchService:
             raise SketchNotFoundError(name)
         return self._sketch_version(record)
 
+    def drop_sketch(self, name: str) -> None:
+        """Delete a sketch and all its versions; queries stop using it at once."""
+        self.sketches.drop(name)
+
+    def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
+        """Every table the sketch's query reads, pinned as of the sketch version; sketched tables
+        cut down to the data files that may hold the sketch's fragments."""
+        record = self.sketches.version(name, version=version)
+        if record is None:
+            raise SketchNotFoundError(name)
+        pins = self._pin_query(self.sketches.definition(name).query_sql, record.sequence)
+        return {**pins, **self._resolve(record, pins).pruned}
+
+    def status(self, name: str | None = None) -> list[SketchStatus]:
+        """Every sketch (or one): newest version, how far behind the tables it is, its size per
+        table and its last maintenance run."""
+        definitions = [self.sketches.definition(name)] if name else self.sketches.definitions()
+        return [sketch_status(self.sketches, self.commit_log, d) for d in definitions]
+
     def _resolve(self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot]) -> _UsableSketch:
         sketched: dict[str, tuple[RangePartition, BitMap]] = {}
         pruned: dict[str, PinnedSnapshot] = {}
@@ -380,65 +400,77 @@ class SketchService:
         started = time.perf_counter()
         sequence = self._sequence(snapshot)
         pins = self._pin_query(sql, sequence)
-        views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
         files_total = sum(len(pin.files) for pin in pins.values())
-        parsed = None
-        if use_sketches:
-            try:
-                parsed = to_ir(sql, table_schemas(pins), params)
-            except UnsupportedQueryError as exc:
-                log.info("running without sketches: %s", exc)
-        usable = None
-        if parsed is not None:
-            template = template_key(sql)
-            usable = self._usable_sketch(template, params, parsed.plan, pins)
-            if usable is None:
-                usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence)
-            else:
-                self.sketches.record_template_use(template, sql, hit=True)
-        if parsed is None or usable is None:
+        chosen = self._sketch_for_query(sql, params, pins, sequence) if use_sketches else None
+        if chosen is None:
+            views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
             frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
-            return QueryResult(
-                frame.toArrow(),
-                None,
-                files_total,
-                files_total,
-                time.perf_counter() - started,
-                sequence,
-                {pin.table: pin.sequence for pin in pins.values()},
-            )
-        record, pruned = usable.record, usable.pruned
-        plan, filtered = instrument_use(
-            parsed.plan,
-            {
-                table: (partition.attribute, partial(partition.predicate, fragments))
-                for table, (partition, fragments) in usable.sketched.items()
-            },
-        )
-        pruned_views = {
-            table: register_view(self.spark, pin, name=f"{pin.view_name}__{record.name}_v{record.version}")
-            for table, pin in pruned.items()
-        }
-        filtered_ids = {id(scan) for scan in filtered}
-
-        def source(scan: Scan) -> str:
-            return pruned_views[scan.table] if id(scan) in filtered_ids else views[scan.table]
-
-        read_in_full = {s.table for s in scans(plan) if id(s) not in filtered_ids}
-        files_read = sum(
-            len(pin.files) if table in read_in_full or table not in pruned else len(pruned[table].files)
-            for table, pin in pins.items()
-        )
-        frame = self.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
+            sketch, files_read = None, files_total
+        else:
+            parsed, usable = chosen
+            frame, files_read = self._run_with_sketch(parsed, usable, pins)
+            sketch = (usable.record.name, usable.record.version)
         return QueryResult(
             frame.toArrow(),
-            (record.name, record.version),
+            sketch,
             files_read,
             files_total,
             time.perf_counter() - started,
             sequence,
             {pin.table: pin.sequence for pin in pins.values()},
         )
+
+    def _sketch_for_query(
+        self, sql: str, params: Mapping[str, Any] | None, pins: Mapping[str, PinnedSnapshot], sequence: int
+    ) -> tuple[ParsedQuery, _UsableSketch] | None:
+        try:
+            parsed = to_ir(sql, table_schemas(pins), params)
+        except UnsupportedQueryError as exc:
+            log.info("running without sketches: %s", exc)
+            return None
+        template = template_key(sql)
+        usable = self._usable_sketch(template, params, parsed.plan, pins)
+        if usable is not None:
+            self.sketches.record_template_use(template, sql, hit=True)
+        else:
+            usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence)
+        return None if usable is None else (parsed, usable)
+
+    def _run_with_sketch(
+        self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
+    ) -> tuple[DataFrame, int]:
+        """The query with the sketch's range conditions, its filtered scans reading only the
+        pruned files. Returns the frame and the number of data files it reads."""
+        record, pruned = usable.record, usable.pruned
+        plan, filtered = instrument_use(
+            parsed.plan,
+            {
+                table: (
+                    partition.attribute,
+                    partial(partition.predicate, fragments, max_intervals=self.settings.max_intervals),
+                )
+                for table, (partition, fragments) in usable.sketched.items()
+            },
+        )
+        filtered_ids = {id(scan) for scan in filtered}
+        views: dict[tuple[str, bool], str] = {}  # registered on first use: each costs a file listing
+
+        def source(scan: Scan) -> str:
+            use_pruned = id(scan) in filtered_ids
+            key = (scan.table, use_pruned)
+            if key not in views:
+                pin = pruned[scan.table] if use_pruned else pins[scan.table]
+                name = f"{pin.view_name}__{record.name}_v{record.version}" if use_pruned else None
+                views[key] = register_view(self.spark, pin, name=name)
+            return views[key]
+
+        frame = self.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
+        read_in_full = {table for table, use_pruned in views if not use_pruned}
+        files_read = sum(
+            len(pin.files) if table in read_in_full or table not in pruned else len(pruned[table].files)
+            for table, pin in pins.items()
+        )
+        return frame, files_read
 
     def _self_tune(
         self,

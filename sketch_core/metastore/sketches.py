@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.errors import SketchExistsError, SketchNotFoundError, TableNotFoundError
@@ -303,6 +303,12 @@ class SketchRepository:
                 .order_by(t.sketch_versions.c.version)
             )
             return [int(v) for (v,) in rows]
+
+    def drop(self, name: str) -> None:
+        """Remove a sketch with all its versions and runs (partitions stay: others share them)."""
+        with self.engine.begin() as conn:
+            sketch_id = self._sketch_id(conn, name)
+            conn.execute(delete(t.sketches).where(t.sketches.c.sketch_id == sketch_id))
 
     # -- maintenance runs ----------------------------------------------------------------------
     def start_run(self, name: str, strategy: str, from_version: int | None) -> int:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from sketch_core.cli import EXIT_TERMINAL, EXIT_TRANSIENT, app
+from sketch_core import cli
+from sketch_core.cli import EXIT_TERMINAL, EXIT_TRANSIENT, app, parse_value
 from sketch_core.config import Settings
 from sketch_core.datasets import synthetic_table
 from sketch_core.localstack.postgres import free_loopback_port
+from sketch_core.service import SketchService
 
 
 @pytest.fixture
@@ -53,3 +57,84 @@ def test_errors_are_explained_with_exit_codes(env: dict[str, str], ns: str, tmp_
     unreachable = runner.invoke(app, ["tables", "list"], env=down)
     assert unreachable.exit_code == EXIT_TRANSIENT
     assert "cannot reach the metastore" in unreachable.output
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("42", 42),
+        ("-3.5", Decimal("-3.5")),
+        ("1995-03-15", dt.date(1995, 3, 15)),
+        ("1995-03-15T10:00:00", dt.datetime(1995, 3, 15, 10)),
+        ("BUILDING", "BUILDING"),
+        ("'42'", "42"),
+    ],
+)
+def test_param_values_are_typed(raw: str, expected: object) -> None:
+    value = parse_value(raw)
+    assert value == expected and type(value) is type(expected)
+
+
+@pytest.fixture
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables print unwrapped, so the assertions can look for whole cells."""
+    monkeypatch.setattr(cli.console, "width", 250)
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_capture_query_and_status(env: dict[str, str], spark_svc: SketchService, ns: str) -> None:
+    """capture -> status -> query with the sketch equals the query without it -> a load makes it stale."""
+    runner = CliRunner()
+    table = f"{ns}.events"
+    spark_svc.tables.create(table, synthetic_table(4000, groups=40, seed=5), sort_by=["key"])
+    sql = f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a HAVING SUM(b) > :t"
+    captured = runner.invoke(
+        app,
+        ["capture", sql, "--name", f"{ns}_cli", "-p", "t=1000", "-a", f"{table}=a", "--fragments", "40"],
+        env=env,
+        terminal_width=200,
+    )
+    assert captured.exit_code == 0, captured.output
+    assert f"captured {ns}_cli version 1" in captured.output
+    assert f"{table}.a:" in captured.output and "of 40 fragments" in captured.output
+
+    status = runner.invoke(app, ["status", f"{ns}_cli"], env=env, terminal_width=200)
+    assert status.exit_code == 0, status.output
+    assert "0 commits" in status.output and "capture succeeded" in status.output
+
+    with_sketch = runner.invoke(
+        app, ["query", sql, "-p", "t=1000", "--max-rows", "100"], env=env, terminal_width=200
+    )
+    without = runner.invoke(
+        app, ["query", sql, "-p", "t=1000", "--no-sketches", "--max-rows", "100"], env=env, terminal_width=200
+    )
+    assert with_sketch.exit_code == 0 and without.exit_code == 0, with_sketch.output + without.output
+    assert f"sketch {ns}_cli v1" in with_sketch.output and "no sketch" in without.output
+    rows_with = sorted(line for line in with_sketch.output.splitlines() if line.startswith("│"))
+    rows_without = sorted(line for line in without.output.splitlines() if line.startswith("│"))
+    assert rows_with == rows_without and len(rows_with) > 1
+
+    spark_svc.tables.append(table, synthetic_table(10, groups=40, seed=6, key_start=4000))
+    stale = runner.invoke(app, ["status", f"{ns}_cli"], env=env, terminal_width=200)
+    assert "1 commits" in stale.output and "10" in stale.output
+
+    dropped = runner.invoke(app, ["drop", f"{ns}_cli"], env=env)
+    assert dropped.exit_code == 0, dropped.output
+    again = runner.invoke(app, ["drop", f"{ns}_cli"], env=env)
+    assert again.exit_code == EXIT_TERMINAL and f"{ns}_cli" in again.output
+
+
+def test_capture_refuses_bad_arguments(env: dict[str, str], spark_svc: SketchService, ns: str) -> None:
+    runner = CliRunner()
+    table = f"{ns}.events"
+    spark_svc.tables.create(table, synthetic_table(100, groups=5, seed=5), sort_by=["key"])
+    bad_param = runner.invoke(app, ["capture", f"SELECT * FROM {table}", "-p", "nonsense"], env=env)
+    assert bad_param.exit_code == EXIT_TERMINAL and "NAME=VALUE" in bad_param.output
+    unsafe = runner.invoke(
+        app,
+        ["capture", f"SELECT a, AVG(b) AS m FROM {table} GROUP BY a HAVING AVG(b) > 0", "-a", f"{table}=key"],
+        env=env,
+    )
+    assert unsafe.exit_code == EXIT_TERMINAL and "key" in unsafe.output
+    missing_file = runner.invoke(app, ["query", "@/nonexistent/report.sql"], env=env)
+    assert missing_file.exit_code == EXIT_TERMINAL and "no SQL file" in missing_file.output

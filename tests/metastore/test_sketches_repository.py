@@ -61,3 +61,26 @@ def test_maintenance_runs_are_recorded(svc: SketchService, repo: SketchRepositor
     assert (row["status"], row["to_version"], row["delta_rows"]) == ("succeeded", 2, 10)
     with pytest.raises(SketchNotFoundError):
         repo.runs(f"{ns}_missing")
+
+
+def test_dropping_a_sketch_removes_its_versions_and_runs_but_not_partitions(
+    svc: SketchService, repo: SketchRepository, ns: str
+) -> None:
+    seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
+    part = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
+    repo.ensure_sketch(f"{ns}_gone", f"SELECT a FROM {ns}.r")
+    repo.ensure_sketch(f"{ns}_kept", f"SELECT a FROM {ns}.r")
+    for name in (f"{ns}_gone", f"{ns}_kept"):
+        repo.publish_version(name, seq, {f"{ns}.r": 1}, {part.partition_id: BitMap([0]).serialize()})
+    repo.start_run(f"{ns}_gone", "capture", None)
+
+    repo.drop(f"{ns}_gone")
+
+    with pytest.raises(SketchNotFoundError):
+        repo.version(f"{ns}_gone")
+    with pytest.raises(SketchNotFoundError):
+        repo.runs(f"{ns}_gone")
+    with pytest.raises(SketchNotFoundError):
+        repo.drop(f"{ns}_gone")
+    assert repo.versions(f"{ns}_kept") == [1]
+    assert repo.find_partition(f"{ns}.r", "a", 2) == part

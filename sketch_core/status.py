@@ -1,0 +1,94 @@
+"""What ``svc.status()`` and ``sketch status`` report about each sketch, read from the metastore.
+
+Staleness is measured against the commit log: the commits to the sketch's tables after the
+sequence its newest version is valid for, and the rows they added or deleted. No Spark runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pyroaring import BitMap
+
+from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
+
+
+@dataclass(frozen=True)
+class TableSketchStatus:
+    table: str
+    attribute: str
+    fragments: int  # fragment ids in the sketch (the NULL fragment counts as one)
+    fragment_count: int  # ranges in the partition
+
+    @property
+    def selectivity(self) -> float:
+        """The share of the partition's fragments the sketch keeps (equi-depth: about the share
+        of rows a query using it reads)."""
+        return self.fragments / max(1, self.fragment_count)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    strategy: str
+    status: str
+    seconds: float | None
+    finished_at: datetime | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class SketchStatus:
+    name: str
+    query_sql: str
+    params: dict[str, Any]
+    version: int | None  # newest version; None if none was ever published
+    sequence: int | None  # the commit sequence the newest version is valid for
+    version_count: int
+    commits_behind: int  # commits to the sketch's tables after ``sequence``
+    delta_rows_pending: int  # rows those commits added or deleted
+    tables: tuple[TableSketchStatus, ...]
+    last_run: RunSummary | None
+
+    @property
+    def fresh(self) -> bool:
+        return self.version is not None and self.commits_behind == 0
+
+
+def sketch_status(
+    sketches: SketchRepository, commits: CommitLog, definition: SketchDefinition
+) -> SketchStatus:
+    record = sketches.version(definition.name)
+    runs = sketches.runs(definition.name)
+    last = runs[-1] if runs else None
+    last_run = (
+        RunSummary(last["strategy"], last["status"], last["seconds"], last["finished_at"], last["error"])
+        if last
+        else None
+    )
+    if record is None:
+        return SketchStatus(
+            definition.name, definition.query_sql, definition.params, None, None, 0, 0, 0, (), last_run
+        )
+    behind = [c for c in commits.commits(after_seq=record.sequence) if c.table in record.table_snapshots]
+    tables = []
+    for partition_id, bitmap in sorted(record.bitmaps.items()):
+        partition = sketches.partition_by_id(partition_id)
+        ranges = len(partition.boundaries["cuts"]) + 1  # fewer than requested on few distinct values
+        tables.append(
+            TableSketchStatus(partition.table, partition.attribute, len(BitMap.deserialize(bitmap)), ranges)
+        )
+    return SketchStatus(
+        definition.name,
+        definition.query_sql,
+        definition.params,
+        record.version,
+        record.sequence,
+        len(sketches.versions(definition.name)),
+        len(behind),
+        sum(c.added_rows + c.deleted_rows for c in behind),
+        tuple(sorted(tables, key=lambda s: s.table)),
+        last_run,
+    )
