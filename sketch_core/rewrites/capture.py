@@ -3,7 +3,10 @@
 Each sketched scan reads an annotated view whose extra column ``__fragment`` holds the row's
 fragment id (INIT, binary search on Spark). The id travels as a plain integer through
 selections, projections, joins and top-k (rules r1, r2, r4, r5), and becomes a set only where
-an aggregation or DISTINCT merges rows (r3, with collect_set instead of bit-or). For min/max-only
+an aggregation or DISTINCT merges rows (r3, with collect_set instead of bit-or). Where the group
+key fixes the sketch attribute's value (the attribute, or a column a selection or inner join
+equates with it, is a group column), every row of a group has the same fragment and the id stays
+an integer (MIN): no arrays to build and merge, the common case for GROUP BY key. For min/max-only
 aggregations only the rows holding the extreme value contribute. Semi joins carry the matching
 right rows' fragments; anti joins' right sides are never sketched. The result is one row with
 one array of fragment ids per sketched scan (r7).
@@ -11,8 +14,8 @@ one array of fragment ids per sketched scan (r7).
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
@@ -42,6 +45,9 @@ FRAGMENT_COLUMN = "__fragment"
 class Annotation:
     table: str
     is_set: bool  # an array of fragment ids (after an aggregation) or a single id
+    # Columns known to hold the row's sketch-attribute value: a group on one of them holds
+    # one fragment. Empty once the attribute is projected away or merged.
+    keys: frozenset[str] = field(default_factory=frozenset)
 
 
 @dataclass(frozen=True)
@@ -63,14 +69,58 @@ def _as_sets(annotations: Annotations) -> Annotations:
     return {n: Annotation(a.table, True) for n, a in annotations.items()}
 
 
+def _bare_column(expression: exp.Expr) -> str | None:
+    return expression.name if isinstance(expression, exp.Column) and not expression.table else None
+
+
+def _equated_columns(condition: exp.Expr | None, types: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Pairs of columns ``a = b`` in ``condition``'s conjuncts. Only same-typed pairs: a
+    comparison through a widening cast (bigint = double) can equate several distinct values."""
+    pairs = []
+    for conjunct in conjuncts(condition) if condition is not None else ():
+        if isinstance(conjunct, exp.EQ):
+            left, right = _bare_column(conjunct.this), _bare_column(conjunct.expression)
+            if left and right and types.get(left) is not None and types.get(left) == types.get(right):
+                pairs.append((left, right))
+    return pairs
+
+
+def _with_equalities(annotations: Annotations, pairs: Iterable[tuple[str, str]]) -> Annotations:
+    """Each annotation's keys closed under the equalities (rows failing them are gone)."""
+    pairs = list(pairs)
+    out: Annotations = {}
+    for name, annotation in annotations.items():
+        keys = set(annotation.keys)
+        grown = bool(keys)
+        while grown:
+            grown = False
+            for left, right in pairs:
+                if (left in keys) != (right in keys):
+                    keys |= {left, right}
+                    grown = True
+        out[name] = replace(annotation, keys=frozenset(keys))
+    return out
+
+
+def _renamed(annotations: Annotations, outputs: Iterable[tuple[str, exp.Expr]]) -> Annotations:
+    """Keys after a projection: the output names of the key columns it passes on."""
+    outputs = list(outputs)
+    return {
+        name: replace(a, keys=frozenset(out for out, e in outputs if _bare_column(e) in a.keys))
+        for name, a in annotations.items()
+    }
+
+
 def _null_of(annotation: Annotation) -> exp.Expr:
     kind = "array<int>" if annotation.is_set else "int"
     return exp.cast(exp.Null(), exp.DataType.build(kind, dialect="spark"))
 
 
 class _Instrumenter:
-    def __init__(self, sketched: Collection[Scan]) -> None:
+    def __init__(self, sketched: Collection[Scan], attributes: Mapping[str, str]) -> None:
         self.sketched = {id(scan) for scan in sketched}
+        self.attributes = attributes
+        self.types: dict[str, str] = {}  # column name -> type, where known (names are unique)
         self.counter = 0
 
     def fresh(self, base: str) -> str:
@@ -79,6 +129,7 @@ class _Instrumenter:
 
     def run(self, node: Relation) -> tuple[Relation, Annotations]:
         if isinstance(node, Scan):
+            self.types.update(zip(node.names, node.types, strict=False))
             if id(node) not in self.sketched:
                 return node, {}
             name = self.fresh("ps")
@@ -86,13 +137,21 @@ class _Instrumenter:
             annotated = Scan(
                 node.table, node.alias, (*node.source_columns, FRAGMENT_COLUMN), (*node.names, name), types
             )
-            return annotated, {name: Annotation(node.table, False)}
+            attribute = node.name_of(self.attributes[node.table])
+            keys = frozenset({attribute} if attribute else ())
+            return annotated, {name: Annotation(node.table, False, keys)}
         if isinstance(node, Select):
             child, annotations = self.run(node.child)
-            return Select(child, node.condition), annotations
+            pairs = _equated_columns(node.condition, self.types)
+            return Select(child, node.condition), _with_equalities(annotations, pairs)
         if isinstance(node, Project):
             child, annotations = self.run(node.child)
-            return Project(child, node.outputs + tuple((a, column(a)) for a in annotations)), annotations
+            for out, expression in node.outputs:
+                source = _bare_column(expression)
+                if source in self.types:
+                    self.types[out] = self.types[source]
+            outputs = node.outputs + tuple((a, column(a)) for a in annotations)
+            return Project(child, outputs), _renamed(annotations, node.outputs)
         if isinstance(node, Join):
             return self.join(node)
         if isinstance(node, Aggregate):
@@ -102,8 +161,8 @@ class _Instrumenter:
             if not annotations:
                 return Distinct(child), {}
             groups = tuple((c, column(c)) for c in node.child.columns)
-            unions = tuple((a, _union_call(a, ann)) for a, ann in annotations.items())
-            return Aggregate(child, groups, unions), _as_sets(annotations)
+            unions, merged = self.merge_groups(groups, annotations)
+            return Aggregate(child, groups, unions), merged
         if isinstance(node, TopK):
             child, annotations = self.run(node.child)
             return TopK(child, node.order, node.limit), annotations
@@ -120,7 +179,9 @@ class _Instrumenter:
             return Join(left, node.right, "anti", node.condition, node.null_aware), left_annotations
         right, right_annotations = self.run(node.right)
         if node.kind in ("inner", "cross"):
-            return Join(left, right, node.kind, node.condition), {**left_annotations, **right_annotations}
+            pairs = _equated_columns(node.condition, self.types)
+            joined = _with_equalities({**left_annotations, **right_annotations}, pairs)
+            return Join(left, right, node.kind, node.condition), joined
         assert node.condition is not None
         if not right_annotations:
             return Join(left, right, "semi", node.condition), left_annotations
@@ -187,11 +248,28 @@ class _Instrumenter:
         child, annotations = self.run(node.child)
         if not annotations:
             return Aggregate(child, node.groups, node.aggregates), {}
-        unions = tuple((a, _union_call(a, ann)) for a, ann in annotations.items())
+        unions, merged = self.merge_groups(node.groups, annotations)
         extremes_only = bool(node.aggregates) and all(c.func in ("min", "max") for _, c in node.aggregates)
         if extremes_only:
             child = self.extreme_rows(node, child)
-        return Aggregate(child, node.groups, node.aggregates + unions), _as_sets(annotations)
+        return Aggregate(child, node.groups, node.aggregates + unions), merged
+
+    def merge_groups(
+        self, groups: tuple[tuple[str, exp.Expr], ...], annotations: Annotations
+    ) -> tuple[tuple[tuple[str, AggCall], ...], Annotations]:
+        """Each annotation's aggregate over a group, and the annotations after it: a single id
+        (MIN) where a group column fixes the attribute, else the set of the group's ids."""
+        calls: list[tuple[str, AggCall]] = []
+        merged: Annotations = {}
+        for name, annotation in annotations.items():
+            fixed = [out for out, e in groups if _bare_column(e) in annotation.keys]
+            if fixed and not annotation.is_set:
+                calls.append((name, AggCall("min", column(name))))
+                merged[name] = Annotation(annotation.table, False, frozenset(fixed))
+            else:
+                calls.append((name, _union_call(name, annotation)))
+                merged[name] = Annotation(annotation.table, True)
+        return tuple(calls), merged
 
     def extreme_rows(self, node: Aggregate, child: Relation) -> Relation:
         """The rows of each group that hold one of its min/max values (r3, first case).
@@ -221,8 +299,8 @@ class _Instrumenter:
     def union(self, node: Union) -> tuple[Relation, Annotations]:
         results = [self.run(i) for i in node.inputs]
         merged: Annotations = {}
-        for _, found in results:
-            merged.update(found)
+        for _, found in results:  # keys name columns inside one input: not visible above
+            merged.update({n: replace(a, keys=frozenset()) for n, a in found.items()})
         if not merged:
             return Union(tuple(r for r, _ in results), node.names), {}
         inputs = []
@@ -235,11 +313,12 @@ class _Instrumenter:
         return Union(tuple(inputs), node.names + tuple(merged)), merged
 
 
-def instrument_capture(plan: Relation, *, tables: Collection[str]) -> CapturePlan:
-    """The capture plan for the sketched ``tables``: every positive scan of them is annotated."""
-    wanted = {t.lower() for t in tables}
+def instrument_capture(plan: Relation, *, attributes: Mapping[str, str]) -> CapturePlan:
+    """The capture plan for the sketched tables (``{table: partition attribute}``): every
+    positive scan of them is annotated with its rows' fragment ids."""
+    wanted = {t.lower(): a for t, a in attributes.items()}
     sketched = [s for s in positive_scans(plan) if s.table in wanted]
-    instrumenter = _Instrumenter(sketched)
+    instrumenter = _Instrumenter(sketched, wanted)
     instrumented, annotations = instrumenter.run(plan)
     if not annotations:
         raise UnsupportedQueryError(

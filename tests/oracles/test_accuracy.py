@@ -40,6 +40,19 @@ QUERIES = [
         {"acc.dims": "weight"},
     ),
     ("SELECT DISTINCT g FROM acc.facts WHERE v < -45", {"acc.facts": "v"}),
+    # The group key fixes the sketch attribute (capture keeps one id per group, MIN): directly,
+    # renamed by a subquery, equated by a join, and under DISTINCT.
+    (
+        "SELECT k, COUNT(*) AS n FROM (SELECT g AS k, v FROM acc.facts WHERE v > 0) t "
+        "GROUP BY k HAVING COUNT(*) > 50",
+        {"acc.facts": "g"},
+    ),
+    (
+        "SELECT d.g, SUM(f.v) AS s FROM acc.facts f JOIN acc.dims d ON f.g = d.g "
+        "GROUP BY d.g HAVING SUM(f.v) > 100",
+        {"acc.facts": "g", "acc.dims": "g"},
+    ),
+    ("SELECT DISTINCT g, v FROM acc.facts WHERE v > 48", {"acc.facts": "g"}),
 ]
 
 

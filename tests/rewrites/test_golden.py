@@ -42,7 +42,7 @@ def sections(text: str) -> dict[str, str]:
 
 def rewrite(sql: str) -> dict[str, str]:
     parsed = to_ir(sql, SCHEMAS)
-    capture = instrument_capture(parsed.plan, tables=PARTITIONS)
+    capture = instrument_capture(parsed.plan, attributes={t: p.attribute for t, p in PARTITIONS.items()})
     used, _ = instrument_use(
         parsed.plan,
         {t: (p.attribute, partial(p.predicate, FRAGMENTS[t])) for t, p in PARTITIONS.items()},

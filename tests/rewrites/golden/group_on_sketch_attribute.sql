@@ -1,0 +1,59 @@
+-- input
+SELECT id, SUM(amount) AS total FROM s.sales GROUP BY id HAVING SUM(amount) > 10
+
+-- capture
+SELECT
+  COLLECT_SET(__ps_1) AS __ps_1
+FROM (
+  SELECT
+    id,
+    total,
+    __ps_1
+  FROM (
+    SELECT
+      *
+    FROM (
+      SELECT
+        id,
+        SUM(amount) AS total,
+        MIN(__ps_1) AS __ps_1
+      FROM (
+        SELECT
+          id,
+          amount,
+          __fragment AS __ps_1
+        FROM s.sales
+      ) AS q1
+      GROUP BY
+        id
+    ) AS q2
+    WHERE
+      total > 10
+  ) AS q3
+) AS q4
+
+-- use
+SELECT
+  id,
+  total
+FROM (
+  SELECT
+    *
+  FROM (
+    SELECT
+      id,
+      SUM(amount) AS total
+    FROM (
+      SELECT
+        id,
+        amount
+      FROM s.sales
+      WHERE
+        id >= 100 AND id < 300
+    ) AS q1
+    GROUP BY
+      id
+  ) AS q2
+  WHERE
+    total > 10
+) AS q3
