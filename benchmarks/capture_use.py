@@ -132,6 +132,10 @@ def run(
             plain = median_time(lambda sql=sql: svc.query(sql, use_sketches=False), repeat)
             for fragments in fragment_counts:
                 name = f"bench_{label}_{fragments}"
+                # Only this fragment count's sketch may exist: the query picks the smallest usable one.
+                for definition in svc.sketches.definitions():
+                    if definition.name.startswith(f"bench_{label}_"):
+                        svc.drop_sketch(definition.name)
                 attributes = {SYNTHETIC_TABLE: "a"} if label.startswith("syn") else None
                 capture = median_time(
                     lambda sql=sql, name=name, fragments=fragments, attributes=attributes: svc.capture(

@@ -48,6 +48,14 @@ def _kind(value: Any) -> str:
     raise PartitionError(f"cannot partition on values of type {type(value).__name__}")
 
 
+# The binary search grows with the sketch's ranges; Spark's code generator fails on a query
+# holding several searches over thousands of bounds (Spark copies a condition to the other side
+# of a join) and falls back to slow interpreted evaluation. Beyond this many ranges the search
+# tests a coarsened superset; such a sketch keeps most of the table anyway, and file pruning
+# still uses every range.
+MAX_TREE_INTERVALS = 128
+
+
 @dataclass(frozen=True)
 class Interval:
     """Fragments ``first..last`` merged: ``low <= a < high``; None means unbounded."""
@@ -161,7 +169,8 @@ class RangePartition:
     def predicate(
         self, fragments: Iterable[int], column: exp.Expr | None = None, max_intervals: int | None = None
     ) -> exp.Expr:
-        """A condition selecting exactly the rows of ``fragments`` (FALSE for an empty sketch).
+        """A condition selecting the rows of ``fragments`` (FALSE for an empty sketch): exactly
+        them, or for a sketch of more than :data:`MAX_TREE_INTERVALS` ranges a superset.
 
         A sketch of at most ``max_intervals`` ranges becomes an OR of ranges, which Spark pushes
         into Parquet to skip row groups. A longer OR is slow: Spark evaluates every branch for
@@ -178,6 +187,8 @@ class RangePartition:
         if max_intervals is None or len(exact) <= max_intervals:
             return _ranges_condition(exact, column, with_nulls)
         coarse = _ranges_condition(self.intervals(ids, max_intervals), column, with_nulls)
+        if len(exact) > MAX_TREE_INTERVALS:  # see MAX_TREE_INTERVALS; still a superset
+            exact = self.intervals(ids, MAX_TREE_INTERVALS)
         return exp.and_(membership_tree(exact, column, with_nulls), coarse)
 
     def predicate_sql(self, fragments: Iterable[int], column: str | None = None) -> str:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from sketch_core.partitions import RangePartition
-from sketch_core.partitions.range_partition import PartitionError
+from sketch_core.partitions.range_partition import MAX_TREE_INTERVALS, PartitionError
 
 P = RangePartition("t.r", "a", (10, 20, 30))  # fragments: <10, [10,20), [20,30), >=30, NULL
 
@@ -102,6 +102,15 @@ def test_coarsened_intervals_are_the_cheapest_superset_and_the_predicate_stays_e
     for value in [None, *range(-5, 420, 5)]:
         assert bool(evaluate(predicate, value)) is (partition.fragment_of(value) in sketch | {41})
     assert bool(evaluate(partition.predicate(sketch, max_intervals=limit), None)) is False
+
+
+def test_a_sketch_of_very_many_ranges_gets_a_bounded_superset_condition() -> None:
+    partition = RangePartition("t.r", "a", tuple(range(10, 10_000, 10)))  # 1,000 fragments
+    sketch = set(range(0, 1000, 2))  # 500 separate ranges
+    predicate = partition.predicate(sketch, max_intervals=4)
+    assert len(list(predicate.find_all(exp.If))) < 2 * MAX_TREE_INTERVALS + 1
+    selected = {partition.fragment_of(v) for v in range(-5, 10_010, 5) if evaluate(predicate, v)}
+    assert selected >= sketch and len(selected) < 1000
 
 
 def test_adjacent_fragments_merge_into_one_interval() -> None:
