@@ -33,11 +33,11 @@ from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
 from sketch_core.metastore.sketches import SketchRepository, VersionRecord
 from sketch_core.partitions import RangePartition
-from sketch_core.partitions.pruning import prune_files
+from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
 from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
-from sketch_core.rewrites.use import instrument_use
+from sketch_core.rewrites.use import Condition, instrument_use
 from sketch_core.spark.capture import register_annotated_view, run_capture
 from sketch_core.spark.partitioning import compute_range_partition
 from sketch_core.spark.session import build_session
@@ -442,16 +442,14 @@ class SketchService:
         """The query with the sketch's range conditions, its filtered scans reading only the
         pruned files. Returns the frame and the number of data files it reads."""
         record, pruned = usable.record, usable.pruned
-        plan, filtered = instrument_use(
-            parsed.plan,
-            {
-                table: (
-                    partition.attribute,
-                    partial(partition.predicate, fragments, max_intervals=self.settings.max_intervals),
-                )
-                for table, (partition, fragments) in usable.sketched.items()
-            },
-        )
+        max_intervals = self.settings.max_intervals
+        conditions: dict[str, tuple[str, Condition | None]] = {}
+        for table, (partition, fragments) in usable.sketched.items():
+            share = partition.predicate_share(fragments, max_intervals)
+            pays = row_condition_pays(share, pruned[table].record_count, pins[table].record_count)
+            condition = partial(partition.predicate, fragments, max_intervals=max_intervals) if pays else None
+            conditions[table] = (partition.attribute, condition)
+        plan, filtered = instrument_use(parsed.plan, conditions)
         filtered_ids = {id(scan) for scan in filtered}
         views: dict[tuple[str, bool], str] = {}  # registered on first use: each costs a file listing
 

@@ -18,9 +18,10 @@ Condition = Callable[[exp.Expr], exp.Expr]
 
 
 def instrument_use(
-    plan: Relation, conditions: Mapping[str, tuple[str, Condition]]
+    plan: Relation, conditions: Mapping[str, tuple[str, Condition | None]]
 ) -> tuple[Relation, list[Scan]]:
-    """``conditions`` maps a table to (sketch attribute, condition builder).
+    """``conditions`` maps a table to (sketch attribute, condition builder); a builder of None
+    marks the table's scans as filtered (they read the pruned files) without a row condition.
 
     Returns the instrumented plan and its filtered scans (they may read pruned file lists).
     """
@@ -29,6 +30,9 @@ def instrument_use(
 
     def filtered(scan: Scan) -> Relation:
         attribute, condition = conditions[scan.table]
+        if condition is None:
+            filtered_scans.append(scan)
+            return scan
         name = scan.name_of(attribute)
         if name is not None:
             filtered_scans.append(scan)

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.partitions import RangePartition
-from sketch_core.partitions.pruning import prune_files
+from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.service import SketchService
 from sketch_core.tables.pinned import DataFileInfo
 
@@ -43,6 +43,15 @@ def test_files_outside_the_sketch_ranges_are_skipped() -> None:
 def test_null_fragment_keeps_files_with_nulls() -> None:
     files = [file("none", 0, 5, nulls=0), file("some", 0, 5, nulls=3)]
     assert names(prune_files(files, P, [P.null_fragment])) == ["some"]
+
+
+def test_row_condition_only_when_it_drops_at_least_half_of_the_rows_read() -> None:
+    total = 1_000_000
+    assert row_condition_pays(0.01, rows_read=100_000, rows_total=total)  # keeps 10% of what is read
+    assert row_condition_pays(0.05, rows_read=100_000, rows_total=total)  # exactly half
+    assert not row_condition_pays(0.6, rows_read=total, rows_total=total)  # keeps 60%: not worth it
+    assert not row_condition_pays(0.02, rows_read=30_000, rows_total=total)  # files already tight
+    assert not row_condition_pays(0.0, rows_read=0, rows_total=total)  # nothing is read
 
 
 def read_rows(files: list[DataFileInfo]) -> pa.Table:

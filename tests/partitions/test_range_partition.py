@@ -113,6 +113,18 @@ def test_a_sketch_of_very_many_ranges_gets_a_bounded_superset_condition() -> Non
     assert selected >= sketch and len(selected) < 1000
 
 
+def test_predicate_share_counts_the_fragments_the_condition_lets_through() -> None:
+    partition = RangePartition("t.r", "a", tuple(range(10, 10_000, 10)))  # 1,000 fragments
+    assert partition.predicate_share(range(100)) == 0.1
+    assert partition.predicate_share([1, 3, 5], max_intervals=4) == 0.003  # exact: a tree of 3
+    many = set(range(0, 1000, 2))  # 500 ranges: the tree tests a coarsened superset
+    share = partition.predicate_share(many, max_intervals=4)
+    selected = {partition.fragment_of(v) for v in range(-5, 10_010, 5)}
+    predicate = partition.predicate(many, max_intervals=4)
+    kept = {f for f in selected if evaluate(predicate, partition.cuts[f - 1] if f else -5)}
+    assert 0.5 < share < 1 and len(kept) == round(share * 1000)
+
+
 def test_adjacent_fragments_merge_into_one_interval() -> None:
     merged = P.intervals([0, 1, 3])
     assert [(i.first, i.last, i.low, i.high) for i in merged] == [(0, 1, None, 20), (3, 3, 30, None)]

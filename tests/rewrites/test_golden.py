@@ -68,3 +68,14 @@ def test_rewrites_match_golden_files(path: Path) -> None:
 
 def test_there_are_golden_files() -> None:
     assert len(list(GOLDEN.glob("*.sql"))) >= 6
+
+
+def test_a_table_without_row_condition_is_still_marked_for_pruned_files() -> None:
+    parsed = to_ir(
+        "SELECT r.country, SUM(s.amount) FROM s.sales s JOIN s.regions r ON s.region = r.region "
+        "GROUP BY r.country",
+        SCHEMAS,
+    )
+    used, filtered = instrument_use(parsed.plan, {"s.sales": ("id", None)})
+    assert [scan.table for scan in filtered] == ["s.sales"]
+    assert to_sql(used) == to_sql(parsed.plan)  # no condition added
