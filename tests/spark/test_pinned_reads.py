@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from pyspark.sql import DataFrame, SparkSession
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import QueryError, SequenceOutOfRangeError
 from sketch_core.service import SketchService
-from sketch_core.spark.views import bind_tables, referenced_tables
+from sketch_core.spark import views
+from sketch_core.spark.views import bind_tables, referenced_tables, register_view
+from sketch_core.tables.pinned import PinnedSnapshot
 
 pytestmark = pytest.mark.spark
 
@@ -79,3 +84,33 @@ def test_table_references_are_found_and_bound() -> None:
     assert "a__t__s1 AS t" in bound and "b__u__s2 AS u" in bound
     with pytest.raises(QueryError):
         referenced_tables("SELECT FROM WHERE")
+
+
+def test_a_view_is_reused_only_while_it_covers_the_same_files(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, name = spark_svc, f"{ns}.r"
+    builds: list[int] = []  # file counts of the views actually built
+    real = views.pinned_dataframe
+
+    def counting(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
+        builds.append(len(pinned.files))
+        return real(spark, pinned)
+
+    monkeypatch.setattr(views, "pinned_dataframe", counting)
+    svc.tables.create(name, synthetic_table(4_000, groups=5, seed=4), sort_by=["key"])
+    pin = svc.tables.pin(name)
+    n = len(pin.files)
+    assert n >= 2
+    view = register_view(svc.spark, pin)
+    assert register_view(svc.spark, pin) == view
+    assert builds == [n]  # same files: reused, not rebuilt
+    # Same name over fewer files (a pruned read): rebuilt.
+    register_view(svc.spark, replace(pin, files=pin.files[:1]), name=view)
+    assert svc.spark.table(view).count() == pin.files[0].record_count
+    # Back to all files, then dropped behind our back: registered again.
+    register_view(svc.spark, pin)
+    svc.spark.catalog.dropTempView(view)
+    register_view(svc.spark, pin)
+    assert svc.spark.table(view).count() == 4_000
+    assert builds == [n, 1, n, n]
