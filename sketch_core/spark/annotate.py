@@ -116,11 +116,16 @@ def annotate_fragments(
         tree = F.expr(_case_tree(_sql_column(source), partition.cuts, 0, n - 1).sql(dialect="spark"))
         return df.withColumn(output, F.when(column.isNull(), F.lit(n)).otherwise(tree).cast("int"))
     image, bucket = f"__{output}_image", f"__{output}_bucket"
-    splits = [float("-inf"), *(_double_image(c, kind) for c in partition.cuts), float("inf")]
+    images = [_double_image(c, kind) for c in partition.cuts]
+    splits = [float("-inf"), *images, float("inf")]
     bucketed = _bucketize(df.withColumn(image, _double_column(column, kind)), splits, image, bucket)
     b = F.col(bucket).cast("int")
     exact = F.when(column.isNull(), F.lit(n))
-    if not _always_exact(kind):
+    # With every cut below 2**53 in magnitude (exact as a double), even a larger value cannot
+    # round across a cut: its image is at least 2**53 away from zero, beyond every cut, on the
+    # same side as the value. Only partitions with huge cuts need the correction (and its array
+    # of all the cuts, which costs planning time at 10,000 fragments).
+    if not _always_exact(kind) and any(abs(i) >= _EXACT_LIMIT for i in images):
         # element_at is 1-based: cuts[i] is element i + 1.
         cuts = F.expr(exp.Array(expressions=[sql_literal(c) for c in partition.cuts]).sql(dialect="spark"))
         # Only values beyond 2**53 can round across a cut; CASE is lazy, so other rows never

@@ -33,6 +33,12 @@ def test_large_integers_that_collide_as_doubles_stay_exact(spark: SparkSession) 
     check(spark, T.LongType(), [base, base + 1, base + 2, base + 3, base + 4], cuts)
 
 
+def test_values_beyond_double_precision_with_small_cuts_need_no_correction(spark: SparkSession) -> None:
+    huge = [2**60, 2**60 + 1, 2**53 + 1, -(2**53) - 1, -(2**62), 2**63 - 1, -(2**63)]
+    check(spark, T.LongType(), [*huge, 9, 10, None], (10, 20, 2**53 - 1))
+    check(spark, T.DecimalType(38, 2), [Decimal(10**30), Decimal(-(10**30)), Decimal("0.01")], (Decimal(5),))
+
+
 def test_large_integers_next_to_cuts_are_corrected(spark: SparkSession) -> None:
     base = 2**60
     cuts = (base, base + 4096, base + 8192)  # distinct as doubles, but neighbours round onto them
