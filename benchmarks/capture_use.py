@@ -42,6 +42,7 @@ SYNTHETIC = {
 }
 SELECTED_GROUPS_PERCENTILE = 98
 TOP_K = {"tpch_q3", "tpch_q10", "tpch_q18"}
+DEFAULT_FRAGMENT_COUNTS = "100,1000,10000"
 
 
 @dataclass
@@ -164,9 +165,13 @@ def run(
             server.stop()
 
 
-def report(results: list[Measurement], scale: float, fragment_counts: list[int]) -> Path:
+def report(
+    results: list[Measurement], scale: float, fragment_counts: list[int], partial: bool = False
+) -> Path:
+    """Write JSON, Markdown and plots. A partial run (some queries or fragment counts only) gets
+    its own files, so it never overwrites a full run's (the SF1 one is committed for reference)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = f"capture_use_sf{scale:g}"
+    stem = f"capture_use_sf{scale:g}" + ("_partial" if partial else "")
     payload = [
         {
             **asdict(m),
@@ -236,7 +241,9 @@ def main() -> None:
     parser.add_argument(
         "--scale", type=float, default=0.1, help="TPC-H scale factor (1 for the issue's targets)"
     )
-    parser.add_argument("--fragments", default="100,1000,10000", help="comma-separated fragment counts")
+    parser.add_argument(
+        "--fragments", default=DEFAULT_FRAGMENT_COUNTS, help="comma-separated fragment counts"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--queries", default="", help="comma-separated labels (default: all)")
     args = parser.parse_args()
@@ -244,7 +251,8 @@ def main() -> None:
     home = Settings.from_env().warehouse.parent
     only = {q.strip() for q in args.queries.split(",") if q.strip()} or None
     results = run(args.scale, fragment_counts, args.repeat, home, only)
-    print(report(results, args.scale, fragment_counts).read_text())
+    partial = only is not None or args.fragments != DEFAULT_FRAGMENT_COUNTS
+    print(report(results, args.scale, fragment_counts, partial).read_text())
 
 
 if __name__ == "__main__":

@@ -210,6 +210,31 @@ class TestBadInput:
             svc.tables.pin(f"{ns}.r", earlier)
 
 
+def test_pinned_files_are_planned_once_per_snapshot(
+    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sketch_core.tables import service as tables_module
+
+    name = f"{ns}.r"
+    first = svc.tables.create(name, rows(20_000), sort_by=["key"])
+    described: list[str] = []
+    real_describe = tables_module.describe_file
+
+    def counting_describe(data_file: Any, schema: Any) -> Any:
+        described.append(data_file.file_path)
+        return real_describe(data_file, schema)
+
+    monkeypatch.setattr(tables_module, "describe_file", counting_describe)
+    pinned = svc.tables.pin(name)
+    planned = len(described)
+    assert planned == len(pinned.files) >= 3
+    assert svc.tables.pin(name) == pinned and len(described) == planned, "same snapshot: no planning"
+
+    svc.tables.append(name, rows(100, start=50_000))
+    assert len(svc.tables.pin(name).files) == len(pinned.files) + 1, "a new snapshot is planned"
+    assert svc.tables.pin(name, first) == pinned
+
+
 def run_threads(bodies: list[Callable[[], object]]) -> None:
     errors: list[BaseException] = []
 
