@@ -184,6 +184,19 @@ class SequenceOutOfRangeError(TableError):
         )
 
 
+class DeltaRangeError(TableError):
+    """A delta asked for backwards: deltas run from an older commit to a newer one."""
+
+    def __init__(self, table: str, from_sequence: int, to_sequence: int) -> None:
+        self.table = table
+        self.from_sequence = from_sequence
+        self.to_sequence = to_sequence
+        super().__init__(
+            f"a delta of {table} must run forward, but sequence {from_sequence} is after {to_sequence}",
+            hint="pass the older commit sequence number first",
+        )
+
+
 class UnsupportedTableFeatureError(TableError):
     """The Iceberg table uses a feature the readers here cannot honour."""
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.exceptions import (
     CommitFailedException,
     NoSuchTableError,
@@ -33,6 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sketch_core.config import Settings
 from sketch_core.errors import (
     CommitConflictError,
+    DeltaRangeError,
     InvalidDataError,
     SnapshotNotFoundError,
     TableExistsError,
@@ -43,6 +45,7 @@ from sketch_core.errors import (
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
 from sketch_core.tables.data import conform, portable, sort_rows, to_arrow
+from sketch_core.tables.deltas import TableDelta, snapshot_delta
 from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
@@ -170,6 +173,25 @@ class TableService:
         if len(self._pinned_files) > _PINNED_CACHE_ENTRIES:
             self._pinned_files.popitem(last=False)
         return planned
+
+    def delta(
+        self,
+        name: str,
+        from_sequence: int | None,
+        to_sequence: int | None = None,
+        columns: tuple[str, ...] | None = None,
+        row_filter: pc.Expression | None = None,
+    ) -> TableDelta:
+        """Rows inserted into and deleted from ``name`` after global commit sequence
+        ``from_sequence`` (None, or a sequence before the table existed: from the empty table)
+        up to ``to_sequence`` (None: latest). See :mod:`sketch_core.tables.deltas`."""
+        if from_sequence is not None and to_sequence is not None and from_sequence > to_sequence:
+            raise DeltaRangeError(name, from_sequence, to_sequence)
+        after = self.pin(name, to_sequence)
+        before: PinnedSnapshot | None = None
+        if from_sequence is not None and self.commit_log.commit_at(after.table, from_sequence) is not None:
+            before = self.pin(after.table, from_sequence)
+        return snapshot_delta(before, after, columns, row_filter)
 
     def read_arrow(
         self,
