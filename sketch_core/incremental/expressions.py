@@ -1,0 +1,323 @@
+"""IR scalar expressions (sqlglot, Spark semantics) as Arrow compute expressions.
+
+The incremental engine evaluates selections and projections over small annotated deltas
+in-process, with Arrow; these must agree with Spark on the rows a selection keeps and the
+values a projection computes, or a maintained sketch would drift from a fresh capture. The
+translation covers what the supported queries use (arithmetic, comparisons, boolean logic with
+SQL's three-valued semantics, IN, BETWEEN, LIKE, CASE, CAST, IS NULL, substring, year,
+coalesce) and raises :class:`UnsupportedQueryError` for anything else, so that maintenance falls
+back to a full capture instead of guessing.
+
+Where Arrow's typing differs from Spark's it is aligned here: an integer literal in decimal
+arithmetic becomes a decimal of its own digits (Spark widens it the same way, and Arrow would
+otherwise refuse), and ``/`` divides as doubles unless an operand is a decimal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.acero as acero
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from sketch_core.errors import UnsupportedQueryError
+
+
+def _unsupported(expression: exp.Expr) -> UnsupportedQueryError:
+    return UnsupportedQueryError(
+        f"the expression {type(expression).__name__} in incremental maintenance",
+        expression.sql(dialect="spark"),
+        hint="maintain this sketch with strategy='full'",
+    )
+
+
+def evaluate(table: pa.Table, outputs: dict[str, pc.Expression]) -> pa.Table:
+    """A table of the named expressions over ``table``'s rows."""
+    declaration = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+            acero.Declaration("project", acero.ProjectNodeOptions(list(outputs.values()), list(outputs))),
+        ]
+    )
+    return declaration.to_table()
+
+
+def filter_rows(table: pa.Table, condition: pc.Expression) -> pa.Table:
+    """The rows where ``condition`` is true (not false, not NULL), as SQL's WHERE keeps them."""
+    return table.filter(pc.Expression._call("coalesce", [condition, pc.scalar(False)]))
+
+
+class ExpressionTranslator:
+    """Translates expressions over the columns of ``schema`` (names are unique in the IR)."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._empty = schema.empty_table()
+
+    def type_of(self, expression: pc.Expression) -> pa.DataType:
+        return evaluate(self._empty, {"t": expression}).schema.field("t").type
+
+    def __call__(self, expression: exp.Expr) -> pc.Expression:
+        return self.translate(expression)
+
+    def translate(self, node: exp.Expr) -> pc.Expression:
+        translated = self._translate(node)
+        # sqlglot marks NOT LIKE / NOT IN / NOT BETWEEN on the node itself.
+        return ~translated if node.args.get("negate") else translated
+
+    def _translate(self, node: exp.Expr) -> pc.Expression:
+        if isinstance(node, exp.Paren):
+            return self.translate(node.this)
+        if isinstance(node, exp.Column):
+            if node.name not in self.schema.names:
+                raise UnsupportedQueryError(
+                    f"unknown column {node.name} in incremental maintenance", node.name
+                )
+            return pc.field(node.name)
+        if isinstance(node, exp.Literal | exp.Boolean | exp.Null):
+            return pc.scalar(_literal(node))
+        if isinstance(node, exp.Cast):
+            return self.cast(node)
+        if isinstance(node, exp.And):
+            return self.translate(node.this) & self.translate(node.expression)
+        if isinstance(node, exp.Or):
+            return self.translate(node.this) | self.translate(node.expression)
+        if isinstance(node, exp.Not):
+            return ~self.translate(node.this)
+        if isinstance(node, exp.Neg):
+            return pc.Expression._call("negate_checked", [self.translate(node.this)])
+        if type(node) in _COMPARISONS:
+            left, right = self.operands(node.this, node.expression)
+            if pa.types.is_floating(self.type_of(left)) or pa.types.is_floating(self.type_of(right)):
+                return _nan_aware_comparison(type(node), left, right)
+            return _COMPARISONS[type(node)](left, right)
+        if isinstance(node, exp.NullSafeEQ):
+            left, right = self.operands(node.this, node.expression)
+            both_null = left.is_null() & right.is_null()
+            equal = pc.Expression._call("coalesce", [left == right, pc.scalar(False)])
+            return both_null | (left.is_valid() & right.is_valid() & equal)
+        if type(node) in _ARITHMETIC:
+            left, right = self.operands(node.this, node.expression)
+            return pc.Expression._call(_ARITHMETIC[type(node)], [left, right])
+        if isinstance(node, exp.Div):
+            return self.divide(node)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            return self.translate(node.this).is_null()
+        if isinstance(node, exp.Between):
+            value = self.translate(node.this)
+            low, high = self.translate(node.args["low"]), self.translate(node.args["high"])
+            return (value >= low) & (value <= high)
+        if isinstance(node, exp.In):
+            return self.is_in(node)
+        if isinstance(node, exp.Like):
+            pattern = node.expression
+            if not isinstance(pattern, exp.Literal) or not pattern.is_string:
+                raise _unsupported(node)
+            options = pc.MatchSubstringOptions(pattern.this)
+            return pc.Expression._call("match_like", [self.translate(node.this)], options)
+        if isinstance(node, exp.Case):
+            return self.case(node)
+        if isinstance(node, exp.If):
+            otherwise = node.args.get("false")
+            return pc.Expression._call(
+                "if_else",
+                [
+                    pc.Expression._call("coalesce", [self.translate(node.this), pc.scalar(False)]),
+                    self.translate(node.args["true"]),
+                    self.translate(otherwise) if otherwise is not None else pc.scalar(None),
+                ],
+            )
+        if isinstance(node, exp.Coalesce):
+            return pc.Expression._call(
+                "coalesce", [self.translate(node.this), *(self.translate(e) for e in node.expressions)]
+            )
+        if isinstance(node, exp.TsOrDsToDate) and not node.args.get("format"):
+            value = self.translate(node.this)
+            return value if self.type_of(value) == pa.date32() else value.cast(pa.date32())
+        if isinstance(node, exp.Year):
+            return pc.Expression._call("year", [self.translate(node.this)])
+        if isinstance(node, exp.Extract) and node.this.name.lower() == "year":
+            return pc.Expression._call("year", [self.translate(node.expression)])
+        if isinstance(node, exp.Substring):
+            return self.substring(node)
+        raise _unsupported(node)
+
+    # -- pieces --------------------------------------------------------------------------------
+    def operands(self, left: exp.Expr, right: exp.Expr) -> tuple[pc.Expression, pc.Expression]:
+        """Both operands, an integer literal meeting a decimal widened as Spark widens it."""
+        a, b = self.translate(left), self.translate(right)
+        if _is_int_literal(left) and pa.types.is_decimal(self.type_of(b)):
+            a = pc.scalar(_integer_decimal(left))
+        elif _is_int_literal(right) and pa.types.is_decimal(self.type_of(a)):
+            b = pc.scalar(_integer_decimal(right))
+        return a, b
+
+    def divide(self, node: exp.Div) -> pc.Expression:
+        left, right = self.operands(node.this, node.expression)
+        if not (pa.types.is_decimal(self.type_of(left)) or pa.types.is_decimal(self.type_of(right))):
+            left, right = left.cast(pa.float64()), right.cast(pa.float64())
+        # Spark 4 runs in ANSI mode: a division by zero is an error there, and so it is here.
+        return pc.Expression._call("divide_checked", [left, right])
+
+    def cast(self, node: exp.Cast) -> pc.Expression:
+        target = _arrow_type(node.to)
+        inner = node.this
+        if isinstance(inner, exp.Literal) and inner.is_string and target == pa.date32():
+            return pc.scalar(dt.date.fromisoformat(inner.this))
+        return self.translate(inner).cast(target)
+
+    def is_in(self, node: exp.In) -> pc.Expression:
+        if node.args.get("query") is not None or not node.expressions:
+            raise _unsupported(node)
+        values = [_literal(v) for v in node.expressions if isinstance(v, exp.Literal | exp.Null)]
+        if len(values) != len(node.expressions):
+            raise _unsupported(node)
+        value = self.translate(node.this)
+        found = pc.Expression._call(
+            "is_in", [value], pc.SetLookupOptions(pa.array([v for v in values if v is not None]))
+        )
+        # SQL: NULL IN (...) is unknown, and so is a miss when the list holds a NULL.
+        missed = _NULL_BOOL if None in values else pc.scalar(False)
+        known = pc.Expression._call("if_else", [found, pc.scalar(True), missed])
+        return pc.Expression._call("if_else", [value.is_null(), _NULL_BOOL, known])
+
+    def case(self, node: exp.Case) -> pc.Expression:
+        if node.this is not None:
+            raise _unsupported(node)  # CASE x WHEN ...: the front end writes searched CASEs
+        conditions = [
+            pc.Expression._call("coalesce", [self.translate(w.this), pc.scalar(False)])
+            for w in node.args["ifs"]
+        ]
+        branches = [w.args["true"] for w in node.args["ifs"]]
+        default = node.args.get("default")
+        values = self.common_type([*branches, default if default is not None else exp.Null()])
+        names = [f"c{i}" for i in range(len(conditions))]
+        struct = pc.Expression._call("make_struct", conditions, pc.MakeStructOptions(names))
+        return pc.Expression._call("case_when", [struct, *values])
+
+    def common_type(self, nodes: list[exp.Expr]) -> list[pc.Expression]:
+        """The branches of a CASE cast to one type, as Spark coerces them (NULLs and integer
+        literals take the type of the other branches; decimals widen to hold them all)."""
+        translated = [self.translate(n) for n in nodes]
+        kinds = [self.type_of(t) for t in translated]
+        known = [k for k, n in zip(kinds, nodes, strict=True) if not isinstance(n, exp.Null | exp.Literal)]
+        known = known or [k for k in kinds if k != pa.null()]
+        if not known:
+            return translated
+        decimals = [k for k in known if pa.types.is_decimal(k)]
+        if decimals:
+            scale = max(k.scale for k in decimals)
+            digits = max(k.precision - k.scale for k in decimals)
+            target: pa.DataType = pa.decimal128(min(digits + scale, 38), scale)
+        elif any(pa.types.is_floating(k) for k in known):
+            target = pa.float64()
+        else:
+            target = known[0]
+        out = []
+        for node, expression, kind in zip(nodes, translated, kinds, strict=True):
+            if kind == target:
+                out.append(expression)
+            elif _is_int_literal(node) and pa.types.is_decimal(target):
+                out.append(pc.scalar(pa.scalar(Decimal(node.this), target)))
+            else:
+                out.append(expression.cast(target))
+        return out
+
+    def substring(self, node: exp.Substring) -> pc.Expression:
+        start, length = node.args.get("start"), node.args.get("length")
+        if not _is_int_literal(start) or (length is not None and not _is_int_literal(length)):
+            raise _unsupported(node)
+        assert start is not None
+        first = max(int(start.this) - 1, 0)
+        stop = first + int(length.this) if length is not None else None
+        options = pc.SliceOptions(first, stop if stop is not None else 2**31 - 1)
+        return pc.Expression._call("utf8_slice_codeunits", [self.translate(node.this)], options)
+
+
+_NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
+
+
+def _nan_aware_comparison(kind: type, left: pc.Expression, right: pc.Expression) -> pc.Expression:
+    """Spark orders NaN above every other double and equal to itself; IEEE comparisons do not."""
+    left_nan = pc.Expression._call("is_nan", [left.cast(pa.float64())])
+    right_nan = pc.Expression._call("is_nan", [right.cast(pa.float64())])
+    equal = (left == right) | (left_nan & right_nan)
+    less = (left < right) | (~left_nan & right_nan)
+    greater = (left > right) | (left_nan & ~right_nan)
+    by_kind: dict[type, pc.Expression] = {exp.EQ: equal, exp.NEQ: ~equal, exp.LT: less, exp.GT: greater}
+    by_kind[exp.LTE] = less | equal
+    by_kind[exp.GTE] = greater | equal
+    return by_kind[kind]
+
+
+_COMPARISONS: dict[type, Callable[[pc.Expression, pc.Expression], pc.Expression]] = {
+    exp.EQ: lambda a, b: a == b,
+    exp.NEQ: lambda a, b: a != b,
+    exp.GT: lambda a, b: a > b,
+    exp.GTE: lambda a, b: a >= b,
+    exp.LT: lambda a, b: a < b,
+    exp.LTE: lambda a, b: a <= b,
+}
+_ARITHMETIC: dict[type, str] = {
+    exp.Add: "add_checked",
+    exp.Sub: "subtract_checked",
+    exp.Mul: "multiply_checked",
+}
+
+
+def _is_int_literal(node: exp.Expr | None) -> bool:
+    return isinstance(node, exp.Literal) and not node.is_string and node.this.lstrip("-").isdigit()
+
+
+def _integer_decimal(node: exp.Expr) -> pa.Scalar:
+    digits = len(node.this.lstrip("-"))
+    return pa.scalar(Decimal(node.this), pa.decimal128(max(digits, 1), 0))
+
+
+def _literal(node: exp.Expr) -> object:
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    assert isinstance(node, exp.Literal)
+    if node.is_string:
+        return node.this
+    text = node.this
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if "e" in text.lower():
+        return float(text)
+    return Decimal(text)  # Spark reads 0.05 as a decimal literal
+
+
+_TYPES: dict[object, pa.DataType] = {
+    exp.DataType.Type.DATE: pa.date32(),
+    exp.DataType.Type.INT: pa.int32(),
+    exp.DataType.Type.BIGINT: pa.int64(),
+    exp.DataType.Type.SMALLINT: pa.int16(),
+    exp.DataType.Type.TINYINT: pa.int8(),
+    exp.DataType.Type.DOUBLE: pa.float64(),
+    exp.DataType.Type.FLOAT: pa.float32(),
+    exp.DataType.Type.TEXT: pa.string(),
+    exp.DataType.Type.VARCHAR: pa.string(),
+    exp.DataType.Type.BOOLEAN: pa.bool_(),
+    exp.DataType.Type.TIMESTAMP: pa.timestamp("us"),
+}
+
+
+def _arrow_type(kind: exp.DataType) -> pa.DataType:
+    if kind.this == exp.DataType.Type.DECIMAL:
+        params = [
+            int(p.this.this) if isinstance(p.this, exp.Literal) else int(p.name) for p in kind.expressions
+        ]
+        precision, scale = (params + [10, 0][len(params) :])[:2] if params else (10, 0)
+        return pa.decimal128(precision, scale)
+    if kind.this in _TYPES:
+        return _TYPES[kind.this]
+    raise UnsupportedQueryError(
+        f"a cast to {kind.sql(dialect='spark')} in incremental maintenance", kind.sql()
+    )
