@@ -5,6 +5,7 @@ the extreme value, the provenance model PBDS's capture uses (Sec. 4.2, rule r3).
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from functools import cmp_to_key
@@ -29,17 +30,31 @@ Row = dict[str, Any]
 Lineage = frozenset[tuple[str, int]]
 Annotated = list[tuple[Row, Lineage]]
 
+
+def spark_order(value: Any) -> Any:
+    """Spark's total order on doubles: NaN equals NaN and sorts above every number."""
+    if isinstance(value, float) and math.isnan(value):
+        return (1, 0.0)
+    if isinstance(value, int | float):
+        return (0, value)
+    return value
+
+
+def _compare_with(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    return lambda a, b: op(spark_order(a), spark_order(b))
+
+
 _BINARY: dict[type[exp.Expr], Callable[[Any, Any], Any]] = {
     exp.Add: operator.add,
     exp.Sub: operator.sub,
     exp.Mul: operator.mul,
     exp.Div: operator.truediv,
-    exp.EQ: operator.eq,
-    exp.NEQ: operator.ne,
-    exp.GT: operator.gt,
-    exp.GTE: operator.ge,
-    exp.LT: operator.lt,
-    exp.LTE: operator.le,
+    exp.EQ: _compare_with(operator.eq),
+    exp.NEQ: _compare_with(operator.ne),
+    exp.GT: _compare_with(operator.gt),
+    exp.GTE: _compare_with(operator.ge),
+    exp.LT: _compare_with(operator.lt),
+    exp.LTE: _compare_with(operator.le),
 }
 
 
@@ -90,7 +105,10 @@ def _aggregate(func: str, values: list[Any], distinct: bool, star: bool) -> Any:
         return len(values) if star else len(present)
     if not present:
         return None
-    return {"sum": sum, "min": min, "max": max, "avg": lambda v: sum(v) / len(v)}[func](present)
+    extremes = {"min": min, "max": max}
+    if func in extremes:
+        return extremes[func](present, key=spark_order)
+    return {"sum": sum, "avg": lambda v: sum(v) / len(v)}[func](present)
 
 
 def _compare(keys: Sequence[Any]) -> Callable[[tuple[Row, Lineage], tuple[Row, Lineage]], int]:
@@ -141,13 +159,15 @@ def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
     if isinstance(plan, Aggregate):
         groups: dict[tuple[Any, ...], Annotated] = {}
         for r, lin in run(plan.child, tables):
-            groups.setdefault(tuple(evaluate(e, r) for _, e in plan.groups), []).append((r, lin))
+            key = tuple(spark_order(evaluate(e, r)) for _, e in plan.groups)
+            groups.setdefault(key, []).append((r, lin))
         if not plan.groups and not groups:
             groups[()] = []
         extremes_only = bool(plan.aggregates) and all(c.func in ("min", "max") for _, c in plan.aggregates)
         out = []
-        for key, members in groups.items():
-            row = dict(zip((n for n, _ in plan.groups), key, strict=True))
+        for members in groups.values():
+            first = members[0][0] if members else {}
+            row = {n: evaluate(e, first) for n, e in plan.groups}
             contributing: list[Lineage] = [lin for _, lin in members]
             if extremes_only:
                 contributing = []
@@ -158,14 +178,14 @@ def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
                     contributing += [
                         lin
                         for (r, lin), v in zip(members, values, strict=True)
-                        if row[name] is None or v == row[name]
+                        if row[name] is None or spark_order(v) == spark_order(row[name])
                     ]
             out.append((row, frozenset().union(*contributing)))
         return out
     if isinstance(plan, Distinct):
         merged: dict[tuple[Any, ...], tuple[Row, Lineage]] = {}
         for r, lin in run(plan.child, tables):
-            key = tuple(r[c] for c in plan.columns)
+            key = tuple(spark_order(r[c]) for c in plan.columns)
             merged[key] = (r, merged[key][1] | lin) if key in merged else (r, lin)
         return list(merged.values())
     if isinstance(plan, TopK):

@@ -1,0 +1,292 @@
+"""Incremental aggregation (IMP Sec. 5.6 and 5.7) with per-group, per-fragment counters.
+
+State per group: the row count, one accumulator per aggregate (sum and count of the non-NULL
+values; for min and max an ordered map value -> count, so deleting the current extreme finds
+the next one), and per annotation a counter fragment -> rows of the group depending on it. A
+group's annotation is the set of fragments with a positive counter.
+
+Like the capture, an aggregation computing only min and max keeps the provenance of the rows
+holding an extreme value (PBDS rule r3): then the counters are also kept per value, and the
+group's annotation is the union over its aggregates of the fragments at the current extreme
+(all rows when the extreme is NULL, i.e. every value is NULL).
+
+Batches follow IMP Sec. 9.3: the first time a batch touches a group its output row is
+remembered; after the batch each touched group emits its old row as a deletion and its new
+row as an insertion (nothing when they are equal).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal, localcontext
+from typing import Any
+
+import pyarrow as pa
+from sortedcontainers import SortedDict
+
+from sketch_core.algebra.ir import AggCall, Aggregate
+from sketch_core.errors import UnsupportedQueryError
+from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
+from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
+
+_NAN = ("NaN",)  # dictionary key standing for every NaN (Spark groups NaNs together)
+
+
+def _key(value: Any) -> Any:
+    return _NAN if isinstance(value, float) and math.isnan(value) else value
+
+
+def _value(key: Any) -> Any:
+    return math.nan if key == _NAN else key
+
+
+def result_type(call: AggCall, argument: pa.DataType | None) -> pa.DataType:
+    """Spark's result type of an aggregate over an argument of Arrow type ``argument``."""
+    if call.func == "count":
+        return pa.int64()
+    assert argument is not None
+    if call.func in ("min", "max"):
+        return argument
+    if pa.types.is_decimal(argument):
+        if call.func == "sum":
+            return pa.decimal128(min(38, argument.precision + 10), argument.scale)
+        return pa.decimal128(min(38, argument.precision + 4), min(38, argument.scale + 4))
+    if call.func == "sum" and pa.types.is_integer(argument):
+        return pa.int64()
+    return pa.float64()
+
+
+@dataclass
+class Accumulator:
+    """One aggregate's state within a group."""
+
+    total: Any = 0
+    non_null: int = 0
+    values: SortedDict | None = None  # min/max: value -> count (NaN as _NAN sorts last)
+    # NaN and infinities are counted apart: once in a float sum they could never be subtracted
+    # out again (NaN - NaN is NaN), and a sum holds them only while such rows are present.
+    special: Counter[str] = field(default_factory=Counter)
+
+    def add(self, value: Any, n: int) -> None:
+        if value is None:
+            return
+        self.non_null += n
+        if self.values is not None:
+            key = _key(value)
+            remaining = self.values.get(key, 0) + n
+            if remaining:
+                self.values[key] = remaining
+            else:
+                del self.values[key]
+        elif isinstance(value, float) and not math.isfinite(value):
+            self.special["nan" if math.isnan(value) else ("+inf" if value > 0 else "-inf")] += n
+        else:
+            self.total += value * n
+
+    def float_total(self) -> float:
+        if self.special["nan"] or (self.special["+inf"] and self.special["-inf"]):
+            return math.nan
+        if self.special["+inf"]:
+            return math.inf
+        if self.special["-inf"]:
+            return -math.inf
+        return float(self.total)
+
+
+@dataclass
+class GroupState:
+    rows: int = 0
+    accumulators: list[Accumulator] = field(default_factory=list)
+    counters: dict[str, Counter[int]] = field(default_factory=dict)  # annotation -> fragment -> rows
+    # Min/max-only aggregations: per aggregate, value key -> annotation -> fragment -> rows.
+    at_value: list[dict[Any, dict[str, Counter[int]]]] = field(default_factory=list)
+
+
+def _nan_last(key: Any) -> tuple[int, Any]:
+    return (1, 0) if key == _NAN else (0, key)
+
+
+def _ordered_values() -> SortedDict:
+    """value -> count, in Spark's order (NaN above every number)."""
+    return SortedDict(_nan_last)
+
+
+class AggregateOperator:
+    def __init__(self, node: Aggregate, input_schema: pa.Schema, annotations: Sequence[str]) -> None:
+        for _, call in node.aggregates:
+            if call.distinct or call.func not in ("count", "sum", "avg", "min", "max"):
+                raise UnsupportedQueryError(
+                    f"{call.func}{'(DISTINCT)' if call.distinct else ''} in incremental maintenance",
+                    call.func,
+                    hint="maintain this sketch with strategy='full'",
+                )
+        self.node = node
+        self.annotations = tuple(annotations)
+        self.extremes_only = bool(node.aggregates) and all(
+            c.func in ("min", "max") for _, c in node.aggregates
+        )
+        translate = ExpressionTranslator(input_schema)
+        self.group_expressions = {name: translate(e) for name, e in node.groups}
+        self.argument_expressions = {
+            f"__arg{i}": translate(call.arg)
+            for i, (_, call) in enumerate(node.aggregates)
+            if call.arg is not None
+        }
+        probe = evaluate(input_schema.empty_table(), {**self.group_expressions, **self.argument_expressions})
+        self.group_types = [probe.schema.field(n).type for n in self.group_expressions]
+        self.output_types = [
+            result_type(call, probe.schema.field(f"__arg{i}").type if call.arg is not None else None)
+            for i, (_, call) in enumerate(node.aggregates)
+        ]
+        self.groups: dict[tuple[Any, ...], GroupState] = {}
+        self._announced = bool(node.groups)
+        if not node.groups:  # a global aggregate has its one row even over no input
+            self.groups[()] = self._new_group()
+
+    # -- state ---------------------------------------------------------------------------------
+    def _new_group(self) -> GroupState:
+        return GroupState(
+            accumulators=[
+                Accumulator(values=_ordered_values() if c.func in ("min", "max") else None)
+                for _, c in self.node.aggregates
+            ],
+            counters={a: Counter() for a in self.annotations},
+            at_value=[{} for _ in self.node.aggregates] if self.extremes_only else [],
+        )
+
+    def _result(self, call: AggCall, accumulator: Accumulator, group: GroupState, kind: pa.DataType) -> Any:
+        if call.func == "count":
+            return group.rows if call.arg is None else accumulator.non_null
+        if accumulator.non_null == 0:
+            return None
+        if call.func in ("min", "max"):
+            assert accumulator.values is not None
+            key = accumulator.values.peekitem(0 if call.func == "min" else -1)[0]
+            return _value(key)
+        if call.func == "sum":
+            return accumulator.float_total() if pa.types.is_floating(kind) else accumulator.total
+        if pa.types.is_decimal(kind):  # avg of decimals: rounded half up to the result scale
+            with localcontext() as context:
+                context.prec = 80
+                quotient = Decimal(accumulator.total) / accumulator.non_null
+                return quotient.quantize(Decimal(1).scaleb(-kind.scale), rounding=ROUND_HALF_UP)
+        return accumulator.float_total() / accumulator.non_null
+
+    def _extreme_key(self, call: AggCall, accumulator: Accumulator) -> Any:
+        assert accumulator.values is not None
+        if not accumulator.values:
+            return None
+        return accumulator.values.peekitem(0 if call.func == "min" else -1)[0]
+
+    def _annotation(self, group: GroupState, annotation: str) -> frozenset[int]:
+        if self.extremes_only:
+            found: set[int] = set()
+            for i, (_, call) in enumerate(self.node.aggregates):
+                key = self._extreme_key(call, group.accumulators[i])
+                if key is None:  # the extreme is NULL: every row of the group holds it
+                    return frozenset(f for f, n in group.counters[annotation].items() if n > 0)
+                counter = group.at_value[i].get(key, {}).get(annotation, Counter())
+                found.update(f for f, n in counter.items() if n > 0)
+            return frozenset(found)
+        return frozenset(f for f, n in group.counters[annotation].items() if n > 0)
+
+    def output_row(self, key: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[frozenset[int], ...]] | None:
+        group = self.groups.get(key)
+        if group is None or (group.rows == 0 and self.node.groups):
+            return None
+        values = tuple(
+            self._result(call, group.accumulators[i], group, self.output_types[i])
+            for i, (_, call) in enumerate(self.node.aggregates)
+        )
+        annotations = tuple(self._annotation(group, a) for a in self.annotations)
+        return tuple(_value(k) for k in key) + values, annotations
+
+    # -- processing ----------------------------------------------------------------------------
+    def apply(self, rows: AnnotatedDelta) -> AnnotatedDelta:
+        touched: dict[tuple[Any, ...], Any] = {}
+        if not self._announced:  # a global aggregate's row exists before any input: emit it once
+            touched[()] = None
+            self._announced = True
+        if rows.num_rows == 0:
+            return self._emit([(old, self.output_row(key)) for key, old in touched.items()])
+        expressions = {**self.group_expressions, **self.argument_expressions}
+        evaluated = evaluate(rows.data(), expressions) if expressions else None
+        if evaluated is None or not self.group_expressions:
+            keys: list[tuple[Any, ...]] = [()] * rows.num_rows
+        else:
+            keys = list(zip(*(evaluated.column(n).to_pylist() for n in self.group_expressions), strict=True))
+        arguments = {
+            n: evaluated.column(n).to_pylist() for n in self.argument_expressions if evaluated is not None
+        }
+        multiplicities = rows.table.column(MULTIPLICITY).to_pylist()
+        fragments = {a: rows.table.column(a).to_pylist() for a in self.annotations}
+        for i, raw_key in enumerate(keys):
+            key = tuple(_key(k) for k in raw_key)
+            if key not in touched:
+                touched[key] = self.output_row(key)
+            group = self.groups.get(key)
+            if group is None:
+                group = self.groups[key] = self._new_group()
+            n = multiplicities[i]
+            group.rows += n
+            row_fragments = {a: fragments[a][i] or () for a in self.annotations}
+            for a, ids in row_fragments.items():
+                counter = group.counters[a]
+                for fragment in ids:
+                    counter[fragment] += n
+            for j, (_, call) in enumerate(self.node.aggregates):
+                if call.arg is None:
+                    continue
+                value = arguments[f"__arg{j}"][i]
+                group.accumulators[j].add(value, n)
+                if self.extremes_only and value is not None:
+                    at_value = group.at_value[j].setdefault(_key(value), {})
+                    for a, ids in row_fragments.items():
+                        counter = at_value.setdefault(a, Counter())
+                        for fragment in ids:
+                            counter[fragment] += n
+        changes = []
+        for key, old in touched.items():
+            group = self.groups[key]
+            if group.rows < 0:
+                raise AssertionError(f"group {key} has {group.rows} rows: a deletion without its row")
+            new = self.output_row(key)
+            if group.rows == 0 and self.node.groups:
+                del self.groups[key]  # the group vanished; it is recreated if rows come back
+            else:
+                self._drop_empty_values(group)
+            if old != new:
+                changes.append((old, new))
+        return self._emit(changes)
+
+    def _drop_empty_values(self, group: GroupState) -> None:
+        for counters in group.counters.values():
+            for fragment in [f for f, n in counters.items() if n == 0]:
+                del counters[fragment]
+        for j, accumulator in enumerate(group.accumulators):
+            if self.extremes_only and accumulator.values is not None:
+                for key in [k for k in group.at_value[j] if k not in accumulator.values]:
+                    del group.at_value[j][key]
+
+    def _emit(self, changes: list[tuple[Any, Any]]) -> AnnotatedDelta:
+        names = [n for n, _ in self.node.groups] + [n for n, _ in self.node.aggregates]
+        types = self.group_types + self.output_types
+        records: list[tuple[tuple[Any, ...], tuple[frozenset[int], ...], int]] = []
+        for old, new in changes:
+            if old is not None:
+                records.append((old[0], old[1], -1))
+            if new is not None:
+                records.append((new[0], new[1], 1))
+        columns = {
+            name: pa.array([r[0][i] for r in records], kind)
+            for i, (name, kind) in enumerate(zip(names, types, strict=True))
+        }
+        assert columns, "an aggregation outputs at least one column"
+        data = pa.table(columns)
+        annotations = {
+            a: pa.array([sorted(r[1][k]) for r in records], FRAGMENTS) for k, a in enumerate(self.annotations)
+        }
+        return AnnotatedDelta.build(data, [r[2] for r in records], annotations)
