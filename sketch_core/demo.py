@@ -23,6 +23,7 @@ from sketch_core.localstack.stack import resolve
 from sketch_core.service import QueryResult, SketchService
 
 # TPC-H Q3 (shipping priority): a top-k report over lineitem, orders and customer.
+DEMO_SKETCH = "demo_q3"
 REPORT_SQL = """
 SELECT l.l_orderkey,
        sum(l.l_extendedprice * (1 - l.l_discount)) AS revenue,
@@ -82,8 +83,12 @@ def run_demo(
         svc.query(REPORT_SQL, params=params, use_sketches=False)  # warm-up: JIT and file caches
         with _step(console, f"report at sequence {before} without a sketch"):
             first = svc.query(REPORT_SQL, params=params, snapshot=before, use_sketches=False)
+        # The demo owns its sketch: a rerun (perhaps with other settings, such as the fragment
+        # count) starts it afresh instead of tripping over the previous run's definition.
+        if any(d.name == DEMO_SKETCH for d in svc.sketches.definitions()):
+            svc.drop_sketch(DEMO_SKETCH)
         with _step(console, "provenance sketch captured (one Spark job)"):
-            version = svc.capture(REPORT_SQL, name="demo_q3", params=params)
+            version = svc.capture(REPORT_SQL, name=DEMO_SKETCH, params=params)
         for table, (attribute, count) in version.partitions.items():
             kept = len(version.fragments[table])
             console.print(f"  {table:<15} on {attribute}: {kept:>5} of {count} fragments hold the provenance")
@@ -95,7 +100,7 @@ def run_demo(
         with _step(console, f"report again at the old sequence {before} (pinned, its sketch still valid)"):
             pinned = svc.query(REPORT_SQL, params=params, snapshot=before)
         with _step(console, f"sketch recaptured for sequence {after}"):
-            svc.capture(REPORT_SQL, name="demo_q3", params=params, snapshot=after)
+            svc.capture(REPORT_SQL, name=DEMO_SKETCH, params=params, snapshot=after)
         with _step(console, f"report at the new sequence {after} with the new sketch version"):
             latest = svc.query(REPORT_SQL, params=params, snapshot=after)
         plain_latest = svc.query(REPORT_SQL, params=params, snapshot=after, use_sketches=False)
