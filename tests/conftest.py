@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
@@ -21,6 +22,12 @@ from sketch_core.localstack.postgres import PrivatePostgres
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.service import SketchService
 from sketch_core.spark.session import build_session
+
+# Generated histories per property test: a quick setting for `make test` and CI, a long one for
+# soak runs (SKETCH_HYPOTHESIS_PROFILE=long).
+hypothesis_settings.register_profile("ci", max_examples=15, deadline=None)
+hypothesis_settings.register_profile("long", max_examples=400, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("SKETCH_HYPOTHESIS_PROFILE", "ci"))
 
 
 class Databases:

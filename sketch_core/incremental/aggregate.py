@@ -262,6 +262,11 @@ class AggregateOperator:
                 changes.append((old, new))
         return self._emit(changes)
 
+    def current(self) -> AnnotatedDelta:
+        """Every output row now, each as one inserted row."""
+        rows = (self.output_row(key) for key in list(self.groups))
+        return self._emit([(None, row) for row in rows if row is not None])
+
     def _drop_empty_values(self, group: GroupState) -> None:
         for counters in group.counters.values():
             for fragment in [f for f, n in counters.items() if n == 0]:

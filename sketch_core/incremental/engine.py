@@ -1,28 +1,37 @@
 """An IR plan as a tree of incremental annotated operators, ending in the merge μ.
 
 ``IncrementalSketch(plan, partitions, schemas)`` starts from the empty database; applying the
-whole table contents as one insert delta initializes it to a snapshot, and each later table
-delta yields the sketch delta and moves the state along. Sketched scans are annotated exactly
-as the capture rewrite annotates them (every positive scan of a sketched table; anti joins'
-right sides never), so a maintained sketch can be compared with a fresh capture fragment for
-fragment.
+whole table contents as one insert delta initializes it to a snapshot, and each later batch of
+table deltas yields the sketch delta and moves the state along. Sketched scans are annotated
+as the capture rewrite annotates them (every positive scan of a sketched table), so a
+maintained sketch can be compared with a fresh capture fragment for fragment.
+
+Joins need the current contents of the other side (IMP Sec. 5.5). Each node can produce its
+full annotated output at the new snapshot (``current``): stateful nodes from their state,
+stateless subtrees from storage through a ``reader`` that reads a table at the new snapshot,
+restricted where possible to the join keys the delta holds (the read can then skip files and
+row groups by their statistics).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
 
 from sketch_core.algebra.ir import (
     Aggregate,
     Distinct,
+    Join,
     Project,
     Relation,
     Scan,
     Select,
     Sort,
+    TopK,
     Union,
     column,
     positive_scans,
@@ -31,8 +40,14 @@ from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental import stateless
 from sketch_core.incremental.aggregate import AggregateOperator
 from sketch_core.incremental.annotated import AnnotatedDelta, annotate_rows
+from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
+from sketch_core.incremental.topk import TopKOperator
 from sketch_core.partitions import RangePartition
+
+# Reads ``columns`` of a table at the new snapshot, optionally filtered.
+Reader = Callable[[str, Sequence[str], pc.Expression | None], pa.Table]
+KeyValues = dict[str, pa.Array]  # output column -> the values wanted
 
 
 @dataclass(frozen=True)
@@ -43,11 +58,38 @@ class RowDelta:
     deleted: pa.Table
 
 
+def _no_reader(table: str, columns: Sequence[str], row_filter: pc.Expression | None) -> pa.Table:
+    raise UnsupportedQueryError(
+        f"a join over {table} without a reader for its current rows", table, hint="pass reader=..."
+    )
+
+
+@dataclass
+class _Context:
+    deltas: Mapping[str, RowDelta]
+    reader: Reader = field(default=_no_reader)
+
+
+def _keep_keys(rows: AnnotatedDelta, keys: KeyValues | None) -> AnnotatedDelta:
+    if not keys or rows.num_rows == 0:
+        return rows
+    mask = None
+    for name, values in keys.items():
+        hit = pc.is_in(rows.table.column(name), value_set=values.cast(rows.table.schema.field(name).type))
+        mask = hit if mask is None else pc.and_(mask, hit)
+    return AnnotatedDelta(rows.table.filter(mask), rows.annotations)
+
+
 class _Node:
     schema: pa.Schema
     annotations: tuple[str, ...]
 
-    def process(self, deltas: Mapping[str, RowDelta]) -> AnnotatedDelta:
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        raise NotImplementedError
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        """The subtree's whole annotated output at the new snapshot (rows with these key
+        values only, when ``keys`` is given)."""
         raise NotImplementedError
 
 
@@ -56,19 +98,32 @@ class _Scan(_Node):
         self, node: Scan, table_schema: pa.Schema, annotation: str | None, partition: RangePartition | None
     ):
         self.node, self.annotation, self.partition = node, annotation, partition
-        self.table_schema = table_schema
-        self.schema = pa.schema(
-            [table_schema.field(c).with_name(n) for c, n in zip(node.source_columns, node.names, strict=True)]
-        )
+        renamed = zip(node.source_columns, node.names, strict=True)
+        self.schema = pa.schema([table_schema.field(c).with_name(n) for c, n in renamed])
         self.annotations = (annotation,) if annotation else ()
+        self.source_of = dict(zip(node.names, node.source_columns, strict=True))
 
-    def process(self, deltas: Mapping[str, RowDelta]) -> AnnotatedDelta:
-        delta = deltas.get(self.node.table)
+    def _annotated(self, inserted: pa.Table, deleted: pa.Table) -> AnnotatedDelta:
+        attribute = self.partition.attribute if self.partition is not None else None
+        rows = annotate_rows(inserted, deleted, self.annotation, self.partition, attribute)
+        return stateless.scan(self.node, rows)
+
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        delta = ctx.deltas.get(self.node.table)
         if delta is None:
             return AnnotatedDelta.empty(self.schema, self.annotations)
-        attribute = self.partition.attribute if self.partition is not None else None
-        rows = annotate_rows(delta.inserted, delta.deleted, self.annotation, self.partition, attribute)
-        return stateless.scan(self.node, rows)
+        return self._annotated(delta.inserted, delta.deleted)
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        columns = list(dict.fromkeys(self.node.source_columns))
+        if self.partition is not None and self.partition.attribute not in columns:
+            columns.append(self.partition.attribute)
+        row_filter = None
+        for name, values in (keys or {}).items():
+            wanted = pc.field(self.source_of[name]).isin(values)
+            row_filter = wanted if row_filter is None else row_filter & wanted
+        rows = ctx.reader(self.node.table, columns, row_filter)
+        return _keep_keys(self._annotated(rows, rows.schema.empty_table()), keys)
 
 
 class _Select(_Node):
@@ -76,8 +131,11 @@ class _Select(_Node):
         self.node, self.child = node, child
         self.schema, self.annotations = child.schema, child.annotations
 
-    def process(self, deltas: Mapping[str, RowDelta]) -> AnnotatedDelta:
-        return stateless.select(self.child.process(deltas), self.node.condition)
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        return stateless.select(self.child.process(ctx), self.node.condition)
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        return stateless.select(self.child.current(ctx, keys), self.node.condition)
 
 
 class _Project(_Node):
@@ -86,9 +144,15 @@ class _Project(_Node):
         probe = AnnotatedDelta.empty(child.schema, ())
         self.schema = stateless.project(probe, node.outputs).data().schema
         self.annotations = child.annotations
+        self.passed = {n: e.name for n, e in node.outputs if isinstance(e, exp.Column)}
 
-    def process(self, deltas: Mapping[str, RowDelta]) -> AnnotatedDelta:
-        return stateless.project(self.child.process(deltas), self.node.outputs)
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        return stateless.project(self.child.process(ctx), self.node.outputs)
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        below = {self.passed[n]: v for n, v in (keys or {}).items() if n in self.passed}
+        rows = stateless.project(self.child.current(ctx, below or None), self.node.outputs)
+        return _keep_keys(rows, keys)
 
 
 class _Aggregate(_Node):
@@ -100,8 +164,24 @@ class _Aggregate(_Node):
         self.schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
         self.annotations = child.annotations
 
-    def process(self, deltas: Mapping[str, RowDelta]) -> AnnotatedDelta:
-        return self.operator.apply(self.child.process(deltas))
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        return self.operator.apply(self.child.process(ctx))
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        return _keep_keys(self.operator.current(), keys)
+
+
+class _TopK(_Node):
+    def __init__(self, node: TopK, child: _Node):
+        self.child = child
+        self.schema, self.annotations = child.schema, child.annotations
+        self.operator = TopKOperator(node, child.schema, child.annotations)
+
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        return self.operator.apply(self.child.process(ctx))
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        return _keep_keys(self.operator.current(), keys)
 
 
 class _Union(_Node):
@@ -110,8 +190,55 @@ class _Union(_Node):
         self.schema = pa.schema([f.with_name(n) for f, n in zip(inputs[0].schema, node.names, strict=True)])
         self.annotations = tuple(dict.fromkeys(a for i in inputs for a in i.annotations))
 
-    def process(self, deltas: Mapping[str, RowDelta]) -> AnnotatedDelta:
-        return stateless.union([i.process(deltas) for i in self.inputs], self.node.names)
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        return stateless.union([i.process(ctx) for i in self.inputs], self.node.names)
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        rows = stateless.union([i.current(ctx, None) for i in self.inputs], self.node.names)
+        return _keep_keys(rows, keys)
+
+
+class _Join(_Node):
+    def __init__(self, node: Join, left: _Node, right: _Node):
+        if node.kind not in ("inner", "cross"):
+            raise UnsupportedQueryError(
+                f"a {node.kind} join in incremental maintenance (not yet)",
+                node.kind,
+                hint="maintain this sketch with strategy='full'",
+            )
+        self.left, self.right = left, right
+        self.schema = pa.schema([*left.schema, *right.schema])
+        self.annotations = left.annotations + right.annotations
+        self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
+        self.residual = exp.and_(*residual) if residual else None
+
+    def _filtered(self, rows: AnnotatedDelta) -> AnnotatedDelta:
+        return rows if self.residual is None else stateless.select(rows, self.residual)
+
+    def _key_values(self, rows: AnnotatedDelta, side: int) -> KeyValues:
+        return {pair[side]: pc.unique(rows.table.column(pair[1 - side])) for pair in self.keys}
+
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        left_delta, right_delta = self.left.process(ctx), self.right.process(ctx)
+        parts = []
+        if left_delta.num_rows:  # ΔR ⋈ S'
+            right_now = self.right.current(ctx, self._key_values(left_delta, 1) or None)
+            parts.append(join_rows(left_delta, right_now, self.keys))
+        if right_delta.num_rows:  # R' ⋈ ΔS
+            left_now = self.left.current(ctx, self._key_values(right_delta, 0) or None)
+            parts.append(join_rows(left_now, right_delta, self.keys))
+        if left_delta.num_rows and right_delta.num_rows:  # - ΔR ⋈ ΔS, counted twice above
+            parts.append(negated(join_rows(left_delta, right_delta, self.keys)))
+        if not parts:
+            return AnnotatedDelta.empty(self.schema, self.annotations)
+        return self._filtered(concat(parts))
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        left_keys = {n: v for n, v in (keys or {}).items() if n in self.left.schema.names}
+        right_keys = {n: v for n, v in (keys or {}).items() if n in self.right.schema.names}
+        left_now = self.left.current(ctx, left_keys or None)
+        right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
+        return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
 
 
 class IncrementalSketch:
@@ -127,7 +254,7 @@ class IncrementalSketch:
         self.root = self._build(plan)
         self.merge = MergeState(dict(self._tables))
         # The empty database's result (a global aggregate's row over nothing) starts the counters.
-        self.merge.apply(self.root.process({}))
+        self.merge.apply(self.root.process(_Context({})))
 
     def _build(self, node: Relation) -> _Node:
         if isinstance(node, Scan):
@@ -135,12 +262,8 @@ class IncrementalSketch:
             if id(node) in self._sketched:
                 annotation = f"__ps_{len(self._tables) + 1}"
                 self._tables[annotation] = node.table
-            return _Scan(
-                node,
-                self.schemas[node.table],
-                annotation,
-                self.partitions.get(node.table) if annotation else None,
-            )
+            partition = self.partitions[node.table] if annotation else None
+            return _Scan(node, self.schemas[node.table], annotation, partition)
         if isinstance(node, Select):
             return _Select(node, self._build(node.child))
         if isinstance(node, Project):
@@ -150,19 +273,26 @@ class IncrementalSketch:
         if isinstance(node, Distinct):
             groups = tuple((c, column(c)) for c in node.child.columns)
             return _Aggregate(Aggregate(node.child, groups, ()), self._build(node.child))
+        if isinstance(node, TopK):
+            return _TopK(node, self._build(node.child))
         if isinstance(node, Sort):
             return self._build(node.child)  # order does not change which rows are in the result
         if isinstance(node, Union):
             return _Union(node, [self._build(i) for i in node.inputs])
+        if isinstance(node, Join):
+            return _Join(node, self._build(node.left), self._build(node.right))
         raise UnsupportedQueryError(
-            f"{type(node).__name__} in incremental maintenance (not yet)",
+            f"{type(node).__name__} in incremental maintenance",
             type(node).__name__,
             hint="maintain this sketch with strategy='full'",
         )
 
-    def apply(self, deltas: Mapping[str, RowDelta]) -> SketchDelta:
-        """Process one batch of table deltas (keys: table names); returns the sketch delta."""
-        return self.merge.apply(self.root.process({t.lower(): d for t, d in deltas.items()}))
+    def apply(self, deltas: Mapping[str, RowDelta], reader: Reader | None = None) -> SketchDelta:
+        """Process one batch of table deltas (keys: table names); returns the sketch delta.
+
+        ``reader`` reads a table at the snapshot the deltas lead to; joins need it."""
+        ctx = _Context({t.lower(): d for t, d in deltas.items()}, reader or _no_reader)
+        return self.merge.apply(self.root.process(ctx))
 
     def sketch(self) -> dict[str, set[int]]:
         return self.merge.sketch()

@@ -1,0 +1,151 @@
+"""Incremental top-k (IMP Sec. 5.8): an ordered map of the input's annotated rows.
+
+State: every input row (with its annotation and multiplicity) in Spark's ORDER BY order. After
+a batch the operator compares the first k rows before and after, and emits the difference:
+rows that left the top k as deletions, rows that entered it as insertions.
+
+Ties: Spark's LIMIT picks any of the rows tied on the ORDER BY keys at the k-th place. Here
+ties are broken by the rows' values and then their annotations, so maintenance is
+deterministic; a fresh capture may pick another of the tied rows (both sketches are sound
+for a query whose ORDER BY determines the result, which is what a report needs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from functools import total_ordering
+from typing import Any
+
+import pyarrow as pa
+from sortedcontainers import SortedDict
+
+from sketch_core.algebra.ir import SortKey, TopK
+from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
+
+
+def _orderable(value: Any) -> tuple[int, Any]:
+    """Spark's order within one column: NaN above every number; NULLs are placed by the key."""
+    if isinstance(value, float) and math.isnan(value):
+        return (1, 0)
+    return (0, value)
+
+
+@total_ordering
+class _Descending:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and self.value == other.value
+
+    def __lt__(self, other: _Descending) -> bool:
+        return bool(other.value < self.value)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _sort_key(row: tuple[Any, ...], positions: Sequence[tuple[int, SortKey]]) -> tuple[Any, ...]:
+    parts: list[Any] = []
+    for index, key in positions:
+        value = row[index]
+        if value is None:
+            parts.append((0 if key.effective_nulls_first else 2, None))
+            continue
+        orderable = _orderable(value)
+        parts.append((1, _Descending(orderable) if key.descending else orderable))
+    return tuple(parts)
+
+
+def _tiebreak(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((0, None) if v is None else (1, _orderable(v)) for v in row)
+
+
+class _Entry:
+    """A row of the top k: equal and hashed by its ordering key (NaN-safe), carrying the row."""
+
+    __slots__ = ("key", "row")
+
+    def __init__(self, key: tuple[Any, ...], row: tuple[Any, ...]) -> None:
+        self.key, self.row = key, row
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Entry) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+class TopKOperator:
+    def __init__(self, node: TopK, schema: pa.Schema, annotations: Sequence[str]) -> None:
+        self.node = node
+        self.schema = schema
+        self.annotations = tuple(annotations)
+        names = schema.names
+        self.positions = [(names.index(k.column), k) for k in node.order]
+        # (sort key, tiebreak, annotation) -> (row, multiplicity), in output order. The row
+        # itself stays out of the key: NaN values would not compare.
+        self.rows: SortedDict = SortedDict()
+
+    def top(self) -> Counter[_Entry]:
+        """The first k rows (with their annotations) and how many copies of each."""
+        taken: Counter[_Entry] = Counter()
+        remaining = self.node.limit
+        for key, (row, count) in self.rows.items():
+            if remaining <= 0:
+                break
+            copies = min(count, remaining)
+            taken[_Entry(key, row)] += copies
+            remaining -= copies
+        return taken
+
+    def current(self) -> AnnotatedDelta:
+        """The top k rows now, as inserted rows."""
+        return self._emit(list(self.top().items()))
+
+    def apply(self, rows: AnnotatedDelta) -> AnnotatedDelta:
+        if rows.num_rows == 0:
+            return AnnotatedDelta.empty(self.schema, self.annotations)
+        before = self.top()
+        data = rows.data()
+        values = list(zip(*(data.column(c).to_pylist() for c in data.column_names), strict=True))
+        multiplicities = rows.table.column(MULTIPLICITY).to_pylist()
+        fragments = [rows.table.column(a).to_pylist() for a in self.annotations]
+        # Net each entry over the batch first: a batch may list a row's deletion before its
+        # insertion, and only the end state has to be a valid bag.
+        net: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
+        for i, row in enumerate(values):
+            annotation = tuple(tuple(sorted(f[i] or ())) for f in fragments)
+            entry = (_sort_key(row, self.positions), _tiebreak(row), annotation)
+            net[entry] = (row, net.get(entry, (row, 0))[1] + multiplicities[i])
+        for entry, (row, change) in net.items():
+            count = self.rows.get(entry, (row, 0))[1] + change
+            if count < 0:
+                raise AssertionError(f"top-k input row {row} deleted more often than inserted")
+            if count:
+                self.rows[entry] = (row, count)
+            else:
+                self.rows.pop(entry, None)
+        after = self.top()
+        # Counter subtraction keeps positive counts only: the two differences are the rows that
+        # entered and the rows that left. Rows are compared by tiebreak key (NaN-safe).
+        changes = [(key, n) for key, n in (after - before).items()]
+        changes += [(key, -n) for key, n in (before - after).items()]
+        return self._emit(changes)
+
+    def _emit(self, changes: list[tuple[_Entry, int]]) -> AnnotatedDelta:
+        columns = {
+            name: pa.array([entry.row[i] for entry, _ in changes], self.schema.field(name).type)
+            for i, name in enumerate(self.schema.names)
+        }
+        annotations = {
+            a: pa.array([list(entry.key[2][k]) for entry, _ in changes], FRAGMENTS)
+            for k, a in enumerate(self.annotations)
+        }
+        return AnnotatedDelta.build(
+            pa.table(columns, schema=self.schema), [n for _, n in changes], annotations
+        )
