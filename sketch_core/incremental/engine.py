@@ -44,9 +44,11 @@ from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
 from sketch_core.incremental.topk import TopKOperator
 from sketch_core.partitions import RangePartition
+from sketch_core.rewrites.push_selections import push_selections
 
-# Reads ``columns`` of a table at the new snapshot, optionally filtered.
-Reader = Callable[[str, Sequence[str], pc.Expression | None], pa.Table]
+# Reads ``columns`` of a table at the new snapshot; with keys ({source column: values}), at
+# least the rows whose values are among those (more is fine: the engine filters again).
+Reader = Callable[[str, Sequence[str], Mapping[str, pa.Array] | None], pa.Table]
 KeyValues = dict[str, pa.Array]  # output column -> the values wanted
 
 
@@ -58,7 +60,7 @@ class RowDelta:
     deleted: pa.Table
 
 
-def _no_reader(table: str, columns: Sequence[str], row_filter: pc.Expression | None) -> pa.Table:
+def _no_reader(table: str, columns: Sequence[str], keys: Mapping[str, pa.Array] | None) -> pa.Table:
     raise UnsupportedQueryError(
         f"a join over {table} without a reader for its current rows", table, hint="pass reader=..."
     )
@@ -118,11 +120,8 @@ class _Scan(_Node):
         columns = list(dict.fromkeys(self.node.source_columns))
         if self.partition is not None and self.partition.attribute not in columns:
             columns.append(self.partition.attribute)
-        row_filter = None
-        for name, values in (keys or {}).items():
-            wanted = pc.field(self.source_of[name]).isin(values)
-            row_filter = wanted if row_filter is None else row_filter & wanted
-        rows = ctx.reader(self.node.table, columns, row_filter)
+        wanted = {self.source_of[name]: values for name, values in (keys or {}).items()}
+        rows = ctx.reader(self.node.table, columns, wanted or None)
         return _keep_keys(self._annotated(rows, rows.schema.empty_table()), keys)
 
 
@@ -247,6 +246,7 @@ class IncrementalSketch:
     def __init__(
         self, plan: Relation, partitions: Mapping[str, RangePartition], schemas: Mapping[str, pa.Schema]
     ) -> None:
+        plan = push_selections(plan)  # comma joins: no cross products in memory
         self.partitions = {t.lower(): p for t, p in partitions.items()}
         self.schemas = {t.lower(): s for t, s in schemas.items()}
         self._sketched = {id(s) for s in positive_scans(plan) if s.table in self.partitions}

@@ -19,9 +19,12 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from sketch_core.algebra.ir import conjuncts
+from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.annotated import MULTIPLICITY, AnnotatedDelta
 
 _LEFT, _RIGHT = "__left_row", "__right_row"
+# In-process joins without an equality build every pair; past this many, leave it to Spark.
+MAX_CROSS_PRODUCT_ROWS = 5_000_000
 
 
 def equi_keys(
@@ -59,6 +62,14 @@ def join_rows(left: AnnotatedDelta, right: AnnotatedDelta, keys: Sequence[tuple[
     if left.num_rows == 0 or right.num_rows == 0:
         return _combine(left, right, np.zeros(0, np.int64), np.zeros(0, np.int64))
     if not keys:
+        pairs = left.num_rows * right.num_rows
+        if pairs > MAX_CROSS_PRODUCT_ROWS:
+            raise UnsupportedQueryError(
+                f"a join without an equality over {left.num_rows:,} x {right.num_rows:,} rows in "
+                "incremental maintenance",
+                f"{pairs:,} pairs",
+                hint="maintain this sketch with strategy='full'",
+            )
         li = np.repeat(np.arange(left.num_rows), right.num_rows)
         ri = np.tile(np.arange(right.num_rows), left.num_rows)
         return _combine(left, right, li, ri)

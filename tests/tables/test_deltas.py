@@ -148,3 +148,28 @@ def test_random_histories_match_the_oracle(svc: SketchService, ns: str) -> None:
         assert_matches_oracle(
             svc, svc.tables.delta(name, sequences[i], sequences[j]), sequences[i], sequences[j]
         )
+
+
+def test_keyed_reads_open_only_files_that_can_hold_the_keys(
+    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sketch_core.tables import deltas as deltas_module
+
+    name = f"{ns}.r"
+    svc.tables.create(name, synthetic_table(20_000, 50, seed=15), sort_by=["key"])
+    pin = svc.tables.pin(name)
+    assert len(pin.files) >= 4
+    opened: list[int] = []
+    real = deltas_module.read_files
+
+    def counting(files, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(len(files))
+        return real(files, *args, **kwargs)
+
+    monkeypatch.setattr(deltas_module, "read_files", counting)
+    keys = pa.array([3, 17, 9_999, 123_456_789, None], pa.int64())
+    rows = deltas_module.read_matching(pin, ["key", "a"], {"key": keys})
+    assert sorted(rows.column("key").to_pylist()) == [3, 17, 9_999]
+    assert opened[-1] < len(pin.files)  # the files around key 10,000 and beyond are skipped
+    everything = deltas_module.read_matching(pin, ["a"])
+    assert everything.num_rows == 20_000 and opened[-1] == len(pin.files)
