@@ -35,11 +35,11 @@ from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
 _NAN = ("NaN",)  # dictionary key standing for every NaN (Spark groups NaNs together)
 
 
-def _key(value: Any) -> Any:
+def group_key(value: Any) -> Any:
     return _NAN if isinstance(value, float) and math.isnan(value) else value
 
 
-def _value(key: Any) -> Any:
+def key_value(key: Any) -> Any:
     return math.nan if key == _NAN else key
 
 
@@ -75,7 +75,7 @@ class Accumulator:
             return
         self.non_null += n
         if self.values is not None:
-            key = _key(value)
+            key = group_key(value)
             remaining = self.values.get(key, 0) + n
             if remaining:
                 self.values[key] = remaining
@@ -109,7 +109,7 @@ def _nan_last(key: Any) -> tuple[int, Any]:
     return (1, 0) if key == _NAN else (0, key)
 
 
-def _ordered_values() -> SortedDict:
+def ordered_values() -> SortedDict:
     """value -> count, in Spark's order (NaN above every number)."""
     return SortedDict(_nan_last)
 
@@ -136,7 +136,12 @@ class AggregateOperator:
             if call.arg is not None
         }
         probe = evaluate(input_schema.empty_table(), {**self.group_expressions, **self.argument_expressions})
+        self.group_names = [n for n, _ in node.groups]
         self.group_types = [probe.schema.field(n).type for n in self.group_expressions]
+        self.argument_types: list[pa.DataType | None] = [
+            probe.schema.field(f"__arg{i}").type if call.arg is not None else None
+            for i, (_, call) in enumerate(node.aggregates)
+        ]
         self.output_types = [
             result_type(call, probe.schema.field(f"__arg{i}").type if call.arg is not None else None)
             for i, (_, call) in enumerate(node.aggregates)
@@ -146,11 +151,14 @@ class AggregateOperator:
         if not node.groups:  # a global aggregate has its one row even over no input
             self.groups[()] = self._new_group()
 
+    def is_extreme(self, index: int) -> bool:
+        return self.node.aggregates[index][1].func in ("min", "max")
+
     # -- state ---------------------------------------------------------------------------------
     def _new_group(self) -> GroupState:
         return GroupState(
             accumulators=[
-                Accumulator(values=_ordered_values() if c.func in ("min", "max") else None)
+                Accumulator(values=ordered_values() if c.func in ("min", "max") else None)
                 for _, c in self.node.aggregates
             ],
             counters={a: Counter() for a in self.annotations},
@@ -165,7 +173,7 @@ class AggregateOperator:
         if call.func in ("min", "max"):
             assert accumulator.values is not None
             key = accumulator.values.peekitem(0 if call.func == "min" else -1)[0]
-            return _value(key)
+            return key_value(key)
         if call.func == "sum":
             return accumulator.float_total() if pa.types.is_floating(kind) else accumulator.total
         if pa.types.is_decimal(kind):  # avg of decimals: rounded half up to the result scale
@@ -202,7 +210,7 @@ class AggregateOperator:
             for i, (_, call) in enumerate(self.node.aggregates)
         )
         annotations = tuple(self._annotation(group, a) for a in self.annotations)
-        return tuple(_value(k) for k in key) + values, annotations
+        return tuple(key_value(k) for k in key) + values, annotations
 
     # -- processing ----------------------------------------------------------------------------
     def apply(self, rows: AnnotatedDelta) -> AnnotatedDelta:
@@ -224,7 +232,7 @@ class AggregateOperator:
         multiplicities = rows.table.column(MULTIPLICITY).to_pylist()
         fragments = {a: rows.table.column(a).to_pylist() for a in self.annotations}
         for i, raw_key in enumerate(keys):
-            key = tuple(_key(k) for k in raw_key)
+            key = tuple(group_key(k) for k in raw_key)
             if key not in touched:
                 touched[key] = self.output_row(key)
             group = self.groups.get(key)
@@ -243,7 +251,7 @@ class AggregateOperator:
                 value = arguments[f"__arg{j}"][i]
                 group.accumulators[j].add(value, n)
                 if self.extremes_only and value is not None:
-                    at_value = group.at_value[j].setdefault(_key(value), {})
+                    at_value = group.at_value[j].setdefault(group_key(value), {})
                     for a, ids in row_fragments.items():
                         counter = at_value.setdefault(a, Counter())
                         for fragment in ids:

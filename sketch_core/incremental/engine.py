@@ -42,6 +42,14 @@ from sketch_core.incremental.aggregate import AggregateOperator
 from sketch_core.incremental.annotated import AnnotatedDelta, annotate_rows
 from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
+from sketch_core.incremental.state import (
+    aggregate_state,
+    merge_state,
+    restore_aggregate,
+    restore_merge,
+    restore_topk,
+    topk_state,
+)
 from sketch_core.incremental.topk import TopKOperator
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.push_selections import push_selections
@@ -251,6 +259,7 @@ class IncrementalSketch:
         self.schemas = {t.lower(): s for t, s in schemas.items()}
         self._sketched = {id(s) for s in positive_scans(plan) if s.table in self.partitions}
         self._tables: dict[str, str] = {}  # annotation -> table
+        self._stateful: list[_Aggregate | _TopK] = []  # in build order: the state files' order
         self.root = self._build(plan)
         self.merge = MergeState(dict(self._tables))
         # The empty database's result (a global aggregate's row over nothing) starts the counters.
@@ -269,12 +278,12 @@ class IncrementalSketch:
         if isinstance(node, Project):
             return _Project(node, self._build(node.child))
         if isinstance(node, Aggregate):
-            return _Aggregate(node, self._build(node.child))
+            return self._keep(_Aggregate(node, self._build(node.child)))
         if isinstance(node, Distinct):
             groups = tuple((c, column(c)) for c in node.child.columns)
-            return _Aggregate(Aggregate(node.child, groups, ()), self._build(node.child))
+            return self._keep(_Aggregate(Aggregate(node.child, groups, ()), self._build(node.child)))
         if isinstance(node, TopK):
-            return _TopK(node, self._build(node.child))
+            return self._keep(_TopK(node, self._build(node.child)))
         if isinstance(node, Sort):
             return self._build(node.child)  # order does not change which rows are in the result
         if isinstance(node, Union):
@@ -286,6 +295,31 @@ class IncrementalSketch:
             type(node).__name__,
             hint="maintain this sketch with strategy='full'",
         )
+
+    def _keep(self, node: _Aggregate | _TopK) -> _Node:
+        self._stateful.append(node)
+        return node
+
+    def state_tables(self) -> dict[str, pa.Table]:
+        """The state as Arrow tables: ``op<i>`` per stateful operator, and ``merge``."""
+        tables = {
+            f"op{i}": aggregate_state(n.operator) if isinstance(n, _Aggregate) else topk_state(n.operator)
+            for i, n in enumerate(self._stateful)
+        }
+        tables["merge"] = merge_state(self.merge)
+        return tables
+
+    def restore(self, tables: Mapping[str, pa.Table]) -> None:
+        """Load state saved by :meth:`state_tables` for the same plan and partitions."""
+        expected = {f"op{i}" for i in range(len(self._stateful))} | {"merge"}
+        if set(tables) != expected:
+            raise ValueError(f"state holds {sorted(tables)}, the plan needs {sorted(expected)}")
+        for i, node in enumerate(self._stateful):
+            if isinstance(node, _Aggregate):
+                restore_aggregate(node.operator, tables[f"op{i}"])
+            else:
+                restore_topk(node.operator, tables[f"op{i}"])
+        restore_merge(self.merge, tables["merge"])
 
     def apply(self, deltas: Mapping[str, RowDelta], reader: Reader | None = None) -> SketchDelta:
         """Process one batch of table deltas (keys: table names); returns the sketch delta.

@@ -49,7 +49,7 @@ class _Descending:
         return hash(self.value)
 
 
-def _sort_key(row: tuple[Any, ...], positions: Sequence[tuple[int, SortKey]]) -> tuple[Any, ...]:
+def sort_key(row: tuple[Any, ...], positions: Sequence[tuple[int, SortKey]]) -> tuple[Any, ...]:
     parts: list[Any] = []
     for index, key in positions:
         value = row[index]
@@ -61,7 +61,7 @@ def _sort_key(row: tuple[Any, ...], positions: Sequence[tuple[int, SortKey]]) ->
     return tuple(parts)
 
 
-def _tiebreak(row: tuple[Any, ...]) -> tuple[Any, ...]:
+def tiebreak(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple((0, None) if v is None else (1, _orderable(v)) for v in row)
 
 
@@ -120,7 +120,7 @@ class TopKOperator:
         net: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
         for i, row in enumerate(values):
             annotation = tuple(tuple(sorted(f[i] or ())) for f in fragments)
-            entry = (_sort_key(row, self.positions), _tiebreak(row), annotation)
+            entry = (sort_key(row, self.positions), tiebreak(row), annotation)
             net[entry] = (row, net.get(entry, (row, 0))[1] + multiplicities[i])
         for entry, (row, change) in net.items():
             count = self.rows.get(entry, (row, 0))[1] + change

@@ -109,6 +109,20 @@ def new_sketch(sql: str, attribute: str) -> IncrementalSketch:
     return IncrementalSketch(plan, {"t.facts": PARTITIONS[attribute]}, {"t.facts": SCHEMA})
 
 
+def restarted(sketch: IncrementalSketch, sql: str, attribute: str) -> IncrementalSketch:
+    """A new engine from the old one's state, written and read back as Arrow IPC."""
+    saved = {}
+    for name, table in sketch.state_tables().items():
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        saved[name] = pa.ipc.open_file(sink.getvalue()).read_all()
+    fresh = new_sketch(sql, attribute)
+    fresh.restore(saved)
+    assert fresh.sketch() == sketch.sketch()
+    return fresh
+
+
 def run_history(sql: str, attribute: str, seed: int, batches: int) -> None:
     rng = np.random.default_rng(seed)
     current = rows(rng, np.arange(60))
@@ -116,7 +130,9 @@ def run_history(sql: str, attribute: str, seed: int, batches: int) -> None:
     sketch = new_sketch(sql, attribute)
     sketch.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())})
     assert sketch.sketch().get("t.facts", set()) == oracle(sql, attribute, current)
-    for _ in range(batches):
+    for batch in range(batches):
+        if batch == batches // 2:
+            sketch = restarted(sketch, sql, attribute)
         deleted = current.take(rng.choice(current.num_rows, size=int(rng.integers(0, 15)), replace=False))
         inserted = rows(rng, np.arange(next_id, next_id + int(rng.integers(0, 15))))
         if rng.random() < 0.3 and deleted.num_rows:  # updates: some deleted rows come back changed

@@ -130,7 +130,11 @@ def run_history(name: str, seed: int, batches: int) -> None:
     sketch.apply(empty, reader_of(data))
     expected = oracle(sql, attributes, data)
     assert {t: sketch.sketch().get(t, set()) for t in attributes} == expected
-    for _ in range(batches):
+    for batch in range(batches):
+        if batch == batches // 2:  # continue from saved state, as a later maintenance run would
+            restored = IncrementalSketch(plan, partitions, SCHEMAS)
+            restored.restore(sketch.state_tables())
+            sketch = restored
         deltas = {}
         for table in SCHEMAS:
             if rng.random() < 0.4:

@@ -1,0 +1,167 @@
+"""Operator state as Arrow tables, and back (pure: the caller writes and reads the files).
+
+One table per stateful operator, in the engine's build order, plus one for the merge μ:
+
+- aggregation: a row per group, its key columns, the row count, per aggregate the running
+  total (as exact text: ints, decimals and doubles round-trip), the non-NULL and NaN/infinity
+  counts and, for min/max, the ordered value counts; per annotation the fragment counters;
+  for min/max-only aggregations the counters per extreme value;
+- top-k: a row per distinct (row, annotation) of its input, with its multiplicity;
+- merge: (table, fragment, result rows depending on it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from sketch_core.incremental.aggregate import (
+    AggregateOperator,
+    GroupState,
+    group_key,
+    key_value,
+    ordered_values,
+)
+from sketch_core.incremental.merge import MergeState
+from sketch_core.incremental.topk import TopKOperator, sort_key, tiebreak
+
+STATE_FORMAT = 1
+_FRAGMENT_COUNTS = pa.list_(pa.struct([("f", pa.int32()), ("n", pa.int64())]))
+
+
+def _counts(counter: Counter[int]) -> list[dict[str, int]]:
+    return [{"f": f, "n": n} for f, n in sorted(counter.items()) if n]
+
+
+def _counter(entries: list[dict[str, int]] | None) -> Counter[int]:
+    return Counter({e["f"]: e["n"] for e in entries or ()})
+
+
+def _text(value: Any) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _number(text: str, kind: pa.DataType | None) -> Any:
+    if kind is not None and pa.types.is_decimal(kind):
+        return Decimal(text)
+    if kind is not None and pa.types.is_floating(kind):
+        return float(text)
+    try:
+        return int(text)
+    except ValueError:
+        return Decimal(text) if "." in text and "e" not in text.lower() else float(text)
+
+
+# -- aggregation ---------------------------------------------------------------------------------
+def aggregate_state(op: AggregateOperator) -> pa.Table:
+    argument_types = op.argument_types
+    columns: dict[str, pa.Array] = {}
+    groups = list(op.groups.items())
+    for i, (name, kind) in enumerate(zip(op.group_names, op.group_types, strict=True)):
+        columns[f"key_{name}"] = pa.array([key_value(k[i]) for k, _ in groups], kind)
+    columns["rows"] = pa.array([g.rows for _, g in groups], pa.int64())
+    for j, kind in enumerate(argument_types):
+        accumulators = [g.accumulators[j] for _, g in groups]
+        columns[f"acc{j}_total"] = pa.array([_text(a.total) for a in accumulators], pa.string())
+        columns[f"acc{j}_non_null"] = pa.array([a.non_null for a in accumulators], pa.int64())
+        for special in ("nan", "+inf", "-inf"):
+            columns[f"acc{j}_{special}"] = pa.array([a.special[special] for a in accumulators], pa.int64())
+        if op.is_extreme(j):
+            values_type = pa.list_(pa.struct([("v", kind), ("n", pa.int64())]))
+            columns[f"acc{j}_values"] = pa.array(
+                [[{"v": key_value(v), "n": n} for v, n in (a.values or {}).items()] for a in accumulators],
+                values_type,
+            )
+    for a in op.annotations:
+        columns[f"cnt_{a}"] = pa.array([_counts(g.counters[a]) for _, g in groups], _FRAGMENT_COUNTS)
+    if op.extremes_only:
+        for j, kind in enumerate(argument_types):
+            at_type = pa.list_(
+                pa.struct([("v", kind), ("a", pa.string()), ("f", pa.int32()), ("n", pa.int64())])
+            )
+            columns[f"at{j}"] = pa.array(
+                [
+                    [
+                        {"v": key_value(v), "a": a, "f": f, "n": n}
+                        for v, by_annotation in g.at_value[j].items()
+                        for a, counter in by_annotation.items()
+                        for f, n in counter.items()
+                        if n
+                    ]
+                    for _, g in groups
+                ],
+                at_type,
+            )
+    return pa.table(columns) if columns else pa.table({"rows": pa.array([], pa.int64())})
+
+
+def restore_aggregate(op: AggregateOperator, table: pa.Table) -> None:
+    op.groups = {}
+    op._announced = True
+    records = table.to_pylist()
+    for record in records:
+        key = tuple(group_key(record[f"key_{name}"]) for name in op.group_names)
+        group: GroupState = op._new_group()
+        group.rows = record["rows"]
+        for j, kind in enumerate(op.argument_types):
+            accumulator = group.accumulators[j]
+            accumulator.total = _number(record[f"acc{j}_total"], kind)
+            accumulator.non_null = record[f"acc{j}_non_null"]
+            accumulator.special = Counter({s: record[f"acc{j}_{s}"] for s in ("nan", "+inf", "-inf")})
+            if accumulator.values is not None:
+                accumulator.values = ordered_values()
+                for entry in record.get(f"acc{j}_values") or ():
+                    accumulator.values[group_key(entry["v"])] = entry["n"]
+        for a in op.annotations:
+            group.counters[a] = _counter(record[f"cnt_{a}"])
+        if op.extremes_only:
+            for j in range(len(op.argument_types)):
+                for entry in record.get(f"at{j}") or ():
+                    at = group.at_value[j].setdefault(group_key(entry["v"]), {})
+                    at.setdefault(entry["a"], Counter())[entry["f"]] += entry["n"]
+        op.groups[key] = group
+
+
+# -- top-k ---------------------------------------------------------------------------------------
+def topk_state(op: TopKOperator) -> pa.Table:
+    entries = list(op.rows.items())
+    columns = {
+        name: pa.array([row[i] for _, (row, _) in entries], op.schema.field(name).type)
+        for i, name in enumerate(op.schema.names)
+    }
+    columns["__count"] = pa.array([count for _, (_, count) in entries], pa.int64())
+    for k, a in enumerate(op.annotations):
+        columns[f"__ann_{a}"] = pa.array([list(key[2][k]) for key, _ in entries], pa.list_(pa.int32()))
+    return pa.table(columns)
+
+
+def restore_topk(op: TopKOperator, table: pa.Table) -> None:
+    op.rows.clear()
+    names = op.schema.names
+    for record in table.to_pylist():
+        row = tuple(record[n] for n in names)
+        annotation = tuple(tuple(record[f"__ann_{a}"] or ()) for a in op.annotations)
+        op.rows[(sort_key(row, op.positions), tiebreak(row), annotation)] = (row, record["__count"])
+
+
+# -- merge ---------------------------------------------------------------------------------------
+def merge_state(merge: MergeState) -> pa.Table:
+    rows = [
+        (t, f, n) for t, counter in sorted(merge.counters.items()) for f, n in sorted(counter.items()) if n
+    ]
+    return pa.table(
+        {
+            "table": pa.array([r[0] for r in rows], pa.string()),
+            "fragment": pa.array([r[1] for r in rows], pa.int32()),
+            "rows": pa.array([r[2] for r in rows], pa.int64()),
+        }
+    )
+
+
+def restore_merge(merge: MergeState, table: pa.Table) -> None:
+    merge.counters = {}
+    for record in table.to_pylist():
+        merge.counters.setdefault(record["table"], Counter())[record["fragment"]] = record["rows"]
