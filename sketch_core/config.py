@@ -72,6 +72,8 @@ class Settings:
     adaptive_after: int = 3
     # Tables with fewer data files than this are not sketched by default: nothing to skip.
     min_files_to_sketch: int = 2
+    # strategy="auto" maintains incrementally up to this many changed rows, else recaptures.
+    incremental_max_delta_rows: int = 100_000
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -92,6 +94,7 @@ class Settings:
             self_tuning=_choice_env("SKETCH_SELF_TUNING", "off", SELF_TUNING_MODES),
             adaptive_after=_int_env("SKETCH_ADAPTIVE_AFTER", 3),
             min_files_to_sketch=_int_env("SKETCH_MIN_FILES_TO_SKETCH", 2),
+            incremental_max_delta_rows=_int_env("SKETCH_INCREMENTAL_MAX_DELTA_ROWS", 100_000),
         )
 
     def with_metastore(self, url: str) -> Settings:

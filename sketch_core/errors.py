@@ -263,6 +263,18 @@ class SketchExistsError(SketchError):
         )
 
 
+class StateMissingError(SketchError):
+    """A sketch version's operator state cannot be read (removed, or from another release)."""
+
+    def __init__(self, ref: str, reason: str = "its files are missing") -> None:
+        self.ref = ref
+        self.reason = reason
+        super().__init__(
+            f"the operator state at {ref} cannot be used: {reason}",
+            hint="maintain with strategy='full' (a recapture), which needs no state",
+        )
+
+
 class NoSafeAttributeError(SketchError):
     """No table the query reads has a candidate attribute that is safe to sketch on."""
 

@@ -7,14 +7,19 @@ advances it along the table deltas between two commit sequence numbers.
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
 from sketch_core.algebra.frontend import decode_params, to_ir
+from sketch_core.errors import StateMissingError
 from sketch_core.incremental.engine import IncrementalSketch, Reader, RowDelta
 from sketch_core.incremental.merge import SketchDelta
+from sketch_core.incremental.state import STATE_FORMAT
 from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions import RangePartition
 from sketch_core.spark.views import referenced_tables, table_schemas
@@ -46,18 +51,56 @@ def build_engine(
     definition: SketchDefinition,
     partitions: Mapping[str, RangePartition],
     sequence: int,
+    state: Mapping[str, pa.Table] | None = None,
 ) -> MaintainedSketch:
-    """The engine for ``definition``, its state loaded from the snapshots at ``sequence``
-    (every row read in-process: the in-memory initialization, for tables that fit)."""
+    """The engine for ``definition`` at ``sequence``: restored from ``state`` when given, else
+    loaded from the snapshots (every row read in-process: for tables that fit in memory)."""
     names = referenced_tables(definition.query_sql)
     pins = {name: tables.pin(name, sequence) for name in sorted(names)}
     parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
     engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()})
-    everything = {
-        t: RowDelta(read_matching(p, p.schema.names), p.schema.empty_table()) for t, p in pins.items()
-    }
-    engine.apply(everything, pinned_reader(pins))
+    if state is not None:
+        engine.restore(state)
+    else:
+        everything = {
+            t: RowDelta(read_matching(p, p.schema.names), p.schema.empty_table()) for t, p in pins.items()
+        }
+        engine.apply(everything, pinned_reader(pins))
     return MaintainedSketch(engine, sequence, tuple(sorted(names)))
+
+
+class StateStore:
+    """Operator state files under the warehouse: one directory per sketch version, one Arrow
+    IPC file per operator. A directory is written completely before the version that refers
+    to it is published; one that no version refers to is garbage (a run that died)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, sketch: str, tables: Mapping[str, pa.Table]) -> str:
+        directory = self.root / sketch / uuid.uuid4().hex
+        directory.mkdir(parents=True)
+        for name, table in tables.items():
+            path = str(directory / f"{name}.arrow")
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+        manifest = {"format": STATE_FORMAT, "files": sorted(tables)}
+        (directory / "manifest.json").write_text(json.dumps(manifest))
+        return str(directory)
+
+    def read(self, ref: str) -> dict[str, pa.Table]:
+        directory = Path(ref)
+        try:
+            manifest = json.loads((directory / "manifest.json").read_text())
+        except FileNotFoundError as exc:
+            raise StateMissingError(ref) from exc
+        if manifest.get("format") != STATE_FORMAT:
+            raise StateMissingError(ref, f"state format {manifest.get('format')}, expected {STATE_FORMAT}")
+        tables = {}
+        for name in manifest["files"]:
+            with pa.memory_map(str(directory / f"{name}.arrow")) as source:
+                tables[name] = pa.ipc.open_file(source).read_all()
+        return tables
 
 
 def advance(tables: TableService, sketch: MaintainedSketch, to_sequence: int) -> tuple[SketchDelta, int]:

@@ -21,17 +21,20 @@ from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.config import Settings
 from sketch_core.errors import (
+    ConfigurationError,
     NoSafeAttributeError,
     QueryError,
     SequenceOutOfRangeError,
     SketchNotFoundError,
+    StateMissingError,
     UnsafeAttributeError,
     UnsupportedQueryError,
 )
+from sketch_core.maintenance import StateStore, advance, build_engine
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
-from sketch_core.metastore.sketches import PartitionRecord, SketchRepository, VersionRecord
+from sketch_core.metastore.sketches import PartitionRecord, SketchDefinition, SketchRepository, VersionRecord
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
@@ -98,6 +101,21 @@ class _UsableSketch:
 
 
 @dataclass(frozen=True)
+class MaintenanceRun:
+    """One sketch brought to a newer snapshot (or found up to date: strategy "none")."""
+
+    name: str
+    from_version: int | None
+    to_version: int | None
+    strategy: str  # "incremental", "full" or "none"
+    delta_rows: int
+    seconds: float
+
+
+MAINTENANCE_STRATEGIES = ("auto", "incremental", "full")
+
+
+@dataclass(frozen=True)
 class QueryResult:
     table: pa.Table
     sketch: tuple[str, int] | None
@@ -124,6 +142,7 @@ class SketchService:
         self.commit_log = CommitLog(engine)
         self.tables = TableService(catalog, self.commit_log, settings)
         self.sketches = SketchRepository(engine)
+        self.state_store = StateStore(settings.warehouse / "_sketch_state")
         self._spark = spark
         # Stored partitions are immutable (a new computation gets a new id), so parsing one
         # (10,000 cuts: ~10 ms) is done once per service, not on every query.
@@ -224,6 +243,8 @@ class SketchService:
         attributes: Mapping[str, str] | None,
         fragments: int | Mapping[str, int] | None,
         sequence: int,
+        strategy: str = "capture",
+        from_version: int | None = None,
     ) -> SketchVersion:
         started = time.perf_counter()
         pins = self._pin_query(sql, sequence)
@@ -252,7 +273,7 @@ class SketchService:
         template = template_key(sql)
         name = name or _default_name(template, encoded, partition_ids)
         self.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
-        run_id = self.sketches.start_run(name, "capture", None)
+        run_id = self.sketches.start_run(name, strategy, from_version)
         record = self.sketches.publish_version(
             name,
             sequence,
@@ -322,6 +343,100 @@ class SketchService:
         return SketchVersion(
             record.name, record.version, record.sequence, dict(record.table_snapshots), fragments, partitions
         )
+
+    # -- maintenance ----------------------------------------------------------------------------
+    def maintain(self, name: str | None = None, strategy: str = "auto") -> list[MaintenanceRun]:
+        """Bring sketches (one, or all) to the latest commit, each as a new version.
+
+        ``incremental`` runs IMP's incremental operators over the table deltas, starting from
+        the operator state stored with the sketch's newest version (built in-process from the
+        snapshot when there is none yet); ``full`` recaptures on Spark; ``auto`` goes
+        incremental up to ``settings.incremental_max_delta_rows`` changed rows and for queries
+        the incremental engine supports, and recaptures otherwise. Earlier versions stay, for
+        queries pinned to older snapshots.
+        """
+        if strategy not in MAINTENANCE_STRATEGIES:
+            raise ConfigurationError(
+                f"unknown maintenance strategy {strategy!r}",
+                hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
+            )
+        names = [name] if name is not None else [d.name for d in self.sketches.definitions()]
+        return [self._maintain_one(n, strategy) for n in names]
+
+    def _maintain_one(self, name: str, strategy: str) -> MaintenanceRun:
+        definition = self.sketches.definition(name)
+        record = self.sketches.version(name)
+        if record is None:
+            raise SketchNotFoundError(name)
+        target = self.latest_sequence()
+        tables = set(referenced_tables(definition.query_sql))
+        pending = [c for c in self.commit_log.commits(after_seq=record.sequence) if c.table in tables]
+        if not pending:
+            return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
+        delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
+        chosen = strategy
+        if strategy == "auto":
+            chosen = "incremental" if delta_rows <= self.settings.incremental_max_delta_rows else "full"
+        if chosen == "incremental":
+            try:
+                return self._maintain_incremental(definition, record, target)
+            except (UnsupportedQueryError, StateMissingError) as exc:
+                if strategy == "incremental":
+                    raise
+                log.info("%s: recapturing instead of incremental maintenance: %s", name, exc)
+        started = time.perf_counter()
+        stored = {t: self._partition(pid)[0] for t, pid in definition.partition_ids.items()}
+        version = self._capture(
+            definition.query_sql,
+            name,
+            decode_params(definition.params),
+            {t: p.attribute for t, p in stored.items()},
+            {t: p.fragment_count for t, p in stored.items()},
+            target,
+            strategy="full",
+            from_version=record.version,
+        )
+        return MaintenanceRun(
+            name, record.version, version.version, "full", delta_rows, time.perf_counter() - started
+        )
+
+    def _maintain_incremental(
+        self, definition: SketchDefinition, record: VersionRecord, target: int
+    ) -> MaintenanceRun:
+        started = time.perf_counter()
+        name = definition.name
+        run_id = self.sketches.start_run(name, "incremental", record.version)
+        try:
+            partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
+            state = self.state_store.read(record.state_ref) if record.state_ref else None
+            maintained = build_engine(self.tables, definition, partitions, record.sequence, state)
+            _, delta_rows = advance(self.tables, maintained, target)
+            # Files first, then the one transaction that publishes the version (invariant 3).
+            ref = self.state_store.write(name, maintained.engine.state_tables())
+            sketch = maintained.engine.sketch()
+            pins = self._pin_query(definition.query_sql, target)
+            published = self.sketches.publish_version(
+                name,
+                target,
+                {table: pin.snapshot_id for table, pin in pins.items()},
+                {
+                    pid: BitMap(sorted(sketch.get(t, set()))).serialize()
+                    for t, pid in definition.partition_ids.items()
+                },
+                state_ref=ref,
+            )
+        except Exception as exc:
+            seconds = time.perf_counter() - started
+            self.sketches.finish_run(
+                run_id, status="failed", to_version=None, delta_rows=0, seconds=seconds, error=str(exc)
+            )
+            raise
+        seconds = time.perf_counter() - started
+        self.sketches.finish_run(
+            run_id, status="succeeded", to_version=published.version, delta_rows=delta_rows, seconds=seconds
+        )
+        log.info("maintained %s incrementally to version %d in %.2fs", name, published.version, seconds)
+        return MaintenanceRun(name, record.version, published.version, "incremental", delta_rows, seconds)
 
     def sketch(self, name: str, version: int | None = None) -> SketchVersion:
         """The newest version of a sketch (or the given one)."""

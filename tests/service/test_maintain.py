@@ -1,0 +1,174 @@
+"""svc.maintain end to end: real Iceberg deltas, state files, metastore versions, Spark captures.
+
+The oracle: after every maintenance the sketch equals a fresh capture at the same snapshots,
+and the query with the sketch returns what it returns without one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from sketch_core.datasets import synthetic_table
+from sketch_core.datasets.deltas import DeltaGenerator
+from sketch_core.errors import UnsupportedQueryError
+from sketch_core.service import SketchService
+from tests.oracles.results import sorted_rows
+
+HAVING = "SELECT a, SUM(b) AS s, COUNT(*) AS n FROM {t} WHERE c > -40 GROUP BY a HAVING SUM(b) > 300"
+TOPK = "SELECT a, MIN(d) AS lo, MAX(e) AS hi FROM {t} GROUP BY a ORDER BY hi DESC, a LIMIT 3"
+
+
+@pytest.fixture
+def table(spark_svc: SketchService, ns: str) -> str:
+    name = f"{ns}.facts"
+    spark_svc.tables.create(name, synthetic_table(6000, 60, seed=5), sort_by=["a"])
+    return name
+
+
+def fresh_fragments(svc: SketchService, sql: str, name: str, sequence: int) -> dict[str, set[int]]:
+    """A capture of the same query on the same partitions, under another name."""
+    version = svc.sketch(name)
+    attributes = {t: a for t, (a, _) in version.partitions.items()}
+    counts = {t: c for t, (_, c) in version.partitions.items()}
+    check = svc.capture(
+        sql, name=f"{name}_check_{sequence}", attributes=attributes, fragments=counts, snapshot=sequence
+    )
+    svc.drop_sketch(check.name)
+    return {t: set(ids) for t, ids in check.fragments.items()}
+
+
+def maintained(svc: SketchService, name: str) -> dict[str, set[int]]:
+    return {t: set(ids) for t, ids in svc.sketch(name).fragments.items()}
+
+
+@pytest.mark.parametrize("template", [HAVING, TOPK], ids=["having", "topk"])
+def test_incremental_maintenance_equals_a_fresh_capture_after_each_round(
+    spark_svc: SketchService, table: str, template: str
+) -> None:
+    svc = spark_svc
+    sketch_name = f"{table.split('.')[0]}_sketch"
+    sql = template.format(t=table)
+    first = svc.capture(sql, name=sketch_name, attributes={table: "a"}, fragments=40)
+    generator = DeltaGenerator(svc.tables, table, ("key",), seed=6)
+    for round_number, make in enumerate(
+        (generator.inserts, generator.deletes, generator.updates, generator.mixed)
+    ):
+        sequence = make(80).apply(svc.tables)
+        (run,) = svc.maintain(sketch_name, strategy="incremental")
+        assert (run.strategy, run.from_version, run.to_version) == (
+            "incremental",
+            round_number + 1,
+            round_number + 2,
+        )
+        assert run.delta_rows > 0
+        version = svc.sketch(sketch_name)
+        assert version.sequence == sequence
+        assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, sequence)
+        with_sketch = svc.query(sql)
+        assert with_sketch.sketch == (sketch_name, version.version)
+        assert sorted_rows(with_sketch.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
+    # The first version stays, for queries pinned to its snapshot.
+    pinned = svc.query(sql, snapshot=first.sequence)
+    assert pinned.sketch == (sketch_name, 1)
+    plain = svc.query(sql, snapshot=first.sequence, use_sketches=False)
+    assert sorted_rows(pinned.table) == sorted_rows(plain.table)
+
+
+def test_state_is_written_with_each_version_and_reused(spark_svc: SketchService, table: str) -> None:
+    svc = spark_svc
+    sketch_name = f"{table.split('.')[0]}_sketch"
+    sql = HAVING.format(t=table)
+    svc.capture(sql, name=sketch_name, attributes={table: "a"}, fragments=40)
+    assert svc.sketches.version(sketch_name).state_ref is None  # a capture writes no state (yet)
+    generator = DeltaGenerator(svc.tables, table, ("key",), seed=7)
+    generator.inserts(30).apply(svc.tables)
+    svc.maintain(sketch_name, strategy="incremental")
+    ref = svc.sketches.version(sketch_name).state_ref
+    assert ref is not None and (Path(ref) / "manifest.json").exists()
+    generator.deletes(30).apply(svc.tables)
+    # The second run must start from the stored state, not from the table.
+    from sketch_core import maintenance
+
+    real = maintenance.read_matching
+    calls: list[int] = []
+
+    def counting(pin, columns, keys=None):  # type: ignore[no-untyped-def]
+        calls.append(len(pin.files))
+        return real(pin, columns, keys)
+
+    maintenance.read_matching = counting  # type: ignore[assignment]
+    try:
+        svc.maintain(sketch_name, strategy="incremental")
+    finally:
+        maintenance.read_matching = real  # type: ignore[assignment]
+    assert calls == [], "a single-table aggregate needs no table reads once state exists"
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+
+
+def test_up_to_date_sketches_are_left_alone(spark_svc: SketchService, table: str) -> None:
+    svc = spark_svc
+    sketch_name = f"{table.split('.')[0]}_sketch"
+    svc.capture(HAVING.format(t=table), name=sketch_name, attributes={table: "a"}, fragments=40)
+    (run,) = svc.maintain(sketch_name)
+    assert (run.strategy, run.from_version, run.to_version, run.delta_rows) == ("none", 1, 1, 0)
+    assert svc.sketch(sketch_name).version == 1
+
+
+def test_auto_recaptures_above_the_delta_threshold_and_for_unsupported_queries(
+    spark_svc: SketchService, table: str, ns: str
+) -> None:
+    svc = spark_svc
+    sketch_name = f"{table.split('.')[0]}_sketch"
+    sql = HAVING.format(t=table)
+    svc.capture(sql, name=sketch_name, attributes={table: "a"}, fragments=40)
+    DeltaGenerator(svc.tables, table, ("key",), seed=8).inserts(50).apply(svc.tables)
+    original = svc.settings
+    svc.settings = dataclasses.replace(original, incremental_max_delta_rows=10)
+    try:
+        (run,) = svc.maintain(sketch_name)
+    finally:
+        svc.settings = original
+    assert run.strategy == "full" and run.to_version == 2
+    assert [r["strategy"] for r in svc.sketches.runs(sketch_name)] == ["capture", "full"]
+
+    anti_name = f"{ns}_anti"
+    other = f"{ns}.other"
+    svc.tables.create(other, synthetic_table(500, 60, seed=9), sort_by=["a"])
+    anti = (
+        f"SELECT a, COUNT(*) AS n FROM {table} "
+        f"WHERE a NOT IN (SELECT a FROM {other} WHERE b > 100) GROUP BY a"
+    )
+    svc.capture(anti, name=anti_name, attributes={table: "a"}, fragments=40)
+    DeltaGenerator(svc.tables, table, ("key",), seed=10).deletes(20).apply(svc.tables)
+    with pytest.raises(UnsupportedQueryError, match="anti join"):
+        svc.maintain(anti_name, strategy="incremental")
+    (run,) = svc.maintain(anti_name, strategy="auto")
+    assert run.strategy == "full"
+    assert maintained(svc, anti_name) == fresh_fragments(svc, anti, anti_name, svc.latest_sequence())
+
+
+def test_a_run_that_dies_before_publishing_leaves_the_last_version_intact(
+    spark_svc: SketchService, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = spark_svc
+    sketch_name = f"{table.split('.')[0]}_sketch"
+    sql = HAVING.format(t=table)
+    svc.capture(sql, name=sketch_name, attributes={table: "a"}, fragments=40)
+    before = maintained(svc, sketch_name)
+    DeltaGenerator(svc.tables, table, ("key",), seed=11).mixed(60).apply(svc.tables)
+
+    def crash(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("killed during the metastore commit")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(svc.sketches, "publish_version", crash)
+        with pytest.raises(RuntimeError, match="killed"):
+            svc.maintain(sketch_name, strategy="incremental")
+    assert svc.sketch(sketch_name).version == 1 and maintained(svc, sketch_name) == before
+    assert svc.sketches.runs(sketch_name)[-1]["status"] == "failed"
+    (run,) = svc.maintain(sketch_name, strategy="incremental")
+    assert run.to_version == 2
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
