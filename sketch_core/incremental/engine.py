@@ -260,6 +260,7 @@ class IncrementalSketch:
         self._sketched = {id(s) for s in positive_scans(plan) if s.table in self.partitions}
         self._tables: dict[str, str] = {}  # annotation -> table
         self._stateful: list[_Aggregate | _TopK] = []  # in build order: the state files' order
+        self._scans: list[_Scan] = []
         self.root = self._build(plan)
         self.merge = MergeState(dict(self._tables))
         # The empty database's result (a global aggregate's row over nothing) starts the counters.
@@ -272,7 +273,9 @@ class IncrementalSketch:
                 annotation = f"__ps_{len(self._tables) + 1}"
                 self._tables[annotation] = node.table
             partition = self.partitions[node.table] if annotation else None
-            return _Scan(node, self.schemas[node.table], annotation, partition)
+            scan = _Scan(node, self.schemas[node.table], annotation, partition)
+            self._scans.append(scan)
+            return scan
         if isinstance(node, Select):
             return _Select(node, self._build(node.child))
         if isinstance(node, Project):
@@ -330,3 +333,14 @@ class IncrementalSketch:
 
     def sketch(self) -> dict[str, set[int]]:
         return self.merge.sketch()
+
+    def columns_read(self) -> dict[str, set[str]]:
+        """Per table, the columns the plan reads (its partition attribute included): a delta
+        restricted to them maintains the sketch exactly."""
+        needed: dict[str, set[str]] = {}
+        for scan in self._scans:
+            columns = needed.setdefault(scan.node.table, set())
+            columns.update(scan.node.source_columns)
+            if scan.partition is not None:
+                columns.add(scan.partition.attribute)
+        return needed

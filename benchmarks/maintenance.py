@@ -1,0 +1,150 @@
+"""Maintenance benchmark (issue 4, first part): full recapture vs incremental maintenance.
+
+For TPC-H Q1, Q3, Q5, Q6, Q7, Q9, Q10, Q12, Q14 and Q19 with sketches on 1,000 fragments, and
+lineitem deltas of 10, 100 and 1,000 rows (inserts, deletes, mixed): the time of an
+incremental run (`svc.maintain(strategy="incremental")`, starting from the stored state) and,
+at the same snapshot, of a full recapture on Spark. The figure is full / incremental, side by
+side in one run. Each sketch's state is built once before the measured runs (that first run is
+reported separately: it reads the tables in-process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from sketch_core.config import Settings
+from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator, load_tpch
+from sketch_core.datasets.tpch_queries import TPCH_QUERIES
+from sketch_core.localstack.postgres import PrivatePostgres
+from sketch_core.service import SketchService
+
+RESULTS = Path(__file__).parent / "results"
+QUERIES = (1, 3, 5, 6, 7, 9, 10, 12, 14, 19)
+DELTA_SIZES = (10, 100, 1000)
+KINDS = ("insert", "delete", "mixed")
+FRAGMENTS = 1000
+
+
+@dataclass
+class Measurement:
+    query: str
+    kind: str
+    delta_rows: int
+    incremental_s: float
+    full_s: float
+    init_s: float
+
+    @property
+    def speedup(self) -> float:
+        return self.full_s / self.incremental_s
+
+
+def run(scale: float, home: Path, queries: tuple[int, ...], sizes: tuple[int, ...]) -> list[Measurement]:
+    server = PrivatePostgres.default()
+    port, started = server.ensure_running()
+    database = f"sketch_bench_maint_sf{str(scale).replace('.', '_')}"
+    url = server.ensure_database(port, database)
+    settings = replace(
+        Settings.from_env(), metastore_url=url, warehouse=home / f"bench-maint-warehouse-{scale:g}"
+    )
+    svc = SketchService.from_settings(settings)
+    results: list[Measurement] = []
+    try:
+        load_tpch(svc.tables, scale, home, progress=print)
+        generator = DeltaGenerator(svc.tables, "tpch.lineitem", TPCH_SORT_KEYS["lineitem"], seed=1)
+        for number in queries:
+            sql, name = TPCH_QUERIES[number], f"maint_q{number}"
+            if any(d.name == name for d in svc.sketches.definitions()):
+                svc.drop_sketch(name)
+            svc.capture(sql, name=name, fragments=FRAGMENTS)
+            version = svc.sketch(name)
+            attributes = {t: a for t, (a, _) in version.partitions.items()}
+            counts = {t: c for t, (_, c) in version.partitions.items()}
+            generator.inserts(1).apply(svc.tables)
+            began = time.perf_counter()
+            svc.maintain(name, strategy="incremental")  # builds the state from the snapshot
+            init = time.perf_counter() - began
+            for kind in KINDS:
+                for size in sizes:
+                    make = {
+                        "insert": generator.inserts,
+                        "delete": generator.deletes,
+                        "mixed": generator.mixed,
+                    }
+                    sequence = make[kind](size).apply(svc.tables)
+                    began = time.perf_counter()
+                    svc.maintain(name, strategy="incremental")
+                    incremental = time.perf_counter() - began
+                    scratch = f"{name}_full"
+                    began = time.perf_counter()
+                    full = svc.capture(
+                        sql, name=scratch, attributes=attributes, fragments=counts, snapshot=sequence
+                    )
+                    full_s = time.perf_counter() - began
+                    kept = svc.sketch(name).fragments
+                    same = all(set(full.fragments.get(t, [])) == set(ids) for t, ids in kept.items())
+                    assert same, f"Q{number}: the maintained sketch differs from a fresh capture"
+                    svc.drop_sketch(scratch)
+                    m = Measurement(f"tpch_q{number}", kind, size, incremental, full_s, init)
+                    print(
+                        f"Q{number:<3} {kind:6s} {size:5d} rows: incremental {incremental:6.3f}s "
+                        f"full {full_s:6.3f}s  x{m.speedup:6.1f}",
+                        flush=True,
+                    )
+                    results.append(m)
+        return results
+    finally:
+        svc.close()
+        if started:
+            server.stop()
+
+
+def report(results: list[Measurement], scale: float, partial: bool) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = f"maintenance_sf{scale:g}" + ("_partial" if partial else "")
+    payload = [{**asdict(m), "speedup": m.speedup} for m in results]
+    (RESULTS / f"{stem}.json").write_text(json.dumps({"scale": scale, "results": payload}, indent=2))
+    lines = [
+        f"# Incremental vs full maintenance at TPC-H SF{scale:g}",
+        "",
+        f"Sketches on {FRAGMENTS} fragments; lineitem deltas; full = a fresh capture on Spark at the same",
+        "snapshot, incremental = `svc.maintain(strategy='incremental')` from stored state. Same run.",
+        "",
+        "| query | delta | rows | incremental s | full s | full / incremental | first run (state build) s |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for m in results:
+        lines.append(
+            f"| {m.query} | {m.kind} | {m.delta_rows} | {m.incremental_s:.3f} | {m.full_s:.3f} | "
+            f"{m.speedup:.1f}x | {m.init_s:.1f} |"
+        )
+    for size in sorted({m.delta_rows for m in results}):
+        subset = [m.speedup for m in results if m.delta_rows == size]
+        median, low = statistics.median(subset), min(subset)
+        lines.append(f"\n- {size} rows: median full/incremental {median:.1f}x, min {low:.1f}x")
+    markdown = RESULTS / f"{stem}.md"
+    markdown.write_text("\n".join(lines) + "\n")
+    return markdown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=0.1)
+    parser.add_argument("--queries", default=",".join(map(str, QUERIES)))
+    parser.add_argument("--sizes", default=",".join(map(str, DELTA_SIZES)))
+    args = parser.parse_args()
+    queries = tuple(int(q) for q in args.queries.split(","))
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    home = Settings.from_env().warehouse.parent
+    results = run(args.scale, home, queries, sizes)
+    partial = queries != QUERIES or sizes != DELTA_SIZES
+    print(report(results, args.scale, partial).read_text())
+
+
+if __name__ == "__main__":
+    main()
