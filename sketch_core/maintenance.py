@@ -108,8 +108,11 @@ def advance(tables: TableService, sketch: MaintainedSketch, to_sequence: int) ->
     # Only the columns the query reads: rows that differ elsewhere cancel in the bag difference,
     # and the delta files are read and compared that much narrower.
     columns = sketch.engine.columns_read()
+    filters = sketch.engine.delta_filters()  # and only the rows that can pass the selections
     deltas = {
-        t: tables.delta(t, sketch.sequence, to_sequence, columns=tuple(sorted(columns.get(t, ()))) or None)
+        t: tables.delta(
+            t, sketch.sequence, to_sequence, tuple(sorted(columns.get(t, ()))) or None, filters.get(t)
+        )
         for t in sketch.tables
     }
     changed = {t: RowDelta(d.inserted, d.deleted) for t, d in deltas.items() if not d.is_empty}

@@ -34,12 +34,14 @@ from sketch_core.algebra.ir import (
     TopK,
     Union,
     column,
+    conjuncts,
     positive_scans,
 )
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental import stateless
 from sketch_core.incremental.aggregate import AggregateOperator
 from sketch_core.incremental.annotated import AnnotatedDelta, annotate_rows
+from sketch_core.incremental.expressions import ExpressionTranslator
 from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
 from sketch_core.incremental.state import (
@@ -108,6 +110,7 @@ class _Scan(_Node):
         self, node: Scan, table_schema: pa.Schema, annotation: str | None, partition: RangePartition | None
     ):
         self.node, self.annotation, self.partition = node, annotation, partition
+        self.table_schema = table_schema
         renamed = zip(node.source_columns, node.names, strict=True)
         self.schema = pa.schema([table_schema.field(c).with_name(n) for c, n in renamed])
         self.annotations = (annotation,) if annotation else ()
@@ -248,6 +251,26 @@ class _Join(_Node):
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
 
 
+def _source_condition(scan: _Scan, condition: exp.Expr) -> pc.Expression | None:
+    """The conjuncts of ``condition`` over the scan's source columns, as an Arrow filter."""
+    translate = ExpressionTranslator(scan.table_schema)
+    parts = []
+    for conjunct in conjuncts(condition):
+        renamed = conjunct.transform(
+            lambda n: column(scan.source_of[n.name]) if isinstance(n, exp.Column) else n
+        )
+        try:
+            parts.append(translate(renamed))
+        except UnsupportedQueryError:
+            continue  # a weaker filter is still exact: the selection runs again on the rows read
+    if not parts:
+        return None
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined & part
+    return pc.Expression._call("coalesce", [combined, pc.scalar(False)])
+
+
 class IncrementalSketch:
     """The incremental maintenance procedure I(Q, S, ΔD) for one sketch (IMP Def. 4.5)."""
 
@@ -261,6 +284,7 @@ class IncrementalSketch:
         self._tables: dict[str, str] = {}  # annotation -> table
         self._stateful: list[_Aggregate | _TopK] = []  # in build order: the state files' order
         self._scans: list[_Scan] = []
+        self._scan_filters: dict[int, exp.Expr] = {}  # id(scan node) -> the selection right above
         self.root = self._build(plan)
         self.merge = MergeState(dict(self._tables))
         # The empty database's result (a global aggregate's row over nothing) starts the counters.
@@ -277,7 +301,10 @@ class IncrementalSketch:
             self._scans.append(scan)
             return scan
         if isinstance(node, Select):
-            return _Select(node, self._build(node.child))
+            child = self._build(node.child)
+            if isinstance(child, _Scan):
+                self._scan_filters[id(child)] = node.condition
+            return _Select(node, child)
         if isinstance(node, Project):
             return _Project(node, self._build(node.child))
         if isinstance(node, Aggregate):
@@ -333,6 +360,26 @@ class IncrementalSketch:
 
     def sketch(self) -> dict[str, set[int]]:
         return self.merge.sketch()
+
+    def delta_filters(self) -> dict[str, pc.Expression]:
+        """Per table, a condition every delta row that can matter passes (IMP 9.4.2).
+
+        A scan with a selection right above it is stateless up to there: a delta row failing
+        the selection changes nothing, so it need not be read. The filter is the selection's
+        conjuncts that Arrow can evaluate on the table's own columns; a table read by several
+        scans gets the OR of theirs, and none if any of its scans is unfiltered."""
+        filters: dict[str, pc.Expression | None] = {}
+        for scan in self._scans:
+            table = scan.node.table
+            condition = self._scan_filters.get(id(scan))
+            own = _source_condition(scan, condition) if condition is not None else None
+            if table in filters and (filters[table] is None or own is None):
+                filters[table] = None
+            elif table in filters:
+                filters[table] = filters[table] | own  # type: ignore[operator]
+            else:
+                filters[table] = own
+        return {t: f for t, f in filters.items() if f is not None}
 
     def columns_read(self) -> dict[str, set[str]]:
         """Per table, the columns the plan reads (its partition attribute included): a delta

@@ -210,3 +210,14 @@ def test_deleting_a_top_k_member_brings_in_the_next_row() -> None:
     assert sketch.sketch()["t.facts"] == {0, 1}
     delta = sketch.apply({"t.facts": RowDelta(SCHEMA.empty_table(), data.slice(0, 1))})
     assert (delta.added["t.facts"], delta.removed["t.facts"]) == ({2}, {0})
+
+
+def test_delta_filters_come_from_selections_right_above_every_scan() -> None:
+    filtered = new_sketch(QUERIES["having_count"][0], "v").delta_filters()
+    rows = facts(id=[1, 2, 3], g=[1, 1, 1], v=[-20, -9, 5])
+    assert rows.filter(filtered["t.facts"]).column("v").to_pylist() == [-9, 5]
+    # Two filtered scans of one table: the OR of their filters.
+    union = new_sketch(QUERIES["union"][0], "id").delta_filters()
+    assert rows.filter(union["t.facts"]).column("v").to_pylist() == []
+    # An unfiltered scan reads every delta row.
+    assert new_sketch(QUERIES["having_sum"][0], "id").delta_filters() == {}

@@ -57,8 +57,9 @@ def test_maintained_sketch_equals_a_fresh_capture(imp_svc: SketchService, number
     orders = DeltaGenerator(svc.tables, f"{NAMESPACE}.orders", TPCH_SORT_KEYS["orders"], seed=number)
     lineitem.mixed(60).apply(svc.tables)
     after = orders.updates(15).apply(svc.tables)
-    delta, rows = advance(svc.tables, sketch, after)
-    assert rows > 0
+    # Rows that cannot pass the query's selections are not even read (IMP 9.4.2), so a
+    # narrow query may see no delta rows at all; the comparison below holds either way.
+    delta, _ = advance(svc.tables, sketch, after)
 
     recaptured = svc.capture(sql, name=name, fragments=64, snapshot=after)
     expected = {t: set(ids) for t, ids in recaptured.fragments.items()}
