@@ -13,10 +13,11 @@ setup:
 demo: setup
 	$(BIN)/sketch demo
 
-# Quick benchmark by default; `make bench SF=1` for the TPC-H SF1 run the issue's targets use.
+# Quick benchmarks by default; `make bench SF=1` for the TPC-H SF1 runs the issues' targets use.
 SF ?= 0.1
 bench: setup
 	$(BIN)/python -m benchmarks.capture_use --scale $(SF)
+	$(BIN)/python -m benchmarks.maintenance --scale $(SF)
 
 lint: setup
 	$(BIN)/ruff check sketch_core tests benchmarks

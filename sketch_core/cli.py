@@ -201,6 +201,27 @@ def status(name: Annotated[str | None, typer.Argument(help="Only this sketch.")]
 
 
 @app.command()
+def maintain(
+    name: Annotated[str | None, typer.Argument(help="Only this sketch (default: all).")] = None,
+    strategy: Annotated[
+        str, typer.Option(help="incremental, full (recapture) or auto (by delta size).")
+    ] = "auto",
+) -> None:
+    """Bring sketches to the latest commit, each as a new version."""
+    with _errors(), _service() as svc:
+        runs = svc.maintain(name, strategy=strategy)
+    view = Table("sketch", "strategy", "version", "delta rows", "seconds")
+    for run in runs:
+        versions = (
+            f"{run.from_version} -> {run.to_version}"
+            if run.strategy != "none"
+            else f"{run.to_version} (up to date)"
+        )
+        view.add_row(run.name, run.strategy, versions, f"{run.delta_rows:,}", f"{run.seconds:.2f}")
+    console.print(view)
+
+
+@app.command()
 def drop(name: Annotated[str, typer.Argument(help="The sketch to delete.")]) -> None:
     """Delete sketch NAME and all its versions (its partitions stay for other sketches)."""
     with _errors(), _service() as svc:

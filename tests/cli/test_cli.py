@@ -118,6 +118,16 @@ def test_capture_query_and_status(env: dict[str, str], spark_svc: SketchService,
     stale = runner.invoke(app, ["status", f"{ns}_cli"], env=env, terminal_width=200)
     assert "1 commits" in stale.output and "10" in stale.output
 
+    maintained = runner.invoke(app, ["maintain", f"{ns}_cli", "--strategy", "incremental"], env=env)
+    assert maintained.exit_code == 0, maintained.output
+    assert "incremental" in maintained.output and "1 -> 2" in maintained.output
+    fresh = runner.invoke(app, ["status", f"{ns}_cli"], env=env, terminal_width=200)
+    assert "0 commits" in fresh.output and "incremental succeeded" in fresh.output
+    again_ok = runner.invoke(app, ["maintain", f"{ns}_cli"], env=env)
+    assert "up to date" in again_ok.output
+    bad = runner.invoke(app, ["maintain", f"{ns}_cli", "--strategy", "sometimes"], env=env)
+    assert bad.exit_code != 0 and "unknown maintenance strategy" in bad.output
+
     dropped = runner.invoke(app, ["drop", f"{ns}_cli"], env=env)
     assert dropped.exit_code == 0, dropped.output
     again = runner.invoke(app, ["drop", f"{ns}_cli"], env=env)
