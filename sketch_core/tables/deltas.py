@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 
 _SIGN = "__delta_sign"
+_ROW = "__delta_row"
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,16 @@ def read_files(
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 
+def _identity_codes(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A column whose equal values have equal codes: integers and dates as they are, anything
+    else (strings, decimals, doubles) through a dictionary. Grouping on these integer codes is
+    several times faster than grouping on the values themselves."""
+    kind = column.type
+    if pa.types.is_integer(kind) or pa.types.is_date(kind) or pa.types.is_timestamp(kind):
+        return column
+    return pc.dictionary_encode(column).combine_chunks().indices
+
+
 def bag_difference(added: pa.Table, removed: pa.Table) -> tuple[pa.Table, pa.Table]:
     """(added - removed, removed - added) as bags of rows over the same schema.
 
@@ -76,24 +87,19 @@ def bag_difference(added: pa.Table, removed: pa.Table) -> tuple[pa.Table, pa.Tab
     """
     if removed.num_rows == 0 or added.num_rows == 0:
         return added, removed
-    columns = added.column_names
-    signed = pa.concat_tables(
-        [
-            added.append_column(_SIGN, pa.array(np.ones(added.num_rows, dtype=np.int64))),
-            removed.append_column(_SIGN, pa.array(np.full(removed.num_rows, -1, dtype=np.int64))),
-        ]
-    )
-    net = signed.group_by(columns, use_threads=False).aggregate([(_SIGN, "sum")])
+    both = pa.concat_tables([added, removed.cast(added.schema)])
+    keys = {f"k{i}": _identity_codes(both.column(i)) for i in range(both.num_columns)}
+    signs = np.concatenate([np.ones(added.num_rows, np.int64), -np.ones(removed.num_rows, np.int64)])
+    coded = pa.table({**keys, _SIGN: signs, _ROW: np.arange(both.num_rows, dtype=np.int64)})
+    net = coded.group_by(list(keys), use_threads=False).aggregate([(_SIGN, "sum"), (_ROW, "min")])
     counts = net.column(f"{_SIGN}_sum").to_numpy()
-    rows = net.select(columns)
+    first_rows = net.column(f"{_ROW}_min").to_numpy()
 
     def repeated(multiplicity: np.ndarray) -> pa.Table:
         keep = np.flatnonzero(multiplicity > 0)
-        return rows.take(pa.array(np.repeat(keep, multiplicity[keep])))
+        return both.take(pa.array(np.repeat(first_rows[keep], multiplicity[keep])))
 
-    inserted = repeated(counts)
-    deleted = repeated(-counts)
-    return inserted.cast(added.schema), deleted.cast(added.schema)
+    return repeated(counts), repeated(-counts)
 
 
 def snapshot_delta(
