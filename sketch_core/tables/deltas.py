@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
@@ -160,3 +161,49 @@ def _may_hold(info: DataFileInfo, name: str, ordered: np.ndarray) -> bool:
     except TypeError:
         return True  # values and bounds of types numpy cannot compare: keep the file
     return bool(first < len(ordered) and ordered[first] <= high)
+
+
+class RecordedRows:
+    """The rows each delete or overwrite removed (and an overwrite added), saved by the writer
+    next to the warehouse as ``<table>/<commit seq>.<kind>.arrow``.
+
+    A copy-on-write delete rewrites whole files; comparing them to find the few rows that went
+    costs a read of every rewritten file. The writer knows the rows already, so it keeps them.
+    A commit without its file (written by another tool, or the writer died right after the
+    commit) is still handled: the delta falls back to comparing files.
+    """
+
+    KINDS = ("deleted", "inserted")
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, table: str, sequence: int, kind: str) -> Path:
+        return self.root / table / f"{sequence}.{kind}.arrow"
+
+    def write(self, table: str, sequence: int, rows: Mapping[str, pa.Table]) -> None:
+        for kind, data in rows.items():
+            path = self._path(table, sequence, kind)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial")
+            with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, data.schema) as writer:
+                writer.write_table(data)
+            partial.rename(path)  # whole or absent: never a torn file
+
+    def read(self, table: str, sequence: int, kind: str) -> pa.Table | None:
+        path = self._path(table, sequence, kind)
+        if not path.exists():
+            return None
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).read_all()
+
+
+def restrict(
+    rows: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, row_filter: pc.Expression | None
+) -> pa.Table:
+    """In-memory rows as ``read_files`` would return them from files."""
+    target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    rows = rows.select(schema.names).cast(schema)
+    if row_filter is not None:
+        rows = rows.filter(row_filter)
+    return rows.select(target.names)

@@ -45,7 +45,14 @@ from sketch_core.errors import (
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
 from sketch_core.tables.data import conform, portable, sort_rows, to_arrow
-from sketch_core.tables.deltas import TableDelta, snapshot_delta
+from sketch_core.tables.deltas import (
+    RecordedRows,
+    TableDelta,
+    bag_difference,
+    read_files,
+    restrict,
+    snapshot_delta,
+)
 from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
@@ -68,6 +75,7 @@ class TableService:
         self.catalog = catalog
         self.commit_log = commits
         self.settings = settings
+        self.recorded_rows = RecordedRows(settings.warehouse / "_sketch_deltas")
         self._pinned_files: OrderedDict[tuple[str, str, int], tuple[DataFileInfo, ...]] = OrderedDict()
 
     # -- writes ------------------------------------------------------------------------------
@@ -116,7 +124,13 @@ class TableService:
         """Delete the rows matching a Spark SQL predicate (copy-on-write)."""
         name, _, table = self._open(name)
         expression = to_iceberg_expression(predicate, table.schema(), name)
-        return self._commit(name, "delete", 0, lambda txn: txn.delete(expression))
+        return self._commit(
+            name,
+            "delete",
+            0,
+            lambda txn: txn.delete(expression),
+            lambda table: {"deleted": self._matching(table, expression)},
+        )
 
     def overwrite(self, name: str, data: Any, where: str | None = None) -> int:
         """Atomically delete the rows matching ``where`` (all rows if None) and add ``data``."""
@@ -131,7 +145,13 @@ class TableService:
             txn.delete(expression)
             self._append_in_files(txn, arrow)
 
-        return self._commit(name, "overwrite", arrow.num_rows, build)
+        return self._commit(
+            name,
+            "overwrite",
+            arrow.num_rows,
+            build,
+            lambda table: {"deleted": self._matching(table, expression), "inserted": arrow},
+        )
 
     # -- reads -------------------------------------------------------------------------------
     def list(self) -> list[TableRecord]:
@@ -191,7 +211,55 @@ class TableService:
         before: PinnedSnapshot | None = None
         if from_sequence is not None and self.commit_log.commit_at(after.table, from_sequence) is not None:
             before = self.pin(after.table, from_sequence)
-        return snapshot_delta(before, after, columns, row_filter)
+        composed = self._recorded_delta(before, after, columns, row_filter)
+        return composed if composed is not None else snapshot_delta(before, after, columns, row_filter)
+
+    def _recorded_delta(
+        self,
+        before: PinnedSnapshot | None,
+        after: PinnedSnapshot,
+        columns: tuple[str, ...] | None,
+        row_filter: pc.Expression | None,
+    ) -> TableDelta | None:
+        """The delta composed commit by commit: appended files are inserts, and deletes and
+        overwrites contribute the rows their writer recorded. None when some commit in the
+        range has no record (then the caller compares files)."""
+        start = before.sequence if before is not None else 0
+        commits = [c for c in self.commit_log.commits(after.table) if start < c.seq <= after.sequence]
+        inserted: list[pa.Table] = []
+        deleted: list[pa.Table] = []
+        previous = before
+        files_read = 0
+        for commit in commits:
+            current = self.pin(after.table, commit.seq)
+            if commit.operation in ("create", "append"):
+                known = {f.path for f in previous.files} if previous is not None else set()
+                appeared = [f for f in current.files if f.path not in known]
+                inserted.append(read_files(appeared, after.schema, columns, row_filter))
+                files_read += len(appeared)
+            else:
+                removed = self.recorded_rows.read(after.table, commit.seq, "deleted")
+                if removed is None:
+                    return None
+                deleted.append(restrict(removed, after.schema, columns, row_filter))
+                if commit.operation == "overwrite":
+                    added = self.recorded_rows.read(after.table, commit.seq, "inserted")
+                    if added is None:
+                        return None
+                    inserted.append(restrict(added, after.schema, columns, row_filter))
+            previous = current
+        empty = read_files([], after.schema, columns)
+        net_inserted, net_deleted = bag_difference(
+            pa.concat_tables([empty, *inserted]), pa.concat_tables([empty, *deleted])
+        )
+        return TableDelta(
+            after.table,
+            before.sequence if before is not None else None,
+            after.sequence,
+            net_inserted,
+            net_deleted,
+            files_read,
+        )
 
     def read_arrow(
         self,
@@ -237,6 +305,13 @@ class TableService:
         txn.append(pa.RecordBatchReader.from_batches(arrow.schema, batches))
         txn.set_properties({_TARGET_PROPERTY: str(self.settings.target_file_bytes)})
 
+    @staticmethod
+    def _matching(table: Table, expression: BooleanExpression) -> pa.Table:
+        """The rows of the table's current snapshot that ``expression`` selects."""
+        if table.current_snapshot() is None:
+            return table.schema().as_arrow().empty_table()
+        return table.scan(row_filter=expression).to_arrow()
+
     def _require(self, name: str) -> TableRecord:
         name = normalize_table_name(name)
         record = self.commit_log.get_table(name)
@@ -265,7 +340,12 @@ class TableService:
         return commit.seq
 
     def _commit(
-        self, name: str, operation: str, added_rows: int, build: Callable[[Transaction], None]
+        self,
+        name: str,
+        operation: str,
+        added_rows: int,
+        build: Callable[[Transaction], None],
+        changed_rows: Callable[[Table], dict[str, pa.Table]] | None = None,
     ) -> int:
         """Run ``build`` in a transaction and commit it, retrying lost races on fresh metadata.
 
@@ -277,6 +357,8 @@ class TableService:
         for attempt in range(1, attempts + 1):
             table = self.catalog.load_table(name)
             pending = PendingCommit(name, operation, added_rows=added_rows)
+            # The rows this commit removes, found on the metadata the transaction starts from.
+            recorded = changed_rows(table) if changed_rows is not None else None
             try:
                 with recording(pending), warnings.catch_warnings():
                     # PyIceberg warns when a delete matches nothing; that is not an error here.
@@ -294,5 +376,10 @@ class TableService:
             if pending.seq is None:  # nothing changed (e.g. a delete that matched no rows)
                 log.info("%s on %s changed nothing; no commit made", operation, name)
                 return self._latest_seq(name)
+            if recorded is not None:
+                try:
+                    self.recorded_rows.write(name, pending.seq, recorded)
+                except OSError as exc:  # the commit stands; its delta falls back to comparing files
+                    log.warning("could not record the rows of %s commit %d: %s", name, pending.seq, exc)
             return pending.seq
         raise CommitConflictError(name, attempts)

@@ -173,3 +173,21 @@ def test_keyed_reads_open_only_files_that_can_hold_the_keys(
     assert opened[-1] < len(pin.files)  # the files around key 10,000 and beyond are skipped
     everything = deltas_module.read_matching(pin, ["a"])
     assert everything.num_rows == 20_000 and opened[-1] == len(pin.files)
+
+
+def test_recorded_rows_make_deletes_cheap_and_missing_records_fall_back(svc: SketchService, ns: str) -> None:
+    import shutil
+
+    name = f"{ns}.r"
+    start = svc.tables.create(name, synthetic_table(20_000, 50, seed=16), sort_by=["key"])
+    generator = DeltaGenerator(svc.tables, name, ("key",), seed=17)
+    generator.deletes(40).apply(svc.tables)  # scattered: rewrites most files
+    generator.updates(10).apply(svc.tables)
+    end = generator.inserts(5).apply(svc.tables)
+    recorded = svc.tables.delta(name, start, end)
+    assert_matches_oracle(svc, recorded, start, end)
+    assert recorded.files_read == 1, "only the appended file is read; deletes come from their records"
+    shutil.rmtree(svc.tables.recorded_rows.root / name)  # as if another tool had written them
+    compared = svc.tables.delta(name, start, end)
+    assert_matches_oracle(svc, compared, start, end)
+    assert compared.files_read > recorded.files_read
