@@ -55,6 +55,7 @@ from sketch_core.incremental.state import (
 from sketch_core.incremental.topk import TopKOperator
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.push_selections import push_selections
+from sketch_core.rewrites.semi_joins import semi_join_as_inner_join
 
 # Reads ``columns`` of a table at the new snapshot; with keys ({source column: values}), at
 # least the rows whose values are among those (more is fine: the engine filters again).
@@ -318,6 +319,8 @@ class IncrementalSketch:
             return self._build(node.child)  # order does not change which rows are in the result
         if isinstance(node, Union):
             return _Union(node, [self._build(i) for i in node.inputs])
+        if isinstance(node, Join) and node.kind == "semi":
+            return self._build(semi_join_as_inner_join(node))
         if isinstance(node, Join):
             return _Join(node, self._build(node.left), self._build(node.right))
         raise UnsupportedQueryError(

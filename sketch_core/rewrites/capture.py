@@ -34,9 +34,9 @@ from sketch_core.algebra.ir import (
     column,
     conjuncts,
     positive_scans,
-    referenced,
 )
 from sketch_core.errors import UnsupportedQueryError
+from sketch_core.rewrites.semi_joins import split_semi_condition
 
 FRAGMENT_COLUMN = "__fragment"
 
@@ -197,38 +197,9 @@ class _Instrumenter:
     ) -> tuple[Relation, Annotations]:
         """L semi-join R as L joined with R grouped by its join keys, so L's rows keep their count."""
         assert node.condition is not None
-        left_columns, right_columns = set(left.columns), set(right.columns)
-        keys: list[tuple[exp.Expr, exp.Expr]] = []
-        left_only: list[exp.Expr] = []
-        right_only: list[exp.Expr] = []
-        for conjunct in conjuncts(node.condition):
-            refs = referenced(conjunct)
-            if refs <= left_columns:
-                left_only.append(conjunct)
-            elif refs <= right_columns:
-                right_only.append(conjunct)
-            elif (
-                isinstance(conjunct, exp.EQ)
-                and referenced(conjunct.this) <= left_columns
-                and referenced(conjunct.expression) <= right_columns
-            ):
-                keys.append((conjunct.this, conjunct.expression))
-            elif (
-                isinstance(conjunct, exp.EQ)
-                and referenced(conjunct.this) <= right_columns
-                and referenced(conjunct.expression) <= left_columns
-            ):
-                keys.append((conjunct.expression, conjunct.this))
-            else:
-                raise UnsupportedQueryError(
-                    "a non-equality correlation in a semi join (capture)",
-                    conjunct.sql(dialect="spark"),
-                    hint="sketch only the outer tables, or rewrite the condition as equalities",
-                )
-        if not keys:
-            raise UnsupportedQueryError(
-                "a semi join without an equality (capture)", node.condition.sql(dialect="spark")
-            )
+        keys, left_only, right_only = split_semi_condition(
+            node, "capture", "sketch only the outer tables, or rewrite the condition as equalities"
+        )
         if right_only:
             right = Select(right, exp.and_(*right_only))
         groups = tuple((self.fresh("key"), r) for _, r in keys)

@@ -53,6 +53,17 @@ QUERIES = {
         "JOIN t.tags t ON t.tid = f.id WHERE d.weight < 8 GROUP BY t.tag",
         {"t.facts": "id", "t.dims": "dg", "t.tags": "tid"},
     ),
+    "in_subquery": (
+        "SELECT f.g, COUNT(*) AS n FROM t.facts f WHERE f.v > -30 AND f.g IN "
+        "(SELECT d.dg FROM t.dims d WHERE d.weight > 0) GROUP BY f.g HAVING COUNT(*) > 2",
+        {"t.facts": "id", "t.dims": "dg"},
+    ),
+    "exists_topk": (
+        "SELECT f.id, f.v FROM t.facts f "
+        "WHERE EXISTS (SELECT 1 FROM t.tags t WHERE t.tid = f.id AND t.tag <> 'p') "
+        "ORDER BY f.v DESC, f.id LIMIT 5",
+        {"t.facts": "id", "t.tags": "tid"},
+    ),
     "join_on_aggregate": (
         "SELECT f.id, f.v FROM t.facts f JOIN (SELECT g, COUNT(*) AS n FROM t.facts GROUP BY g) c "
         "ON f.g = c.g WHERE c.n > 8 AND f.v > 30",

@@ -1,0 +1,81 @@
+"""A semi join as an inner join with the right side's distinct join keys.
+
+``L ⋉(l = r ∧ p(L) ∧ q(R)) R`` keeps each left row once if some right row matches. Grouping
+the (filtered) right side by its key expressions gives at most one partner per left row, so
+``project[L](L ⋈(l = key ∧ p) group[key](select[q](R)))`` returns the same rows, and its
+lineage is the left row with all matching right rows, which is the provenance the capture
+rewrite gives a semi join (it uses the same construction). The incremental engine maintains
+the grouped side like any aggregation.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from sketch_core.algebra.ir import Aggregate, Join, Project, Relation, Select, column, conjuncts, referenced
+from sketch_core.errors import UnsupportedQueryError
+
+Keys = list[tuple[exp.Expr, exp.Expr]]
+
+
+def split_semi_condition(join: Join, where: str, hint: str) -> tuple[Keys, list[exp.Expr], list[exp.Expr]]:
+    """A semi join's condition as (left expr, right expr) equalities, left-only and right-only
+    conjuncts; anything else is refused, naming ``where`` it was refused."""
+    assert join.condition is not None
+    left_columns, right_columns = set(join.left.columns), set(join.right.columns)
+    keys: Keys = []
+    left_only: list[exp.Expr] = []
+    right_only: list[exp.Expr] = []
+    for conjunct in conjuncts(join.condition):
+        refs = referenced(conjunct)
+        if refs <= left_columns:
+            left_only.append(conjunct)
+        elif refs <= right_columns:
+            right_only.append(conjunct)
+        elif (
+            isinstance(conjunct, exp.EQ)
+            and referenced(conjunct.this) <= left_columns
+            and (referenced(conjunct.expression) <= right_columns)
+        ):
+            keys.append((conjunct.this, conjunct.expression))
+        elif (
+            isinstance(conjunct, exp.EQ)
+            and referenced(conjunct.this) <= right_columns
+            and (referenced(conjunct.expression) <= left_columns)
+        ):
+            keys.append((conjunct.expression, conjunct.this))
+        else:
+            raise UnsupportedQueryError(
+                f"a non-equality correlation in a semi join ({where})",
+                conjunct.sql(dialect="spark"),
+                hint=hint,
+            )
+    if not keys:
+        raise UnsupportedQueryError(
+            f"a semi join without an equality ({where})", join.condition.sql(dialect="spark"), hint=hint
+        )
+    return keys, left_only, right_only
+
+
+def semi_join_as_inner_join(join: Join) -> Relation:
+    assert join.kind == "semi" and join.condition is not None
+    keys, left_only, right_only = split_semi_condition(
+        join, "incremental maintenance", "maintain this sketch with strategy='full'"
+    )
+    right = Select(join.right, exp.and_(*right_only)) if right_only else join.right
+    # Deterministic names (operator state is stored by column name): the IR's column names are
+    # unique, so the right side's key columns name the group keys uniquely too.
+    groups = tuple(
+        (f"__semi_{'_'.join(sorted(referenced(expression)))}_{i}", expression)
+        for i, (_, expression) in enumerate(keys)
+    )
+    matches = Aggregate(right, groups, ())
+    condition = exp.and_(
+        *(
+            exp.EQ(this=left, expression=column(name))
+            for (left, _), (name, _) in zip(keys, groups, strict=True)
+        ),
+        *left_only,
+    )
+    joined = Join(join.left, matches, "inner", condition)
+    return Project(joined, tuple((c, column(c)) for c in join.left.columns))
