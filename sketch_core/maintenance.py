@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from sketch_core.algebra.frontend import decode_params, to_ir
+from sketch_core.arrow_files import read_arrow, write_arrow
 from sketch_core.errors import StateMissingError
 from sketch_core.incremental.engine import IncrementalSketch, Reader, RowDelta
 from sketch_core.incremental.merge import SketchDelta
@@ -81,9 +82,7 @@ class StateStore:
         directory = self.root / sketch / uuid.uuid4().hex
         directory.mkdir(parents=True)
         for name, table in tables.items():
-            path = str(directory / f"{name}.arrow")
-            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
+            write_arrow(directory / f"{name}.arrow", table)
         manifest = {"format": STATE_FORMAT, "files": sorted(tables)}
         (directory / "manifest.json").write_text(json.dumps(manifest))
         return str(directory)
@@ -96,11 +95,7 @@ class StateStore:
             raise StateMissingError(ref) from exc
         if manifest.get("format") != STATE_FORMAT:
             raise StateMissingError(ref, f"state format {manifest.get('format')}, expected {STATE_FORMAT}")
-        tables = {}
-        for name in manifest["files"]:
-            with pa.memory_map(str(directory / f"{name}.arrow")) as source:
-                tables[name] = pa.ipc.open_file(source).read_all()
-        return tables
+        return {name: read_arrow(directory / f"{name}.arrow") for name in manifest["files"]}
 
 
 def advance(tables: TableService, sketch: MaintainedSketch, to_sequence: int) -> tuple[SketchDelta, int]:

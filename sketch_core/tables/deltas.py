@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from sketch_core.arrow_files import read_arrow, write_arrow
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 
 _SIGN = "__delta_sign"
@@ -54,6 +55,10 @@ def _local_path(uri: str) -> str:
     return parsed.path if parsed.scheme in ("file", "") else uri
 
 
+def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
+    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
+
+
 def read_files(
     files: Sequence[DataFileInfo],
     schema: pa.Schema,
@@ -62,7 +67,7 @@ def read_files(
 ) -> pa.Table:
     """The rows of ``files`` (in order), as ``schema`` (or its ``columns``), filtered by
     ``row_filter``; Parquet skips the row groups whose statistics rule the filter out."""
-    target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    target = _projected(schema, columns)
     parts = []
     for info in files:
         part = pq.read_table(_local_path(info.path), columns=target.names, filters=row_filter)
@@ -183,26 +188,18 @@ class RecordedRows:
 
     def write(self, table: str, sequence: int, rows: Mapping[str, pa.Table]) -> None:
         for kind, data in rows.items():
-            path = self._path(table, sequence, kind)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial")
-            with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, data.schema) as writer:
-                writer.write_table(data)
-            partial.rename(path)  # whole or absent: never a torn file
+            write_arrow(self._path(table, sequence, kind), data)
 
     def read(self, table: str, sequence: int, kind: str) -> pa.Table | None:
         path = self._path(table, sequence, kind)
-        if not path.exists():
-            return None
-        with pa.memory_map(str(path)) as source:
-            return pa.ipc.open_file(source).read_all()
+        return read_arrow(path) if path.exists() else None
 
 
 def restrict(
     rows: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, row_filter: pc.Expression | None
 ) -> pa.Table:
     """In-memory rows as ``read_files`` would return them from files."""
-    target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    target = _projected(schema, columns)
     rows = rows.select(schema.names).cast(schema)
     if row_filter is not None:
         rows = rows.filter(row_filter)
