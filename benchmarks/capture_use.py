@@ -16,16 +16,15 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.stack import bench_service
 from sketch_core.config import Settings
 from sketch_core.datasets.synthetic import synthetic_table
-from sketch_core.datasets.tpch import load_tpch
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
-from sketch_core.localstack.postgres import PrivatePostgres
 from sketch_core.service import SketchService
 from sketch_core.spark.views import bind_tables, register_view
 
@@ -112,14 +111,7 @@ def synthetic_queries(svc: SketchService) -> dict[str, str]:
 def run(
     scale: float, fragment_counts: list[int], repeat: int, home: Path, only: set[str] | None = None
 ) -> list[Measurement]:
-    server = PrivatePostgres.default()
-    port, started = server.ensure_running()
-    database = f"sketch_bench_sf{str(scale).replace('.', '_')}"
-    url = server.ensure_database(port, database)
-    settings = replace(Settings.from_env(), metastore_url=url, warehouse=home / f"bench-warehouse-{scale:g}")
-    svc = SketchService.from_settings(settings)
-    try:
-        load_tpch(svc.tables, scale, home, progress=print)
+    with bench_service(scale, home) as svc:
         if svc.commit_log.get_table(SYNTHETIC_TABLE) is None:
             svc.tables.create(
                 SYNTHETIC_TABLE, synthetic_table(int(6_000_000 * scale), 1000, seed=1), sort_by=["a"]
@@ -159,10 +151,6 @@ def run(
                 )
                 results.append(m)
         return results
-    finally:
-        svc.close()
-        if started:
-            server.stop()
 
 
 def report(

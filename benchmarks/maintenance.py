@@ -14,14 +14,13 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from benchmarks.stack import bench_service
 from sketch_core.config import Settings
-from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator, load_tpch
+from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
-from sketch_core.localstack.postgres import PrivatePostgres
-from sketch_core.service import SketchService
 
 RESULTS = Path(__file__).parent / "results"
 QUERIES = (1, 3, 5, 6, 7, 9, 10, 12, 14, 19)
@@ -45,17 +44,8 @@ class Measurement:
 
 
 def run(scale: float, home: Path, queries: tuple[int, ...], sizes: tuple[int, ...]) -> list[Measurement]:
-    server = PrivatePostgres.default()
-    port, started = server.ensure_running()
-    database = f"sketch_bench_maint_sf{str(scale).replace('.', '_')}"
-    url = server.ensure_database(port, database)
-    settings = replace(
-        Settings.from_env(), metastore_url=url, warehouse=home / f"bench-maint-warehouse-{scale:g}"
-    )
-    svc = SketchService.from_settings(settings)
     results: list[Measurement] = []
-    try:
-        load_tpch(svc.tables, scale, home, progress=print)
+    with bench_service(scale, home, prefix="maint_") as svc:
         generator = DeltaGenerator(svc.tables, "tpch.lineitem", TPCH_SORT_KEYS["lineitem"], seed=1)
         for number in queries:
             sql, name = TPCH_QUERIES[number], f"maint_q{number}"
@@ -98,10 +88,6 @@ def run(scale: float, home: Path, queries: tuple[int, ...], sizes: tuple[int, ..
                     )
                     results.append(m)
         return results
-    finally:
-        svc.close()
-        if started:
-            server.stop()
 
 
 def report(results: list[Measurement], scale: float, partial: bool) -> Path:

@@ -1,0 +1,31 @@
+"""The service a benchmark runs against: the private PostgreSQL server, a database and a
+warehouse of its own per benchmark and scale, with TPC-H loaded (kept between runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from sketch_core.config import Settings
+from sketch_core.datasets.tpch import load_tpch
+from sketch_core.localstack.postgres import PrivatePostgres
+from sketch_core.service import SketchService
+
+
+@contextmanager
+def bench_service(scale: float, home: Path, prefix: str = "") -> Iterator[SketchService]:
+    """``prefix`` keeps benchmarks apart (``""``: capture and use; ``"maint_"``: maintenance)."""
+    server = PrivatePostgres.default()
+    port, started = server.ensure_running()
+    url = server.ensure_database(port, f"sketch_bench_{prefix}sf{str(scale).replace('.', '_')}")
+    warehouse = home / f"bench-{prefix.replace('_', '-')}warehouse-{scale:g}"
+    svc = SketchService.from_settings(replace(Settings.from_env(), metastore_url=url, warehouse=warehouse))
+    try:
+        load_tpch(svc.tables, scale, home, progress=print)
+        yield svc
+    finally:
+        svc.close()
+        if started:
+            server.stop()
