@@ -8,9 +8,10 @@ unqualified. The IR knows nothing about Spark; :mod:`sketch_core.algebra.printer
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import operator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import exp
 
@@ -23,6 +24,17 @@ USER_AGGREGATES: frozenset[str] = frozenset({"count", "sum", "avg", "min", "max"
 
 class PlanError(ValueError):
     """A plan violates an IR invariant: a bug in the front end or a rewrite, not user input."""
+
+
+# SQL comparisons as Python's operators, which backends' terms (z3, Arrow expressions) overload.
+COMPARISON_OPERATORS: dict[type[exp.Expr], Callable[[Any, Any], Any]] = {
+    exp.EQ: operator.eq,
+    exp.NEQ: operator.ne,
+    exp.GT: operator.gt,
+    exp.GTE: operator.ge,
+    exp.LT: operator.lt,
+    exp.LTE: operator.le,
+}
 
 
 def column(name: str) -> exp.Column:

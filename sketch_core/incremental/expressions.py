@@ -16,7 +16,6 @@ otherwise refuse), and ``/`` divides as doubles unless an operand is a decimal.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from decimal import Decimal
 
 import pyarrow as pa
@@ -24,6 +23,7 @@ import pyarrow.acero as acero
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from sketch_core.algebra.ir import COMPARISON_OPERATORS
 from sketch_core.errors import UnsupportedQueryError
 
 
@@ -90,11 +90,11 @@ class ExpressionTranslator:
             return ~self.translate(node.this)
         if isinstance(node, exp.Neg):
             return pc.Expression._call("negate_checked", [self.translate(node.this)])
-        if type(node) in _COMPARISONS:
+        if type(node) in COMPARISON_OPERATORS:
             left, right = self.operands(node.this, node.expression)
             if pa.types.is_floating(self.type_of(left)) or pa.types.is_floating(self.type_of(right)):
                 return _nan_aware_comparison(type(node), left, right)
-            return _COMPARISONS[type(node)](left, right)
+            return COMPARISON_OPERATORS[type(node)](left, right)
         if isinstance(node, exp.NullSafeEQ):
             left, right = self.operands(node.this, node.expression)
             both_null = left.is_null() & right.is_null()
@@ -280,14 +280,6 @@ def _nan_aware_comparison(kind: type, left: pc.Expression, right: pc.Expression)
     return by_kind[kind]
 
 
-_COMPARISONS: dict[type, Callable[[pc.Expression, pc.Expression], pc.Expression]] = {
-    exp.EQ: lambda a, b: a == b,
-    exp.NEQ: lambda a, b: a != b,
-    exp.GT: lambda a, b: a > b,
-    exp.GTE: lambda a, b: a >= b,
-    exp.LT: lambda a, b: a < b,
-    exp.LTE: lambda a, b: a <= b,
-}
 _ARITHMETIC: dict[type, str] = {
     exp.Add: "add_checked",
     exp.Sub: "subtract_checked",

@@ -16,6 +16,8 @@ from typing import Any
 import z3
 from sqlglot import exp
 
+from sketch_core.algebra.ir import COMPARISON_OPERATORS
+
 _EPOCH = dt.date(1970, 1, 1)
 _EPOCH_TS = dt.datetime(1970, 1, 1)
 
@@ -75,14 +77,6 @@ def _comparable(a: Term, b: Term) -> bool:
     return _numeric(a, b) or (a.sort() == b.sort())
 
 
-_COMPARISONS: dict[type[exp.Expr], Callable[[Term, Term], Term]] = {
-    exp.EQ: lambda a, b: a == b,
-    exp.NEQ: lambda a, b: a != b,
-    exp.GT: lambda a, b: a > b,
-    exp.GTE: lambda a, b: a >= b,
-    exp.LT: lambda a, b: a < b,
-    exp.LTE: lambda a, b: a <= b,
-}
 _ARITHMETIC: dict[type[exp.Expr], Callable[[Term, Term], Term]] = {
     exp.Add: lambda a, b: a + b,
     exp.Sub: lambda a, b: a - b,
@@ -127,11 +121,11 @@ class Translator:
         if isinstance(node, exp.Neg):
             inner = self._term(node.this)
             return -inner if inner is not None and z3.is_arith(inner) else None
-        if type(node) in _COMPARISONS:
+        if type(node) in COMPARISON_OPERATORS:
             a, b = self._term(node.this), self._term(node.expression)
             if a is None or b is None or not _comparable(a, b):
                 return None
-            return _COMPARISONS[type(node)](a, b)
+            return COMPARISON_OPERATORS[type(node)](a, b)
         if type(node) in _ARITHMETIC or isinstance(node, exp.Div):
             a, b = self._term(node.this), self._term(node.expression)
             if a is None or b is None or not _numeric(a, b):
