@@ -31,6 +31,7 @@ from sketch_core.algebra.ir import AggCall, Aggregate
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
+from sketch_core.incremental.ordering import spark_order
 
 _NAN = ("NaN",)  # dictionary key standing for every NaN (Spark groups NaNs together)
 
@@ -106,7 +107,7 @@ class GroupState:
 
 
 def _nan_last(key: Any) -> tuple[int, Any]:
-    return (1, 0) if key == _NAN else (0, key)
+    return spark_order(key_value(key))
 
 
 def ordered_values() -> SortedDict:

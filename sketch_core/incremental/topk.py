@@ -12,7 +12,6 @@ for a query whose ORDER BY determines the result, which is what a report needs).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from functools import total_ordering
@@ -23,13 +22,7 @@ from sortedcontainers import SortedDict
 
 from sketch_core.algebra.ir import SortKey, TopK
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
-
-
-def _orderable(value: Any) -> tuple[int, Any]:
-    """Spark's order within one column: NaN above every number; NULLs are placed by the key."""
-    if isinstance(value, float) and math.isnan(value):
-        return (1, 0)
-    return (0, value)
+from sketch_core.incremental.ordering import spark_order
 
 
 @total_ordering
@@ -56,13 +49,13 @@ def sort_key(row: tuple[Any, ...], positions: Sequence[tuple[int, SortKey]]) -> 
         if value is None:
             parts.append((0 if key.effective_nulls_first else 2, None))
             continue
-        orderable = _orderable(value)
+        orderable = spark_order(value)
         parts.append((1, _Descending(orderable) if key.descending else orderable))
     return tuple(parts)
 
 
 def tiebreak(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((0, None) if v is None else (1, _orderable(v)) for v in row)
+    return tuple((0, None) if v is None else (1, spark_order(v)) for v in row)
 
 
 class _Entry:
