@@ -370,7 +370,11 @@ class SketchService:
             raise SketchNotFoundError(name)
         target = self.latest_sequence()
         tables = set(referenced_tables(definition.query_sql))
-        pending = [c for c in self.commit_log.commits(after_seq=record.sequence) if c.table in tables]
+        pending = [
+            c
+            for c in self.commit_log.commits(after_seq=record.sequence)
+            if c.table in tables and c.seq <= target  # not commits landing after the target
+        ]
         if not pending:
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
