@@ -74,6 +74,9 @@ class Settings:
     min_files_to_sketch: int = 2
     # strategy="auto" maintains incrementally up to this many changed rows, else recaptures.
     incremental_max_delta_rows: int = 100_000
+    # Incremental engines kept in memory after a run, so the next run of the same sketch in this
+    # process starts from them instead of reloading the stored state (0: always reload).
+    engine_cache_entries: int = 8
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -95,6 +98,7 @@ class Settings:
             adaptive_after=_int_env("SKETCH_ADAPTIVE_AFTER", 3),
             min_files_to_sketch=_int_env("SKETCH_MIN_FILES_TO_SKETCH", 2),
             incremental_max_delta_rows=_int_env("SKETCH_INCREMENTAL_MAX_DELTA_ROWS", 100_000),
+            engine_cache_entries=_int_env("SKETCH_ENGINE_CACHE_ENTRIES", 8, minimum=0),
         )
 
     def with_metastore(self, url: str) -> Settings:

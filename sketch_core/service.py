@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -30,7 +31,7 @@ from sketch_core.errors import (
     UnsafeAttributeError,
     UnsupportedQueryError,
 )
-from sketch_core.maintenance import StateStore, advance, build_engine
+from sketch_core.maintenance import MaintainedSketch, StateStore, advance, build_engine
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
@@ -147,6 +148,8 @@ class SketchService:
         # Stored partitions are immutable (a new computation gets a new id), so parsing one
         # (10,000 cuts: ~10 ms) is done once per service, not on every query.
         self._partitions: dict[int, tuple[PartitionRecord, RangePartition]] = {}
+        # sketch -> (version, engine at that version): see Settings.engine_cache_entries.
+        self._engines: OrderedDict[str, tuple[int, MaintainedSketch]] = OrderedDict()
 
     @classmethod
     def from_env(cls, *, spark: SparkSession | None = None) -> SketchService:
@@ -411,9 +414,7 @@ class SketchService:
         name = definition.name
         run_id = self.sketches.start_run(name, "incremental", record.version)
         try:
-            partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
-            state = self.state_store.read(record.state_ref) if record.state_ref else None
-            maintained = build_engine(self.tables, definition, partitions, record.sequence, state)
+            maintained = self._engine_at(definition, record)
             _, delta_rows = advance(self.tables, maintained, target)
             # Files first, then the one transaction that publishes the version (invariant 3).
             ref = self.state_store.write(name, maintained.engine.state_tables())
@@ -435,12 +436,31 @@ class SketchService:
                 run_id, status="failed", to_version=None, delta_rows=0, seconds=seconds, error=str(exc)
             )
             raise
+        self._keep_engine(name, published.version, maintained)
         seconds = time.perf_counter() - started
         self.sketches.finish_run(
             run_id, status="succeeded", to_version=published.version, delta_rows=delta_rows, seconds=seconds
         )
         log.info("maintained %s incrementally to version %d in %.2fs", name, published.version, seconds)
         return MaintenanceRun(name, record.version, published.version, "incremental", delta_rows, seconds)
+
+    def _engine_at(self, definition: SketchDefinition, record: VersionRecord) -> MaintainedSketch:
+        """The engine at ``record``'s version: the one this process kept, else restored from the
+        stored state (else built from the snapshot). A kept engine is taken out of the cache
+        while it is advanced, so one that fails half-way is never used again."""
+        kept = self._engines.pop(definition.name, None)
+        if kept is not None and kept[0] == record.version:
+            return kept[1]
+        partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
+        state = self.state_store.read(record.state_ref) if record.state_ref else None
+        return build_engine(self.tables, definition, partitions, record.sequence, state)
+
+    def _keep_engine(self, name: str, version: int, maintained: MaintainedSketch) -> None:
+        if self.settings.engine_cache_entries == 0:
+            return
+        self._engines[name] = (version, maintained)
+        while len(self._engines) > self.settings.engine_cache_entries:
+            self._engines.popitem(last=False)
 
     def sketch(self, name: str, version: int | None = None) -> SketchVersion:
         """The newest version of a sketch (or the given one)."""

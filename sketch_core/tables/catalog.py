@@ -9,6 +9,8 @@ snapshot exists that the metastore does not know about.
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -17,6 +19,8 @@ from typing import Any
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+from pyiceberg.io import load_file_io
+from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate
@@ -86,8 +90,43 @@ def describe_commit(before: TableMetadata | None, after: TableMetadata, pending:
     )
 
 
+# Parsed metadata files kept per catalog. A metadata file is written once and never changed, so
+# its parsed form can be reused by every later load that finds the same pointer; parsing costs
+# milliseconds per load and grows with the number of snapshots.
+_METADATA_CACHE_ENTRIES = 64
+
+
 class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
-    """SqlCatalog whose ``commit_table`` records each commit in ``sketch.table_commits``."""
+    """SqlCatalog whose ``commit_table`` records each commit in ``sketch.table_commits``, and
+    whose loads reuse already-parsed metadata files."""
+
+    def __init__(self, name: str, **properties: Any) -> None:
+        super().__init__(name, **properties)
+        self._parsed: OrderedDict[str, TableMetadata] = OrderedDict()
+        self._parsed_lock = threading.Lock()
+
+    def _convert_orm_to_iceberg(self, orm_table: IcebergTables) -> Table:
+        location = orm_table.metadata_location
+        if not location or not orm_table.table_namespace or not orm_table.table_name:
+            return super()._convert_orm_to_iceberg(orm_table)  # raises its own NoSuchTableError
+        with self._parsed_lock:
+            metadata = self._parsed.get(location)
+            if metadata is not None:
+                self._parsed.move_to_end(location)
+        if metadata is None:
+            source = load_file_io(self.properties, location).new_input(location)
+            metadata = FromInputFile.table_metadata(source)
+            with self._parsed_lock:
+                self._parsed[location] = metadata
+                if len(self._parsed) > _METADATA_CACHE_ENTRIES:
+                    self._parsed.popitem(last=False)
+        return Table(
+            identifier=(*Catalog.identifier_to_tuple(orm_table.table_namespace), orm_table.table_name),
+            metadata=metadata,
+            metadata_location=location,
+            io=self._load_file_io(metadata.properties, location),
+            catalog=self,
+        )
 
     def commit_table(
         self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]

@@ -26,7 +26,9 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table, Transaction
+from pyiceberg.table.snapshots import TOTAL_DATA_FILES, Snapshot
 from pyiceberg.table.sorting import SortField, SortOrder
 from pyiceberg.transforms import IdentityTransform
 from sqlalchemy.exc import IntegrityError
@@ -65,9 +67,19 @@ log = logging.getLogger(__name__)
 # would double in number on the first scattered delete; the headroom keeps a rewrite in one file.
 _FILL_FRACTION = 0.85
 # Pinned file lists kept per service. A snapshot's files never change, and the key includes
-# the table's metadata file, so a schema change (new metadata, same snapshot) is a new entry.
+# the table's current schema, so a schema change (same snapshot, new schema) is a new entry.
 _PINNED_CACHE_ENTRIES = 256
 _TARGET_PROPERTY = "write.target-file-size-bytes"
+# How far back a pin looks for an already-planned ancestor to derive its files from; each
+# step reads that snapshot's new manifests, so past this a full plan is as cheap.
+_DERIVE_MAX_SNAPSHOTS = 16
+
+
+def _row_level_deletes(name: str, snapshot_id: int) -> UnsupportedTableFeatureError:
+    return UnsupportedTableFeatureError(
+        f"{name} has row-level delete files at snapshot {snapshot_id}",
+        hint="rewrite the table's data files (compaction) before using it here",
+    )
 
 
 class TableService:
@@ -76,7 +88,7 @@ class TableService:
         self.commit_log = commits
         self.settings = settings
         self.recorded_rows = RecordedRows(settings.warehouse / "_sketch_deltas")
-        self._pinned_files: OrderedDict[tuple[str, str, int], tuple[DataFileInfo, ...]] = OrderedDict()
+        self._pinned_files: OrderedDict[tuple[str, int, int], tuple[DataFileInfo, ...]] = OrderedDict()
 
     # -- writes ------------------------------------------------------------------------------
     def create(self, name: str, data: Any, sort_by: list[str] | tuple[str, ...] | None = None) -> int:
@@ -174,25 +186,83 @@ class TableService:
 
     def _snapshot_files(self, name: str, table: Table, snapshot_id: int) -> tuple[DataFileInfo, ...]:
         """The snapshot's data files with their statistics; planned once per snapshot and schema
-        (planning and decoding the bounds costs ~20 ms per 100 files, on every query)."""
-        key = (name, table.metadata_location, snapshot_id)
+        (planning and decoding the bounds costs ~20 ms per 100 files, on every query).
+
+        A snapshot whose parent is already planned is derived from it: the parent's files, less
+        the files this snapshot removed, plus those it added, both read from the manifests this
+        snapshot wrote. A commit's pin then costs one manifest read, not a plan of the table.
+        """
+        schema_id = table.metadata.current_schema_id  # the bounds are decoded with this schema
+        key = (name, snapshot_id, schema_id)
         cached = self._pinned_files.get(key)
         if cached is not None:
             self._pinned_files.move_to_end(key)
             return cached
+        # The nearest planned ancestor, and the snapshots after it down to this one.
+        chain: list[Snapshot] = []
+        base: tuple[DataFileInfo, ...] | None = None
+        snapshot = table.metadata.snapshot_by_id(snapshot_id)
+        while snapshot is not None and len(chain) < _DERIVE_MAX_SNAPSHOTS:
+            chain.append(snapshot)
+            if snapshot.parent_snapshot_id is None:
+                break
+            base = self._pinned_files.get((name, snapshot.parent_snapshot_id, schema_id))
+            if base is not None:
+                break
+            snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
+        planned = None
+        if base is not None:
+            for step in reversed(chain):
+                planned = self._derived_files(name, table, step, base)
+                if planned is None:
+                    break
+                self._remember_files((name, step.snapshot_id, schema_id), planned)
+                base = planned
+        if planned is None:
+            planned = self._planned_files(name, table, snapshot_id)
+        self._remember_files(key, planned)
+        return planned
+
+    def _remember_files(self, key: tuple[str, int, int], files: tuple[DataFileInfo, ...]) -> None:
+        self._pinned_files[key] = files
+        self._pinned_files.move_to_end(key)
+        if len(self._pinned_files) > _PINNED_CACHE_ENTRIES:
+            self._pinned_files.popitem(last=False)
+
+    @staticmethod
+    def _planned_files(name: str, table: Table, snapshot_id: int) -> tuple[DataFileInfo, ...]:
         files: list[DataFileInfo] = []
         for task in table.scan(snapshot_id=snapshot_id).plan_files():
             if task.delete_files:
-                raise UnsupportedTableFeatureError(
-                    f"{name} has row-level delete files at snapshot {snapshot_id}",
-                    hint="rewrite the table's data files (compaction) before using it here",
-                )
+                raise _row_level_deletes(name, snapshot_id)
             files.append(describe_file(task.file, table.schema()))
-        planned = tuple(sorted(files, key=lambda f: f.path))
-        self._pinned_files[key] = planned
-        if len(self._pinned_files) > _PINNED_CACHE_ENTRIES:
-            self._pinned_files.popitem(last=False)
-        return planned
+        return tuple(sorted(files, key=lambda f: f.path))
+
+    @staticmethod
+    def _derived_files(
+        name: str, table: Table, snapshot: Snapshot, parent: tuple[DataFileInfo, ...]
+    ) -> tuple[DataFileInfo, ...] | None:
+        """``snapshot``'s files from its ``parent``'s; None when the result does not add up to the
+        snapshot's own file count (then the caller plans the snapshot in full)."""
+        added: list[DataFileInfo] = []
+        removed: set[str] = set()
+        for manifest in snapshot.manifests(table.io):
+            if manifest.added_snapshot_id != snapshot.snapshot_id:
+                continue  # carried over from earlier snapshots: nothing new in it
+            if manifest.content != ManifestContent.DATA:
+                raise _row_level_deletes(name, snapshot.snapshot_id)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                if entry.snapshot_id != snapshot.snapshot_id:
+                    continue  # an existing file rewritten into this snapshot's manifest
+                if entry.status == ManifestEntryStatus.ADDED:
+                    added.append(describe_file(entry.data_file, table.schema()))
+                elif entry.status == ManifestEntryStatus.DELETED:
+                    removed.add(entry.data_file.file_path)
+        files = [f for f in parent if f.path not in removed] + added
+        expected = snapshot.summary[TOTAL_DATA_FILES] if snapshot.summary is not None else None
+        if expected is None or int(expected) != len(files):
+            return None
+        return tuple(sorted(files, key=lambda f: f.path))
 
     def delta(
         self,

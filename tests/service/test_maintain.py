@@ -172,3 +172,35 @@ def test_a_run_that_dies_before_publishing_leaves_the_last_version_intact(
     (run,) = svc.maintain(sketch_name, strategy="incremental")
     assert run.to_version == 2
     assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+
+
+def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
+    spark_svc: SketchService, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = spark_svc
+    sketch_name = f"{table.split('.')[0]}_kept"
+    sql = HAVING.format(t=table)
+    svc.capture(sql, name=sketch_name, attributes={table: "a"}, fragments=40)
+    deltas = DeltaGenerator(svc.tables, table, ("key",), seed=12)
+    reads: list[str] = []
+    real_read = svc.state_store.read
+    monkeypatch.setattr(svc.state_store, "read", lambda ref: reads.append(ref) or real_read(ref))
+
+    deltas.mixed(40).apply(svc.tables)
+    svc.maintain(sketch_name, strategy="incremental")  # builds from the snapshot, keeps the engine
+    deltas.mixed(40).apply(svc.tables)
+    svc.maintain(sketch_name, strategy="incremental")
+    assert reads == [], "the kept engine was used, not the stored state"
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+
+    # Another process publishes the next version: the engine kept here is now stale.
+    other = SketchService.from_settings(svc.settings)
+    try:
+        deltas.mixed(40).apply(svc.tables)
+        other.maintain(sketch_name, strategy="incremental")
+    finally:
+        other.close()
+    deltas.mixed(40).apply(svc.tables)
+    (run,) = svc.maintain(sketch_name, strategy="incremental")
+    assert run.to_version == 5 and len(reads) == 1, "restored from the other process's state"
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())

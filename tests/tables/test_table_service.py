@@ -232,7 +232,40 @@ def test_pinned_files_are_planned_once_per_snapshot(
 
     svc.tables.append(name, rows(100, start=50_000))
     assert len(svc.tables.pin(name).files) == len(pinned.files) + 1, "a new snapshot is planned"
+    assert len(described) == planned + 1, "derived from its parent: only the new file is read"
     assert svc.tables.pin(name, first) == pinned
+
+
+def test_snapshots_derived_from_their_parents_equal_a_full_plan(
+    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sketch_core.tables.service import TableService
+
+    name = f"{ns}.r"
+    sequences = [svc.tables.create(name, rows(20_000), sort_by=["key"])]
+    svc.tables.pin(name)
+    sequences.append(svc.tables.append(name, rows(300, start=40_000)))
+    sequences.append(svc.tables.delete(name, "a = 3"))  # rewrites every file
+    sequences.append(svc.tables.overwrite(name, rows(50, start=5_000), "key BETWEEN 5000 AND 5100"))
+    sequences.append(svc.tables.delete(name, "key < 100"))
+    table = svc.tables.catalog.load_table(name)
+    full_plans: list[int] = []
+    real_plan = TableService._planned_files
+
+    def counting_plan(name: str, table: Any, snapshot_id: int) -> Any:
+        full_plans.append(snapshot_id)
+        return real_plan(name, table, snapshot_id)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(TableService, "_planned_files", staticmethod(counting_plan))
+        svc.tables.pin(name, sequences[0])
+        svc.tables.pin(name, sequences[-1])  # derived through every snapshot in between
+    assert full_plans == []
+    for sequence in sequences:
+        pinned = svc.tables.pin(name, sequence)
+        assert pinned.snapshot_id is not None
+        full = svc.tables._planned_files(name, table, pinned.snapshot_id)
+        assert pinned.files == full, f"sequence {sequence}"
 
 
 def run_threads(bodies: list[Callable[[], object]]) -> None:
@@ -262,10 +295,13 @@ def test_missing_warehouse_files_give_a_typed_error(svc: SketchService, ns: str)
     svc.tables.create(name, rows(5), sort_by=["key"])
     location = Path(svc.catalog.load_table(name).metadata_location.removeprefix("file://"))
     location.rename(location.with_suffix(".moved"))
+    # A service that has not read the metadata yet (this one keeps what it parsed).
+    other = SketchService.from_settings(svc.settings)
     try:
         with pytest.raises(WarehouseMismatchError) as info:
-            svc.tables.pin(name)
+            other.tables.pin(name)
         assert info.value.table == name
     finally:
         location.with_suffix(".moved").rename(location)
+        other.close()
     assert svc.tables.pin(name).record_count == 5
