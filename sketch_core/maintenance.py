@@ -24,7 +24,7 @@ from sketch_core.incremental.state import STATE_FORMAT
 from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions import RangePartition
 from sketch_core.spark.views import referenced_tables, table_schemas
-from sketch_core.tables.deltas import read_matching
+from sketch_core.tables.deltas import read_files, read_matching
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 
@@ -62,10 +62,12 @@ def build_engine(
     engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()})
     if state is not None:
         engine.restore(state)
-    else:
-        everything = {
-            t: RowDelta(read_matching(p, p.schema.names), p.schema.empty_table()) for t, p in pins.items()
-        }
+    else:  # the snapshot as one insert delta: only the columns and rows the plan can use
+        columns, filters = engine.columns_read(), engine.delta_filters()
+        everything = {}
+        for table, pin in pins.items():
+            rows = read_files(pin.files, pin.schema, sorted(columns[table]), filters.get(table))
+            everything[table] = RowDelta(rows, rows.schema.empty_table())
         engine.apply(everything, pinned_reader(pins))
     return MaintainedSketch(engine, sequence, tuple(sorted(names)))
 

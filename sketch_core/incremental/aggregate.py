@@ -10,9 +10,10 @@ holding an extreme value (PBDS rule r3): then the counters are also kept per val
 group's annotation is the union over its aggregates of the fragments at the current extreme
 (all rows when the extreme is NULL, i.e. every value is NULL).
 
-Batches follow IMP Sec. 9.3: the first time a batch touches a group its output row is
-remembered; after the batch each touched group emits its old row as a deletion and its new
-row as an insertion (nothing when they are equal).
+A batch is first reduced to partial aggregates with Arrow (:mod:`.partials`), then merged into
+the state one group, fragment or value at a time. Batches follow IMP Sec. 9.3: the first time
+a batch touches a group its output row is remembered; after the batch each touched group emits
+its old row as a deletion and its new row as an insertion (nothing when they are equal).
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
 from sketch_core.incremental.ordering import spark_order
+from sketch_core.incremental.partials import (
+    COUNT,
+    FRAGMENT,
+    ROWS,
+    VALUE,
+    ArgumentSpec,
+    Partials,
+    compute_partials,
+    group_column,
+)
 
 _NAN = ("NaN",)  # dictionary key standing for every NaN (Spark groups NaNs together)
 
@@ -72,7 +83,7 @@ class Accumulator:
     special: Counter[str] = field(default_factory=Counter)
 
     def add(self, value: Any, n: int) -> None:
-        if value is None:
+        if value is None or n == 0:  # n nets to 0 when a batch inserts and deletes the same value
             return
         self.non_null += n
         if self.values is not None:
@@ -219,44 +230,8 @@ class AggregateOperator:
         if not self._announced:  # a global aggregate's row exists before any input: emit it once
             touched[()] = None
             self._announced = True
-        if rows.num_rows == 0:
-            return self._emit([(old, self.output_row(key)) for key, old in touched.items()])
-        expressions = {**self.group_expressions, **self.argument_expressions}
-        evaluated = evaluate(rows.data(), expressions) if expressions else None
-        if evaluated is None or not self.group_expressions:
-            keys: list[tuple[Any, ...]] = [()] * rows.num_rows
-        else:
-            keys = list(zip(*(evaluated.column(n).to_pylist() for n in self.group_expressions), strict=True))
-        arguments = {
-            n: evaluated.column(n).to_pylist() for n in self.argument_expressions if evaluated is not None
-        }
-        multiplicities = rows.table.column(MULTIPLICITY).to_pylist()
-        fragments = {a: rows.table.column(a).to_pylist() for a in self.annotations}
-        for i, raw_key in enumerate(keys):
-            key = tuple(group_key(k) for k in raw_key)
-            if key not in touched:
-                touched[key] = self.output_row(key)
-            group = self.groups.get(key)
-            if group is None:
-                group = self.groups[key] = self._new_group()
-            n = multiplicities[i]
-            group.rows += n
-            row_fragments = {a: fragments[a][i] or () for a in self.annotations}
-            for a, ids in row_fragments.items():
-                counter = group.counters[a]
-                for fragment in ids:
-                    counter[fragment] += n
-            for j, (_, call) in enumerate(self.node.aggregates):
-                if call.arg is None:
-                    continue
-                value = arguments[f"__arg{j}"][i]
-                group.accumulators[j].add(value, n)
-                if self.extremes_only and value is not None:
-                    at_value = group.at_value[j].setdefault(group_key(value), {})
-                    for a, ids in row_fragments.items():
-                        counter = at_value.setdefault(a, Counter())
-                        for fragment in ids:
-                            counter[fragment] += n
+        if rows.num_rows:
+            self.merge(self.partials(rows), touched)
         changes = []
         for key, old in touched.items():
             group = self.groups[key]
@@ -270,6 +245,85 @@ class AggregateOperator:
             if old != new:
                 changes.append((old, new))
         return self._emit(changes)
+
+    def argument_specs(self) -> list[ArgumentSpec]:
+        return [
+            ArgumentSpec(j, call.func in ("min", "max"), self.extremes_only)
+            for j, (_, call) in enumerate(self.node.aggregates)
+            if call.arg is not None
+        ]
+
+    def partials(self, rows: AnnotatedDelta) -> Partials:
+        """The batch's partial aggregates (see :mod:`sketch_core.incremental.partials`)."""
+        expressions = {**self.group_expressions, **self.argument_expressions}
+        evaluated = evaluate(rows.data(), expressions) if expressions else None
+        keys = [evaluated.column(n).combine_chunks() for n in self.group_expressions] if evaluated else []
+        arguments = {
+            spec.index: evaluated.column(f"__arg{spec.index}").combine_chunks()
+            for spec in self.argument_specs()
+            if evaluated is not None
+        }
+        return compute_partials(
+            keys,
+            arguments,
+            self.argument_specs(),
+            rows.table.column(MULTIPLICITY).combine_chunks(),
+            {a: rows.table.column(a).combine_chunks() for a in self.annotations},
+        )
+
+    def merge(self, partials: Partials, touched: dict[tuple[Any, ...], Any]) -> None:
+        """Add a batch's partial aggregates to the state. Every group the batch touches is put in
+        ``touched`` with its output row from before the batch (the first time it is seen)."""
+
+        def keys_of(table: pa.Table) -> list[tuple[Any, ...]]:
+            names = [group_column(i) for i in range(len(self.node.groups))]
+            if not names:
+                return [()] * table.num_rows
+            columns = [table.column(n).to_pylist() for n in names]
+            return [tuple(group_key(v) for v in raw) for raw in zip(*columns, strict=True)]
+
+        groups = partials.groups
+        summed = [spec.index for spec in self.argument_specs() if not spec.ordered]
+        sums = {
+            j: {
+                name: groups.column(f"{name}{j}").to_pylist()
+                for name in ("nn", "sum", "nan", "pinf", "ninf")
+                if f"{name}{j}" in groups.column_names
+            }
+            for j in summed
+        }
+        added_rows = groups.column(ROWS).to_pylist()
+        for i, key in enumerate(keys_of(groups)):
+            if key not in touched:
+                touched[key] = self.output_row(key)
+            group = self.groups.get(key)
+            if group is None:
+                group = self.groups[key] = self._new_group()
+            group.rows += added_rows[i]
+            for j, columns in sums.items():
+                accumulator = group.accumulators[j]
+                accumulator.non_null += columns["nn"][i]
+                accumulator.total += columns["sum"][i] or 0
+                if "nan" in columns:
+                    accumulator.special["nan"] += columns["nan"][i]
+                    accumulator.special["+inf"] += columns["pinf"][i]
+                    accumulator.special["-inf"] += columns["ninf"][i]
+        for j, table in partials.values.items():
+            counts = table.column(COUNT).to_pylist()
+            for key, value, n in zip(keys_of(table), table.column(VALUE).to_pylist(), counts, strict=True):
+                self.groups[key].accumulators[j].add(value, n)
+        for annotation, table in partials.counters.items():
+            fragment_ids = table.column(FRAGMENT).to_pylist()
+            counts = table.column(COUNT).to_pylist()
+            for key, fragment, n in zip(keys_of(table), fragment_ids, counts, strict=True):
+                self.groups[key].counters[annotation][fragment] += n
+        for (j, annotation), table in partials.at_value.items():
+            values = table.column(VALUE).to_pylist()
+            fragment_ids = table.column(FRAGMENT).to_pylist()
+            counts = table.column(COUNT).to_pylist()
+            for key, value, fragment, n in zip(keys_of(table), values, fragment_ids, counts, strict=True):
+                at_value = self.groups[key].at_value[j].setdefault(group_key(value), {})
+                at_value.setdefault(annotation, Counter())[fragment] += n
 
     def current(self) -> AnnotatedDelta:
         """Every output row now, each as one inserted row."""

@@ -1,0 +1,64 @@
+"""Partial aggregates of a batch, against sums worked out by hand."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import pyarrow as pa
+
+from sketch_core.incremental.annotated import FRAGMENTS
+from sketch_core.incremental.partials import ArgumentSpec, compute_partials
+
+
+def by_group(table: pa.Table) -> dict[object, dict[str, object]]:
+    rows = table.to_pylist()
+    return {row.pop("__g0"): row for row in rows}
+
+
+def test_sums_counts_and_fragments_net_out_per_group() -> None:
+    keys = [pa.array(["x", "x", "y", "x", None])]
+    price = pa.array(
+        [Decimal("1.50"), Decimal("2.25"), None, Decimal("1.50"), Decimal("4.00")], pa.decimal128(12, 2)
+    )
+    weight = pa.array([0.5, math.nan, math.inf, 2.0, None])
+    multiplicity = pa.array([3, 1, 1, -1, 2])
+    fragments = pa.array([[1], [1, 2], [], [1], None], FRAGMENTS)
+    specs = [ArgumentSpec(0, False, False), ArgumentSpec(1, False, False)]
+    partials = compute_partials(keys, {0: price, 1: weight}, specs, multiplicity, {"__ps_1": fragments})
+
+    groups = by_group(partials.groups)
+    assert groups["x"]["__rows"] == 3 and groups["y"]["__rows"] == 1 and groups[None]["__rows"] == 2
+    assert groups["x"]["nn0"] == 3 and groups["x"]["sum0"] == Decimal("1.50") * 3 + Decimal("2.25") - Decimal(
+        "1.50"
+    )
+    assert groups["y"]["nn0"] == 0 and groups["y"]["sum0"] == 0
+    assert groups["x"]["sum1"] == 0.5 * 3 - 2.0 and groups["x"]["nan1"] == 1 and groups["x"]["nn1"] == 3
+    assert groups["y"]["pinf1"] == 1 and groups["y"]["sum1"] == 0 and groups[None]["nn1"] == 0
+
+    counters = {(r["__g0"], r["__fragment"]): r["__n"] for r in partials.counters["__ps_1"].to_pylist()}
+    assert counters == {("x", 1): 3 + 1 - 1, ("x", 2): 1}
+
+
+def test_min_max_values_are_counted_per_value_and_fragment() -> None:
+    keys = [pa.array([1, 1, 1, 2])]
+    value = pa.array([5, 7, 5, None])
+    multiplicity = pa.array([1, 1, -1, 1])
+    fragments = pa.array([[10], [11], [10], [12]], FRAGMENTS)
+    specs = [ArgumentSpec(0, True, True)]
+    partials = compute_partials(keys, {0: value}, specs, multiplicity, {"a": fragments})
+
+    values = {(r["__g0"], r["__value"]): r["__n"] for r in partials.values[0].to_pylist()}
+    assert values == {(1, 5): 0, (1, 7): 1}
+    at_value = {
+        (r["__g0"], r["__value"], r["__fragment"]): r["__n"] for r in partials.at_value[(0, "a")].to_pylist()
+    }
+    assert at_value == {(1, 5, 10): 0, (1, 7, 11): 1}
+    assert by_group(partials.groups)[2]["__rows"] == 1
+
+
+def test_a_global_aggregate_has_one_group() -> None:
+    partials = compute_partials(
+        [], {0: pa.array([1, 2])}, [ArgumentSpec(0, False, False)], pa.array([1, 1]), {}
+    )
+    assert partials.groups.to_pylist() == [{"__rows": 2, "nn0": 2, "sum0": 3}]
