@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +18,9 @@ import pyarrow as pa
 from sketch_core.algebra.frontend import decode_params, to_ir
 from sketch_core.arrow_files import read_arrow, write_arrow
 from sketch_core.errors import StateMissingError
-from sketch_core.incremental.engine import IncrementalSketch, Reader, RowDelta
+from sketch_core.incremental.engine import Frontier, IncrementalSketch, Reader, RowDelta
 from sketch_core.incremental.merge import SketchDelta
+from sketch_core.incremental.partials import Partials
 from sketch_core.incremental.state import STATE_FORMAT
 from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions import RangePartition
@@ -47,28 +48,38 @@ class MaintainedSketch:
     tables: tuple[str, ...]  # every table the query reads
 
 
+# Computes the frontier aggregations' partial aggregates over these pinned snapshots (on Spark).
+Summarizer = Callable[[list[Frontier], Mapping[str, PinnedSnapshot]], Mapping[int, Partials]]
+
+
 def build_engine(
     tables: TableService,
     definition: SketchDefinition,
     partitions: Mapping[str, RangePartition],
     sequence: int,
     state: Mapping[str, pa.Table] | None = None,
+    summarize: Summarizer | None = None,
 ) -> MaintainedSketch:
     """The engine for ``definition`` at ``sequence``: restored from ``state`` when given, else
-    loaded from the snapshots (every row read in-process: for tables that fit in memory)."""
+    loaded from the snapshots. With ``summarize``, aggregations over stateless subtrees are
+    loaded from partial aggregates it computes; whatever else the plan reads is read
+    in-process (the columns and rows the plan can use)."""
     names = referenced_tables(definition.query_sql)
     pins = {name: tables.pin(name, sequence) for name in sorted(names)}
     parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
     engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()})
     if state is not None:
         engine.restore(state)
-    else:  # the snapshot as one insert delta: only the columns and rows the plan can use
-        columns, filters = engine.columns_read(), engine.delta_filters()
-        everything = {}
-        for table, pin in pins.items():
-            rows = read_files(pin.files, pin.schema, sorted(columns[table]), filters.get(table))
-            everything[table] = RowDelta(rows, rows.schema.empty_table())
-        engine.apply(everything, pinned_reader(pins))
+        return MaintainedSketch(engine, sequence, tuple(sorted(names)))
+    frontier = engine.frontier() if summarize is not None else []
+    partials = summarize(frontier, pins) if summarize is not None and frontier else {}
+    columns, filters = engine.columns_read(), engine.delta_filters()
+    everything = {}
+    for table in sorted(engine.tables_outside(frontier)):
+        pin = pins[table]
+        rows = read_files(pin.files, pin.schema, sorted(columns[table]), filters.get(table))
+        everything[table] = RowDelta(rows, rows.schema.empty_table())
+    engine.load(partials, everything, pinned_reader(pins))
     return MaintainedSketch(engine, sequence, tuple(sorted(names)))
 
 

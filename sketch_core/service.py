@@ -7,7 +7,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -31,7 +31,9 @@ from sketch_core.errors import (
     UnsafeAttributeError,
     UnsupportedQueryError,
 )
-from sketch_core.maintenance import MaintainedSketch, StateStore, advance, build_engine
+from sketch_core.incremental.engine import Frontier
+from sketch_core.incremental.partials import Partials
+from sketch_core.maintenance import MaintainedSketch, StateStore, Summarizer, advance, build_engine
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
@@ -45,6 +47,7 @@ from sketch_core.rewrites.use import Condition, instrument_use
 from sketch_core.spark.capture import register_annotated_view, run_capture
 from sketch_core.spark.partitioning import compute_range_partition
 from sketch_core.spark.session import build_session
+from sketch_core.spark.state_init import compute_frontier_partials
 from sketch_core.spark.views import (
     bind_tables,
     pinned_dataframe,
@@ -261,16 +264,7 @@ class SketchService:
             for table, attribute in chosen.items()
         }
         capture = instrument_capture(parsed.plan, attributes=chosen)
-        views = {table: register_view(self.spark, pin) for table, pin in pins.items()}
-        annotated = {
-            table: register_annotated_view(self.spark, pins[table], partition, str(pid))
-            for table, (pid, partition) in partitions.items()
-        }
-
-        def source(scan: Scan) -> str:
-            return annotated[scan.table] if FRAGMENT_COLUMN in scan.source_columns else views[scan.table]
-
-        found = run_capture(self.spark, capture, source)
+        found = run_capture(self.spark, capture, self._sources(pins, partitions))
         encoded = encode_params(params)
         partition_ids = {table: pid for table, (pid, _) in partitions.items()}
         template = template_key(sql)
@@ -289,6 +283,22 @@ class SketchService:
         )
         log.info("captured %s version %d at sequence %d in %.2fs", name, record.version, sequence, seconds)
         return self._sketch_version(record)
+
+    def _sources(
+        self, pins: Mapping[str, PinnedSnapshot], partitions: Mapping[str, tuple[int, RangePartition]]
+    ) -> Callable[[Scan], str]:
+        """Spark views of the pinned tables; a scan with the fragment column reads the table's
+        annotated view (each row's fragment id in ``partitions``' partition)."""
+        views = {table: register_view(self.spark, pin) for table, pin in pins.items()}
+        annotated = {
+            table: register_annotated_view(self.spark, pins[table], partition, str(pid))
+            for table, (pid, partition) in partitions.items()
+        }
+
+        def source(scan: Scan) -> str:
+            return annotated[scan.table] if FRAGMENT_COLUMN in scan.source_columns else views[scan.table]
+
+        return source
 
     def _attributes(
         self,
@@ -452,8 +462,25 @@ class SketchService:
         if kept is not None and kept[0] == record.version:
             return kept[1]
         partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
-        state = self.state_store.read(record.state_ref) if record.state_ref else None
-        return build_engine(self.tables, definition, partitions, record.sequence, state)
+        if record.state_ref:
+            state = self.state_store.read(record.state_ref)
+            return build_engine(self.tables, definition, partitions, record.sequence, state)
+        # No state yet (the version was captured): the aggregations' state is computed on Spark.
+        summarize = self.spark_summarizer(definition)
+        return build_engine(self.tables, definition, partitions, record.sequence, summarize=summarize)
+
+    def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
+        """Computes an incremental engine's frontier aggregations' state on Spark, for
+        :func:`sketch_core.maintenance.build_engine`."""
+        partitions = {t: self._partition(pid) for t, pid in definition.partition_ids.items()}
+        identified = {t: (record.partition_id, p) for t, (record, p) in partitions.items()}
+        attributes = {t: p.attribute for t, (_, p) in partitions.items()}
+
+        def summarize(frontier: list[Frontier], pins: Mapping[str, PinnedSnapshot]) -> dict[int, Partials]:
+            source = self._sources(pins, identified)
+            return compute_frontier_partials(self.spark, frontier, attributes, source)
+
+        return summarize
 
     def _keep_engine(self, name: str, version: int, maintained: MaintainedSketch) -> None:
         if self.settings.engine_cache_entries == 0:

@@ -232,6 +232,19 @@ class AggregateOperator:
             self._announced = True
         if rows.num_rows:
             self.merge(self.partials(rows), touched)
+        return self._finish(touched)
+
+    def load(self, partials: Partials) -> AnnotatedDelta:
+        """Apply partial aggregates computed elsewhere (by Spark, over a whole snapshot): the
+        output changes, as :meth:`apply` gives them for the rows they summarize."""
+        touched: dict[tuple[Any, ...], Any] = {}
+        if not self._announced:
+            touched[()] = None
+            self._announced = True
+        self.merge(partials, touched)
+        return self._finish(touched)
+
+    def _finish(self, touched: dict[tuple[Any, ...], Any]) -> AnnotatedDelta:
         changes = []
         for key, old in touched.items():
             group = self.groups[key]
@@ -248,7 +261,7 @@ class AggregateOperator:
 
     def argument_specs(self) -> list[ArgumentSpec]:
         return [
-            ArgumentSpec(j, call.func in ("min", "max"), self.extremes_only)
+            ArgumentSpec(j, call.func in ("min", "max"), self.extremes_only, call.func in ("sum", "avg"))
             for j, (_, call) in enumerate(self.node.aggregates)
             if call.arg is not None
         ]
@@ -303,7 +316,8 @@ class AggregateOperator:
             for j, columns in sums.items():
                 accumulator = group.accumulators[j]
                 accumulator.non_null += columns["nn"][i]
-                accumulator.total += columns["sum"][i] or 0
+                if "sum" in columns:
+                    accumulator.total += columns["sum"][i] or 0
                 if "nan" in columns:
                     accumulator.special["nan"] += columns["nan"][i]
                     accumulator.special["+inf"] += columns["pinf"][i]

@@ -44,6 +44,7 @@ from sketch_core.incremental.annotated import AnnotatedDelta, annotate_rows
 from sketch_core.incremental.expressions import ExpressionTranslator
 from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
+from sketch_core.incremental.partials import ArgumentSpec, Partials
 from sketch_core.incremental.state import (
     aggregate_state,
     merge_state,
@@ -174,8 +175,12 @@ class _Aggregate(_Node):
         types = self.operator.group_types + self.operator.output_types
         self.schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
         self.annotations = child.annotations
+        self.loaded: AnnotatedDelta | None = None  # output of a load, passed up by the next batch
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
+        if self.loaded is not None:  # the input was summarized elsewhere: its rows are not read
+            loaded, self.loaded = self.loaded, None
+            return loaded
         return self.operator.apply(self.child.process(ctx))
 
     def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
@@ -250,6 +255,41 @@ class _Join(_Node):
         left_now = self.left.current(ctx, left_keys or None)
         right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
+
+
+def _children(node: _Node) -> list[_Node]:
+    if isinstance(node, _Join):
+        return [node.left, node.right]
+    if isinstance(node, _Union):
+        return list(node.inputs)
+    child = getattr(node, "child", None)
+    return [child] if child is not None else []
+
+
+def _stateless(node: _Node) -> bool:
+    return isinstance(node, (_Scan, _Select, _Project, _Join, _Union)) and all(
+        _stateless(c) for c in _children(node)
+    )
+
+
+def _scans_under(node: _Node) -> list[_Scan]:
+    if isinstance(node, _Scan):
+        return [node]
+    return [s for c in _children(node) for s in _scans_under(c)]
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """An aggregation over a stateless subtree, whose state can be loaded from partial
+    aggregates computed over a whole snapshot elsewhere (Spark): ``node.child`` is that subtree
+    in the IR, and ``annotations`` names the fragment-id column of each sketched scan in it."""
+
+    index: int  # among the stateful operators
+    node: Aggregate
+    annotations: dict[int, str]  # id(IR scan) -> annotation
+    specs: tuple[ArgumentSpec, ...]
+    group_types: tuple[pa.DataType, ...]
+    argument_types: dict[int, pa.DataType]  # aggregate index -> its argument's type
 
 
 def _source_condition(scan: _Scan, condition: exp.Expr) -> pc.Expression | None:
@@ -353,6 +393,56 @@ class IncrementalSketch:
             else:
                 restore_topk(node.operator, tables[f"op{i}"])
         restore_merge(self.merge, tables["merge"])
+
+    def frontier(self) -> list[Frontier]:
+        """The topmost aggregations over stateless subtrees (each loadable as a whole)."""
+        found: list[Frontier] = []
+
+        def visit(node: _Node) -> None:
+            if isinstance(node, _Aggregate) and _stateless(node.child):
+                operator = node.operator
+                annotations = {id(s.node): s.annotation for s in _scans_under(node.child) if s.annotation}
+                argument_types = {
+                    spec.index: t
+                    for spec in operator.argument_specs()
+                    if (t := operator.argument_types[spec.index]) is not None
+                }
+                found.append(
+                    Frontier(
+                        self._stateful.index(node),
+                        operator.node,
+                        annotations,
+                        tuple(operator.argument_specs()),
+                        tuple(operator.group_types),
+                        argument_types,
+                    )
+                )
+                return
+            for child in _children(node):
+                visit(child)
+
+        visit(self.root)
+        return found
+
+    def tables_outside(self, frontier: Sequence[Frontier]) -> set[str]:
+        """Tables some scan reads outside these aggregations' subtrees."""
+        covered = {id(s) for f in frontier for s in _scans_under(self._stateful[f.index])}
+        return {s.node.table for s in self._scans if id(s) not in covered}
+
+    def load(
+        self,
+        partials: Mapping[int, Partials],
+        deltas: Mapping[str, RowDelta],
+        reader: Reader | None = None,
+    ) -> SketchDelta:
+        """Initialize from the empty database to a snapshot: the frontier aggregations (by
+        index) from their partial aggregates over the snapshot, every other scan from
+        ``deltas`` (the whole tables of :meth:`tables_outside`)."""
+        for index, summary in partials.items():
+            node = self._stateful[index]
+            assert isinstance(node, _Aggregate), f"stateful operator {index} is not an aggregation"
+            node.loaded = node.operator.load(summary)
+        return self.apply(deltas, reader)
 
     def apply(self, deltas: Mapping[str, RowDelta], reader: Reader | None = None) -> SketchDelta:
         """Process one batch of table deltas (keys: table names); returns the sketch delta.

@@ -36,6 +36,17 @@ class ArgumentSpec:
     index: int
     ordered: bool  # min/max: counts per value
     with_provenance_by_value: bool  # min/max-only aggregations: fragments per value as well
+    summed: bool = True  # sum and avg: the values' sum (count(x) needs only the non-NULL count)
+
+    def summed_columns(self, argument: pa.DataType) -> list[str]:
+        """The per-group columns this argument contributes."""
+        if self.ordered:
+            return []
+        if not self.summed:
+            return [f"nn{self.index}"]
+        if pa.types.is_floating(argument):
+            return [f"{name}{self.index}" for name in ("nn", "sum", "nan", "pinf", "ninf")]
+        return [f"nn{self.index}", f"sum{self.index}"]
 
 
 @dataclass
@@ -94,6 +105,8 @@ def compute_partials(
         argument = arguments[spec.index]
         j = spec.index
         columns[f"nn{j}"] = _masked(pc.is_valid(argument), multiplicity)
+        if not spec.summed:
+            continue
         if pa.types.is_floating(argument.type):
             finite = pc.is_finite(argument)
             columns[f"sum{j}"] = _masked(finite, _times(argument, multiplicity))

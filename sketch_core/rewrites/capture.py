@@ -117,9 +117,15 @@ def _null_of(annotation: Annotation) -> exp.Expr:
 
 
 class _Instrumenter:
-    def __init__(self, sketched: Collection[Scan], attributes: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        sketched: Collection[Scan],
+        attributes: Mapping[str, str],
+        names: Mapping[int, str] | None = None,
+    ) -> None:
         self.sketched = {id(scan) for scan in sketched}
         self.attributes = attributes
+        self.names = names or {}  # id(scan) -> the annotation column's name, where it is given
         self.types: dict[str, str] = {}  # column name -> type, where known (names are unique)
         self.counter = 0
 
@@ -132,7 +138,7 @@ class _Instrumenter:
             self.types.update(zip(node.names, node.types, strict=False))
             if id(node) not in self.sketched:
                 return node, {}
-            name = self.fresh("ps")
+            name = self.names.get(id(node)) or self.fresh("ps")
             types = (*node.types, "int") if node.types else ()
             annotated = Scan(
                 node.table, node.alias, (*node.source_columns, FRAGMENT_COLUMN), (*node.names, name), types
@@ -299,3 +305,19 @@ def instrument_capture(plan: Relation, *, attributes: Mapping[str, str]) -> Capt
         )
     final = Aggregate(instrumented, (), tuple((a, _union_call(a, ann)) for a, ann in annotations.items()))
     return CapturePlan(final, {a: ann.table for a, ann in annotations.items()})
+
+
+def instrument_annotations(
+    plan: Relation, names: Mapping[int, str], attributes: Mapping[str, str]
+) -> Relation:
+    """``plan`` with its rows annotated but not merged: for each sketched scan (``names``:
+    id(scan) -> column), a column holding the fragment id of the row the output row came from.
+    For plans without aggregations, DISTINCT or semi joins, where each annotation is one id;
+    this is the input an incremental aggregation's state is computed from on Spark."""
+    wanted = {t.lower(): a for t, a in attributes.items()}
+    sketched = [s for s in positive_scans(plan) if id(s) in names]
+    instrumented, annotations = _Instrumenter(sketched, wanted, names).run(plan)
+    merged = [a for a, annotation in annotations.items() if annotation.is_set]
+    if merged:
+        raise UnsupportedQueryError("an aggregation below the annotated plan", ", ".join(merged))
+    return instrumented

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator, load_tpch
@@ -43,6 +44,10 @@ def partitions_of(svc: SketchService, name: str):  # type: ignore[no-untyped-def
     return {t: svc.range_partition(t, attr, count)[1] for t, (attr, count) in version.partitions.items()}
 
 
+def canonical(state: dict[str, pa.Table]) -> dict[str, list[str]]:
+    return {name: sorted(repr(row) for row in table.to_pylist()) for name, table in state.items()}
+
+
 @pytest.mark.parametrize("number", MAINTAINED)
 def test_maintained_sketch_equals_a_fresh_capture(imp_svc: SketchService, number: int) -> None:
     svc = imp_svc
@@ -50,9 +55,16 @@ def test_maintained_sketch_equals_a_fresh_capture(imp_svc: SketchService, number
     sql = query(number)
     before = svc.capture(sql, name=name, fragments=64)
     definition = svc.sketches.definition(name)
-    sketch = build_engine(svc.tables, definition, partitions_of(svc, name), before.sequence)
+    partitions = partitions_of(svc, name)
+    sketch = build_engine(svc.tables, definition, partitions, before.sequence)
     captured = fragments_of(svc, name)
     assert {t: sketch.engine.sketch().get(t, set()) for t in captured} == captured
+    # The state computed on Spark is the state the rows give in-process.
+    summarized = build_engine(
+        svc.tables, definition, partitions, before.sequence, summarize=svc.spark_summarizer(definition)
+    )
+    assert summarized.engine.frontier(), "every maintained query has an aggregation to summarize"
+    assert canonical(summarized.engine.state_tables()) == canonical(sketch.engine.state_tables())
 
     lineitem = DeltaGenerator(svc.tables, f"{NAMESPACE}.lineitem", TPCH_SORT_KEYS["lineitem"], seed=number)
     orders = DeltaGenerator(svc.tables, f"{NAMESPACE}.orders", TPCH_SORT_KEYS["orders"], seed=number)

@@ -1,0 +1,151 @@
+"""Operator state from a snapshot, computed on Spark (IMP Sec. 8's set-oriented strategy).
+
+An incremental aggregation's state is a set of sums over its input: per group, per group and
+fragment, per group and value (:mod:`sketch_core.incremental.partials`). For each aggregation
+over a stateless subtree (the engine's frontier) one Spark query computes them all at once
+with GROUPING SETS over the annotated subtree, and only those sums come back to the driver:
+the snapshot's rows are never read in-process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+
+from sketch_core.algebra.ir import Project, Scan, column
+from sketch_core.algebra.printer import to_sql
+from sketch_core.incremental.engine import Frontier
+from sketch_core.incremental.partials import COUNT, FRAGMENT, ROWS, VALUE, Partials, group_column
+from sketch_core.rewrites.capture import instrument_annotations
+
+
+def _q(name: str) -> str:
+    return f"`{name}`"
+
+
+def _argument(index: int) -> str:
+    return f"__arg{index}"
+
+
+def _flag(name: str) -> str:
+    return f"__in{name}"
+
+
+@dataclass(frozen=True)
+class _Set:
+    """One grouping set: the group columns plus ``extra`` (an annotation and/or an argument)."""
+
+    extra: tuple[str, ...]
+    annotation: str | None = None
+    argument: int | None = None
+
+
+def _sets(frontier: Frontier) -> list[_Set]:
+    annotations = sorted(set(frontier.annotations.values()))
+    sets = [_Set(())]
+    sets += [_Set((a,), annotation=a) for a in annotations]
+    for spec in frontier.specs:
+        if not spec.ordered:
+            continue
+        sets.append(_Set((_argument(spec.index),), argument=spec.index))
+        if spec.with_provenance_by_value:
+            sets += [_Set((_argument(spec.index), a), annotation=a, argument=spec.index) for a in annotations]
+    return sets
+
+
+def partials_query(frontier: Frontier, attributes: Mapping[str, str], source: Callable[[Scan], str]) -> str:
+    """The Spark SQL computing every partial aggregate of ``frontier``'s state in one pass."""
+    node = frontier.node
+    annotated = instrument_annotations(node.child, frontier.annotations, attributes)
+    groups = [group_column(i) for i in range(len(node.groups))]
+    outputs = [(g, e) for g, (_, e) in zip(groups, node.groups, strict=True)]
+    calls = dict(enumerate(c for _, c in node.aggregates))
+    outputs += [(_argument(spec.index), calls[spec.index].arg) for spec in frontier.specs]  # type: ignore[misc]
+    outputs += [(a, column(a)) for a in sorted(set(frontier.annotations.values()))]
+    inner = to_sql(Project(annotated, tuple(outputs)), source=source)
+
+    sets = _sets(frontier)
+    extras = list(dict.fromkeys(c for s in sets for c in s.extra))
+    select = [*(_q(g) for g in groups), *(_q(c) for c in extras)]
+    select += [f"grouping({_q(c)}) AS {_q(_flag(c))}" for c in extras]
+    select.append(f"COUNT(*) AS {_q(ROWS)}")
+    for spec in frontier.specs:
+        if spec.ordered:
+            continue
+        x, j = _q(_argument(spec.index)), spec.index
+        select.append(f"COUNT({x}) AS nn{j}")
+        if not spec.summed:
+            continue
+        if pa.types.is_floating(frontier.argument_types[j]):
+            special = f"isnan({x}) OR {x} = double('inf') OR {x} = double('-inf')"
+            select.append(f"SUM(CASE WHEN {special} THEN NULL ELSE {x} END) AS sum{j}")
+            select.append(f"SUM(CASE WHEN isnan({x}) THEN 1 ELSE 0 END) AS nan{j}")
+            select.append(f"SUM(CASE WHEN {x} = double('inf') THEN 1 ELSE 0 END) AS pinf{j}")
+            select.append(f"SUM(CASE WHEN {x} = double('-inf') THEN 1 ELSE 0 END) AS ninf{j}")
+        else:
+            select.append(f"SUM({x}) AS sum{j}")
+    if extras:
+        grouping = ", ".join("(" + ", ".join(_q(c) for c in (*groups, *s.extra)) + ")" for s in sets)
+        group_by = f" GROUP BY GROUPING SETS ({grouping})"
+    else:
+        group_by = f" GROUP BY {', '.join(_q(g) for g in groups)}" if groups else ""
+    return f"SELECT {', '.join(select)} FROM ({inner}) AS __annotated{group_by}"
+
+
+def split_partials(frontier: Frontier, result: pa.Table) -> Partials:
+    """The query's rows, one table per grouping set, as the engine's :class:`Partials`."""
+    sets = _sets(frontier)
+    extras = list(dict.fromkeys(c for s in sets for c in s.extra))
+    groups = [group_column(i) for i in range(len(frontier.node.groups))]
+    keys = {g: result.column(g).cast(t) for g, t in zip(groups, frontier.group_types, strict=True)}
+
+    def rows_of(chosen: _Set) -> pa.Array:
+        mask = pa.array([True] * result.num_rows)
+        for c in extras:
+            mask = pc.and_(mask, pc.equal(result.column(_flag(c)), 0 if c in chosen.extra else 1))
+        return mask
+
+    def table(chosen: _Set, **columns: pa.ChunkedArray) -> pa.Table:
+        whole = pa.table({**keys, **columns})
+        return whole.filter(rows_of(chosen))
+
+    summed = [c for s in frontier.specs for c in s.summed_columns(frontier.argument_types[s.index])]
+    partials = Partials(table(sets[0], **{c: result.column(c) for c in (ROWS, *summed)}))
+    for chosen in sets[1:]:
+        columns: dict[str, pa.ChunkedArray] = {}
+        if chosen.argument is not None:
+            kind = frontier.argument_types[chosen.argument]
+            columns[VALUE] = result.column(_argument(chosen.argument)).cast(kind)
+        if chosen.annotation is not None:
+            columns[FRAGMENT] = result.column(chosen.annotation)
+        columns[COUNT] = result.column(ROWS)
+        rows = table(chosen, **columns)
+        for name in (VALUE, FRAGMENT):
+            if name in rows.column_names:
+                rows = rows.filter(pc.is_valid(rows.column(name)))
+        if chosen.argument is not None and chosen.annotation is not None:
+            partials.at_value[(chosen.argument, chosen.annotation)] = rows
+        elif chosen.argument is not None:
+            partials.values[chosen.argument] = rows
+        else:
+            assert chosen.annotation is not None
+            partials.counters[chosen.annotation] = rows
+    return partials
+
+
+def compute_frontier_partials(
+    spark: SparkSession,
+    frontier: list[Frontier],
+    attributes: Mapping[str, str],
+    source: Callable[[Scan], str],
+) -> dict[int, Partials]:
+    """Each frontier aggregation's partial aggregates over the snapshot the views are pinned to."""
+    found = {}
+    for item in frontier:
+        result = spark.sql(partials_query(item, attributes, source)).toArrow()
+        found[item.index] = split_partials(item, result)
+    return found
