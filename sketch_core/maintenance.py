@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -57,7 +58,7 @@ def build_engine(
     definition: SketchDefinition,
     partitions: Mapping[str, RangePartition],
     sequence: int,
-    state: Mapping[str, pa.Table] | None = None,
+    state: Sequence[Mapping[str, pa.Table]] | None = None,
     summarize: Summarizer | None = None,
 ) -> MaintainedSketch:
     """The engine for ``definition`` at ``sequence``: restored from ``state`` when given, else
@@ -83,32 +84,74 @@ def build_engine(
     return MaintainedSketch(engine, sequence, tuple(sorted(names)))
 
 
+# A stored state is a whole state plus at most this many layers of changes; the next write
+# after that stores the whole state again, so a restore reads a bounded number of files.
+MAX_STATE_LAYERS = 16
+
+
 class StateStore:
     """Operator state files under the warehouse: one directory per sketch version, one Arrow
-    IPC file per operator. A directory is written completely before the version that refers
-    to it is published; one that no version refers to is garbage (a run that died)."""
+    IPC file per operator. A directory holds the whole state, or the changes to the state of
+    the directory its manifest names as ``base`` (same sketch). A directory is written
+    completely before the version that refers to it is published, and never changed after;
+    one that no version refers to, directly or as a base, is garbage (a run that died)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def write(self, sketch: str, tables: Mapping[str, pa.Table]) -> str:
+    def write(self, sketch: str, tables: Mapping[str, pa.Table], base: str | None = None) -> str:
+        """Store ``tables``: a whole state, or with ``base`` the changes to that state."""
+        depth = 0 if base is None else self._manifest(base).get("depth", 0) + 1
         directory = self.root / sketch / uuid.uuid4().hex
         directory.mkdir(parents=True)
         for name, table in tables.items():
             write_arrow(directory / f"{name}.arrow", table)
-        manifest = {"format": STATE_FORMAT, "files": sorted(tables)}
+        manifest = {
+            "format": STATE_FORMAT,
+            "files": sorted(tables),
+            "base": Path(base).name if base is not None else None,
+            "depth": depth,
+        }
         (directory / "manifest.json").write_text(json.dumps(manifest))
         return str(directory)
 
-    def read(self, ref: str) -> dict[str, pa.Table]:
-        directory = Path(ref)
+    def depth(self, ref: str) -> int:
+        """How many layers of changes the state at ``ref`` has on top of a whole state."""
+        return int(self._manifest(ref).get("depth", 0))
+
+    def read(self, ref: str) -> list[dict[str, pa.Table]]:
+        """The layers of the state at ``ref``, oldest (the whole state) first."""
+        layers: list[dict[str, pa.Table]] = []
+        directory: Path | None = Path(ref)
+        while directory is not None:
+            manifest = self._manifest(str(directory))
+            layers.append({name: read_arrow(directory / f"{name}.arrow") for name in manifest["files"]})
+            directory = directory.parent / manifest["base"] if manifest.get("base") else None
+        return layers[::-1]
+
+    def _manifest(self, ref: str) -> dict[str, Any]:
         try:
-            manifest = json.loads((directory / "manifest.json").read_text())
+            manifest: dict[str, Any] = json.loads((Path(ref) / "manifest.json").read_text())
         except FileNotFoundError as exc:
             raise StateMissingError(ref) from exc
-        if manifest.get("format") != STATE_FORMAT:
+        if manifest.get("format") not in _READABLE_FORMATS:
             raise StateMissingError(ref, f"state format {manifest.get('format')}, expected {STATE_FORMAT}")
-        return {name: read_arrow(directory / f"{name}.arrow") for name in manifest["files"]}
+        return manifest
+
+
+_READABLE_FORMATS = (1, STATE_FORMAT)  # format 1: a whole state, no layers
+
+
+def store_state(store: StateStore, sketch: str, engine: IncrementalSketch, base: str | None) -> str:
+    """Store the engine's state for a new version: as the changes to ``base`` (the stored state
+    the engine was at), unless the chain is long or most of the state changed anyway."""
+    if base is not None and (
+        store.depth(base) + 1 >= MAX_STATE_LAYERS or 2 * engine.changed_entries() > engine.state_entries()
+    ):
+        base = None
+    ref = store.write(sketch, engine.state_tables(changes_only=base is not None), base)
+    engine.mark_stored()
+    return ref
 
 
 def advance(tables: TableService, sketch: MaintainedSketch, to_sequence: int) -> tuple[SketchDelta, int]:

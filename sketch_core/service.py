@@ -33,7 +33,14 @@ from sketch_core.errors import (
 )
 from sketch_core.incremental.engine import Frontier
 from sketch_core.incremental.partials import Partials
-from sketch_core.maintenance import MaintainedSketch, StateStore, Summarizer, advance, build_engine
+from sketch_core.maintenance import (
+    MaintainedSketch,
+    StateStore,
+    Summarizer,
+    advance,
+    build_engine,
+    store_state,
+)
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
@@ -427,7 +434,7 @@ class SketchService:
             maintained = self._engine_at(definition, record)
             _, delta_rows = advance(self.tables, maintained, target)
             # Files first, then the one transaction that publishes the version (invariant 3).
-            ref = self.state_store.write(name, maintained.engine.state_tables())
+            ref = store_state(self.state_store, name, maintained.engine, record.state_ref)
             sketch = maintained.engine.sketch()
             pins = self._pin_query(definition.query_sql, target)
             published = self.sketches.publish_version(
@@ -481,6 +488,11 @@ class SketchService:
             return compute_frontier_partials(self.spark, frontier, attributes, source)
 
         return summarize
+
+    def release_engines(self) -> None:
+        """Drop the incremental engines kept in memory; the next maintenance of each sketch
+        starts from its stored state again."""
+        self._engines.clear()
 
     def _keep_engine(self, name: str, version: int, maintained: MaintainedSketch) -> None:
         if self.settings.engine_cache_entries == 0:

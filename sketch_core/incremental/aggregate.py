@@ -159,6 +159,9 @@ class AggregateOperator:
             for i, (_, call) in enumerate(node.aggregates)
         ]
         self.groups: dict[tuple[Any, ...], GroupState] = {}
+        # Groups changed since the state was last persisted (vanished ones included): only
+        # these need writing when the next state file is stored as changes to the last one.
+        self.dirty: set[tuple[Any, ...]] = set()
         self._announced = bool(node.groups)
         if not node.groups:  # a global aggregate has its one row even over no input
             self.groups[()] = self._new_group()
@@ -245,6 +248,7 @@ class AggregateOperator:
         return self._finish(touched)
 
     def _finish(self, touched: dict[tuple[Any, ...], Any]) -> AnnotatedDelta:
+        self.dirty.update(touched)
         changes = []
         for key, old in touched.items():
             group = self.groups[key]

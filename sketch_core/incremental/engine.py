@@ -373,26 +373,49 @@ class IncrementalSketch:
         self._stateful.append(node)
         return node
 
-    def state_tables(self) -> dict[str, pa.Table]:
-        """The state as Arrow tables: ``op<i>`` per stateful operator, and ``merge``."""
+    def state_tables(self, changes_only: bool = False) -> dict[str, pa.Table]:
+        """The state as Arrow tables: ``op<i>`` per stateful operator, and ``merge``. With
+        ``changes_only``, the operators' tables hold only what changed since the state was last
+        stored or restored (:meth:`mark_stored`); the merge table is always whole (it is small)."""
         tables = {
-            f"op{i}": aggregate_state(n.operator) if isinstance(n, _Aggregate) else topk_state(n.operator)
+            f"op{i}": aggregate_state(n.operator, changes_only)
+            if isinstance(n, _Aggregate)
+            else topk_state(n.operator, changes_only)
             for i, n in enumerate(self._stateful)
         }
         tables["merge"] = merge_state(self.merge)
         return tables
 
-    def restore(self, tables: Mapping[str, pa.Table]) -> None:
-        """Load state saved by :meth:`state_tables` for the same plan and partitions."""
+    def changed_entries(self) -> int:
+        """Groups and top-k entries changed since the state was last stored or restored."""
+        return sum(len(n.operator.dirty) for n in self._stateful)
+
+    def state_entries(self) -> int:
+        """Groups and top-k entries in the state."""
+        sizes = [
+            len(n.operator.groups) if isinstance(n, _Aggregate) else len(n.operator.rows)
+            for n in self._stateful
+        ]
+        return sum(sizes)
+
+    def mark_stored(self) -> None:
+        """The state as it is now has been stored: later changes are counted from here."""
+        for node in self._stateful:
+            node.operator.dirty.clear()
+
+    def restore(self, layers: Sequence[Mapping[str, pa.Table]]) -> None:
+        """Load state saved by :meth:`state_tables` for the same plan and partitions: a whole
+        state, then any number of changes to it, oldest first."""
         expected = {f"op{i}" for i in range(len(self._stateful))} | {"merge"}
-        if set(tables) != expected:
-            raise ValueError(f"state holds {sorted(tables)}, the plan needs {sorted(expected)}")
-        for i, node in enumerate(self._stateful):
-            if isinstance(node, _Aggregate):
-                restore_aggregate(node.operator, tables[f"op{i}"])
-            else:
-                restore_topk(node.operator, tables[f"op{i}"])
-        restore_merge(self.merge, tables["merge"])
+        for depth, tables in enumerate(layers):
+            if set(tables) != expected:
+                raise ValueError(f"state holds {sorted(tables)}, the plan needs {sorted(expected)}")
+            for i, node in enumerate(self._stateful):
+                if isinstance(node, _Aggregate):
+                    restore_aggregate(node.operator, tables[f"op{i}"], changes=depth > 0)
+                else:
+                    restore_topk(node.operator, tables[f"op{i}"], changes=depth > 0)
+            restore_merge(self.merge, tables["merge"])
 
     def frontier(self) -> list[Frontier]:
         """The topmost aggregations over stateless subtrees (each loadable as a whole)."""

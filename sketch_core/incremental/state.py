@@ -8,6 +8,10 @@ One table per stateful operator, in the engine's build order, plus one for the m
   for min/max-only aggregations the counters per extreme value;
 - top-k: a row per distinct (row, annotation) of its input, with its multiplicity;
 - merge: (table, fragment, result rows depending on it).
+
+A state is stored whole, or as the changes to an earlier one: the operators' rows for only the
+groups and entries changed since (a vanished group or entry as a row with zero rows or count),
+so that a run's write costs what the run touched, not the size of the state.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from sketch_core.incremental.aggregate import (
 from sketch_core.incremental.merge import MergeState
 from sketch_core.incremental.topk import TopKOperator, sort_key, tiebreak
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 _FRAGMENT_COUNTS = pa.list_(pa.struct([("f", pa.int32()), ("n", pa.int64())]))
 
 
@@ -56,16 +60,23 @@ def _number(text: str, kind: pa.DataType | None) -> Any:
 
 
 # -- aggregation ---------------------------------------------------------------------------------
-def aggregate_state(op: AggregateOperator) -> pa.Table:
+def aggregate_state(op: AggregateOperator, changes_only: bool = False) -> pa.Table:
+    """The groups (with ``changes_only``: those changed since ``op.dirty`` was last cleared)."""
     argument_types = op.argument_types
     columns: dict[str, pa.Array] = {}
-    groups = list(op.groups.items())
+    if changes_only:
+        groups = [(k, op.groups.get(k) or op._new_group()) for k in op.dirty]
+    else:
+        groups = list(op.groups.items())
     for i, (name, kind) in enumerate(zip(op.group_names, op.group_types, strict=True)):
         columns[f"key_{name}"] = pa.array([key_value(k[i]) for k, _ in groups], kind)
     columns["rows"] = pa.array([g.rows for _, g in groups], pa.int64())
     for j, kind in enumerate(argument_types):
         accumulators = [g.accumulators[j] for _, g in groups]
-        columns[f"acc{j}_total"] = pa.array([_text(a.total) for a in accumulators], pa.string())
+        unused = op.is_extreme(j)  # min/max keep value counts, no running total
+        columns[f"acc{j}_total"] = pa.array(
+            ["0" if unused else _text(a.total) for a in accumulators], pa.string()
+        )
         columns[f"acc{j}_non_null"] = pa.array([a.non_null for a in accumulators], pa.int64())
         for special in ("nan", "+inf", "-inf"):
             columns[f"acc{j}_{special}"] = pa.array([a.special[special] for a in accumulators], pa.int64())
@@ -98,12 +109,18 @@ def aggregate_state(op: AggregateOperator) -> pa.Table:
     return pa.table(columns) if columns else pa.table({"rows": pa.array([], pa.int64())})
 
 
-def restore_aggregate(op: AggregateOperator, table: pa.Table) -> None:
-    op.groups = {}
+def restore_aggregate(op: AggregateOperator, table: pa.Table, changes: bool = False) -> None:
+    """Load a whole state, or apply ``changes`` to the loaded one."""
+    if not changes:
+        op.groups = {}
     op._announced = True
+    op.dirty.clear()
     records = table.to_pylist()
     for record in records:
         key = tuple(group_key(record[f"key_{name}"]) for name in op.group_names)
+        if changes and record["rows"] == 0 and op.node.groups:
+            op.groups.pop(key, None)  # the group vanished
+            continue
         group: GroupState = op._new_group()
         group.rows = record["rows"]
         for j, kind in enumerate(op.argument_types):
@@ -126,8 +143,11 @@ def restore_aggregate(op: AggregateOperator, table: pa.Table) -> None:
 
 
 # -- top-k ---------------------------------------------------------------------------------------
-def topk_state(op: TopKOperator) -> pa.Table:
-    entries = list(op.rows.items())
+def topk_state(op: TopKOperator, changes_only: bool = False) -> pa.Table:
+    if changes_only:
+        entries = [(key, op.rows.get(key, (row, 0))) for key, row in op.dirty.items()]
+    else:
+        entries = list(op.rows.items())
     columns = {
         name: pa.array([row[i] for _, (row, _) in entries], op.schema.field(name).type)
         for i, name in enumerate(op.schema.names)
@@ -138,13 +158,20 @@ def topk_state(op: TopKOperator) -> pa.Table:
     return pa.table(columns)
 
 
-def restore_topk(op: TopKOperator, table: pa.Table) -> None:
-    op.rows.clear()
+def restore_topk(op: TopKOperator, table: pa.Table, changes: bool = False) -> None:
+    """Load a whole state, or apply ``changes`` to the loaded one."""
+    if not changes:
+        op.rows.clear()
+    op.dirty.clear()
     names = op.schema.names
     for record in table.to_pylist():
         row = tuple(record[n] for n in names)
         annotation = tuple(tuple(record[f"__ann_{a}"] or ()) for a in op.annotations)
-        op.rows[(sort_key(row, op.positions), tiebreak(row), annotation)] = (row, record["__count"])
+        key = (sort_key(row, op.positions), tiebreak(row), annotation)
+        if record["__count"]:
+            op.rows[key] = (row, record["__count"])
+        else:
+            op.rows.pop(key, None)
 
 
 # -- merge ---------------------------------------------------------------------------------------

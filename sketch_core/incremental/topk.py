@@ -83,6 +83,8 @@ class TopKOperator:
         # (sort key, tiebreak, annotation) -> (row, multiplicity), in output order. The row
         # itself stays out of the key: NaN values would not compare.
         self.rows: SortedDict = SortedDict()
+        # Entries changed since the state was last persisted -> their row (see AggregateOperator).
+        self.dirty: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def top(self) -> Counter[_Entry]:
         """The first k rows (with their annotations) and how many copies of each."""
@@ -116,6 +118,7 @@ class TopKOperator:
             entry = (sort_key(row, self.positions), tiebreak(row), annotation)
             net[entry] = (row, net.get(entry, (row, 0))[1] + multiplicities[i])
         for entry, (row, change) in net.items():
+            self.dirty[entry] = row
             count = self.rows.get(entry, (row, 0))[1] + change
             if count < 0:
                 raise AssertionError(f"top-k input row {row} deleted more often than inserted")

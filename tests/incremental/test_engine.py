@@ -109,16 +109,28 @@ def new_sketch(sql: str, attribute: str) -> IncrementalSketch:
     return IncrementalSketch(plan, {"t.facts": PARTITIONS[attribute]}, {"t.facts": SCHEMA})
 
 
-def restarted(sketch: IncrementalSketch, sql: str, attribute: str) -> IncrementalSketch:
-    """A new engine from the old one's state, written and read back as Arrow IPC."""
+def through_ipc(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     saved = {}
-    for name, table in sketch.state_tables().items():
+    for name, table in tables.items():
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
         saved[name] = pa.ipc.open_file(sink.getvalue()).read_all()
+    return saved
+
+
+def canonical(state: dict[str, pa.Table]) -> dict[str, list[str]]:
+    return {name: sorted(repr(row) for row in table.to_pylist()) for name, table in state.items()}
+
+
+def restarted(
+    sketch: IncrementalSketch, sql: str, attribute: str, layers: list[dict[str, pa.Table]]
+) -> IncrementalSketch:
+    """A new engine from stored layers (a whole state, then changes), written and read back as
+    Arrow IPC; it must hold exactly the old engine's state."""
     fresh = new_sketch(sql, attribute)
-    fresh.restore(saved)
+    fresh.restore([through_ipc(layer) for layer in layers])
+    assert canonical(fresh.state_tables()) == canonical(sketch.state_tables())
     assert fresh.sketch() == sketch.sketch()
     return fresh
 
@@ -130,9 +142,11 @@ def run_history(sql: str, attribute: str, seed: int, batches: int) -> None:
     sketch = new_sketch(sql, attribute)
     sketch.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())})
     assert sketch.sketch().get("t.facts", set()) == oracle(sql, attribute, current)
+    layers = [sketch.state_tables()]  # stored whole once, then as changes after each batch
+    sketch.mark_stored()
     for batch in range(batches):
         if batch == batches // 2:
-            sketch = restarted(sketch, sql, attribute)
+            sketch = restarted(sketch, sql, attribute, layers)
         deleted = current.take(rng.choice(current.num_rows, size=int(rng.integers(0, 15)), replace=False))
         inserted = rows(rng, np.arange(next_id, next_id + int(rng.integers(0, 15))))
         if rng.random() < 0.3 and deleted.num_rows:  # updates: some deleted rows come back changed
@@ -149,6 +163,8 @@ def run_history(sql: str, attribute: str, seed: int, batches: int) -> None:
         current = pa.concat_tables([current.filter(pa.array(keep)), inserted])
         sketch.apply({"t.facts": RowDelta(inserted, deleted)})
         assert sketch.sketch().get("t.facts", set()) == oracle(sql, attribute, current)
+        layers.append(sketch.state_tables(changes_only=True))
+        sketch.mark_stored()
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))

@@ -144,7 +144,7 @@ def run_history(name: str, seed: int, batches: int) -> None:
     for batch in range(batches):
         if batch == batches // 2:  # continue from saved state, as a later maintenance run would
             restored = IncrementalSketch(plan, partitions, SCHEMAS)
-            restored.restore(sketch.state_tables())
+            restored.restore([sketch.state_tables()])
             sketch = restored
         deltas = {}
         for table in SCHEMAS:

@@ -191,6 +191,9 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
     deltas.mixed(40).apply(svc.tables)
     svc.maintain(sketch_name, strategy="incremental")
     assert reads == [], "the kept engine was used, not the stored state"
+    record = svc.sketches.version(sketch_name)
+    assert record is not None and record.state_ref is not None
+    assert svc.state_store.depth(record.state_ref) == 1, "stored as the changes to the first state"
     assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
 
     # Another process publishes the next version: the engine kept here is now stale.
@@ -203,4 +206,8 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
     deltas.mixed(40).apply(svc.tables)
     (run,) = svc.maintain(sketch_name, strategy="incremental")
     assert run.to_version == 5 and len(reads) == 1, "restored from the other process's state"
+    record = svc.sketches.version(sketch_name)
+    assert (
+        record is not None and record.state_ref is not None and svc.state_store.depth(record.state_ref) == 3
+    )
     assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
