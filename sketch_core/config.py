@@ -77,6 +77,8 @@ class Settings:
     # Incremental engines kept in memory after a run, so the next run of the same sketch in this
     # process starts from them instead of reloading the stored state (0: always reload).
     engine_cache_entries: int = 8
+    # Bytes of decoded data-file columns kept for the join reads of incremental maintenance.
+    file_cache_bytes: int = 512 * 1024 * 1024
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -99,6 +101,7 @@ class Settings:
             min_files_to_sketch=_int_env("SKETCH_MIN_FILES_TO_SKETCH", 2),
             incremental_max_delta_rows=_int_env("SKETCH_INCREMENTAL_MAX_DELTA_ROWS", 100_000),
             engine_cache_entries=_int_env("SKETCH_ENGINE_CACHE_ENTRIES", 8, minimum=0),
+            file_cache_bytes=_int_env("SKETCH_FILE_CACHE_MB", 512, minimum=0) * 1024 * 1024,
         )
 
     def with_metastore(self, url: str) -> Settings:

@@ -27,15 +27,16 @@ from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions import RangePartition
 from sketch_core.spark.views import referenced_tables, table_schemas
 from sketch_core.tables.deltas import read_files, read_matching
+from sketch_core.tables.file_cache import FileCache
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 
 
-def pinned_reader(pins: Mapping[str, PinnedSnapshot]) -> Reader:
+def pinned_reader(pins: Mapping[str, PinnedSnapshot], cache: FileCache | None = None) -> Reader:
     """Reads the engine asks for, served from these pinned snapshots (with file pruning)."""
 
     def read(table: str, columns: Sequence[str], keys: Mapping[str, pa.Array] | None) -> pa.Table:
-        return read_matching(pins[table], columns, keys)
+        return read_matching(pins[table], columns, keys, cache)
 
     return read
 
@@ -154,20 +155,28 @@ def store_state(store: StateStore, sketch: str, engine: IncrementalSketch, base:
     return ref
 
 
-def advance(tables: TableService, sketch: MaintainedSketch, to_sequence: int) -> tuple[SketchDelta, int]:
-    """Move the engine to ``to_sequence``: returns the sketch delta and the delta rows read."""
+def advance(
+    tables: TableService, sketch: MaintainedSketch, to_sequence: int
+) -> tuple[SketchDelta, int, dict[str, PinnedSnapshot]]:
+    """Move the engine to ``to_sequence``: returns the sketch delta, the delta rows read and
+    the tables as pinned at ``to_sequence``."""
     # Only the columns the query reads: rows that differ elsewhere cancel in the bag difference,
     # and the delta files are read and compared that much narrower.
     columns = sketch.engine.columns_read()
     filters = sketch.engine.delta_filters()  # and only the rows that can pass the selections
+    pins = {t: tables.pin(t, to_sequence) for t in sketch.tables}
     deltas = {
         t: tables.delta(
-            t, sketch.sequence, to_sequence, tuple(sorted(columns.get(t, ()))) or None, filters.get(t)
+            t,
+            sketch.sequence,
+            to_sequence,
+            tuple(sorted(columns.get(t, ()))) or None,
+            filters.get(t),
+            pinned=pins[t],
         )
         for t in sketch.tables
     }
     changed = {t: RowDelta(d.inserted, d.deleted) for t, d in deltas.items() if not d.is_empty}
-    pins = {t: tables.pin(t, to_sequence) for t in sketch.tables}
-    result = sketch.engine.apply(changed, pinned_reader(pins))
+    result = sketch.engine.apply(changed, pinned_reader(pins, tables.file_cache))
     sketch.sequence = to_sequence
-    return result, sum(d.row_count for d in deltas.values())
+    return result, sum(d.row_count for d in deltas.values()), pins

@@ -432,11 +432,10 @@ class SketchService:
         run_id = self.sketches.start_run(name, "incremental", record.version)
         try:
             maintained = self._engine_at(definition, record)
-            _, delta_rows = advance(self.tables, maintained, target)
+            _, delta_rows, pins = advance(self.tables, maintained, target)
             # Files first, then the one transaction that publishes the version (invariant 3).
             ref = store_state(self.state_store, name, maintained.engine, record.state_ref)
             sketch = maintained.engine.sketch()
-            pins = self._pin_query(definition.query_sql, target)
             published = self.sketches.publish_version(
                 name,
                 target,

@@ -33,11 +33,22 @@ from sketch_core.incremental.merge import MergeState
 from sketch_core.incremental.topk import TopKOperator, sort_key, tiebreak
 
 STATE_FORMAT = 2
-_FRAGMENT_COUNTS = pa.list_(pa.struct([("f", pa.int32()), ("n", pa.int64())]))
 
 
-def _counts(counter: Counter[int]) -> list[dict[str, int]]:
-    return [{"f": f, "n": n} for f, n in sorted(counter.items()) if n]
+def _counts_column(counters: list[Counter[int]]) -> pa.Array:
+    """One list of (fragment, rows) per counter, built from flat arrays (no per-entry dicts:
+    a state has a counter per group and annotation)."""
+    offsets, fragments, rows = [0], [], []
+    for counter in counters:
+        for f, n in sorted(counter.items()):
+            if n:
+                fragments.append(f)
+                rows.append(n)
+        offsets.append(len(fragments))
+    entries = pa.StructArray.from_arrays(
+        [pa.array(fragments, pa.int32()), pa.array(rows, pa.int64())], names=["f", "n"]
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries)
 
 
 def _counter(entries: list[dict[str, int]] | None) -> Counter[int]:
@@ -87,7 +98,7 @@ def aggregate_state(op: AggregateOperator, changes_only: bool = False) -> pa.Tab
                 values_type,
             )
     for a in op.annotations:
-        columns[f"cnt_{a}"] = pa.array([_counts(g.counters[a]) for _, g in groups], _FRAGMENT_COUNTS)
+        columns[f"cnt_{a}"] = _counts_column([g.counters[a] for _, g in groups])
     if op.extremes_only:
         for j, kind in enumerate(argument_types):
             at_type = pa.list_(

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sketch_core.arrow_files import read_arrow, write_arrow
+from sketch_core.tables.file_cache import FileCache
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 
 _SIGN = "__delta_sign"
@@ -57,6 +58,10 @@ def _local_path(uri: str) -> str:
 
 def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
     return schema if columns is None else pa.schema([schema.field(c) for c in columns])
+
+
+def _read_columns(path: str, columns: list[str]) -> pa.Table:
+    return pq.read_table(_local_path(path), columns=columns)
 
 
 def read_files(
@@ -139,22 +144,41 @@ def snapshot_delta(
 
 
 def read_matching(
-    pin: PinnedSnapshot, columns: Sequence[str], keys: Mapping[str, pa.Array] | None = None
+    pin: PinnedSnapshot,
+    columns: Sequence[str],
+    keys: Mapping[str, pa.Array] | None = None,
+    cache: FileCache | None = None,
 ) -> pa.Table:
     """``columns`` of a pinned snapshot; with ``keys`` ({column: values}), only the rows whose
     values are among those. Files whose column bounds hold none of the values are not opened,
     and Parquet skips row groups by their statistics (the join fetch of IMP Sec. 5.5)."""
     files: Sequence[DataFileInfo] = pin.files
     row_filter: pc.Expression | None = None
+    wanted: dict[str, pa.Array] = {}
     for name, values in (keys or {}).items():
         present = values.drop_null()
         if len(present) == 0:
             return read_files([], pin.schema, columns)
         ordered = np.sort(present.to_numpy(zero_copy_only=False))
         files = [f for f in files if _may_hold(f, name, ordered)]
-        wanted = pc.field(name).isin(present.cast(pin.schema.field(name).type))
-        row_filter = wanted if row_filter is None else row_filter & wanted
-    return read_files(files, pin.schema, columns, row_filter)
+        wanted[name] = present.cast(pin.schema.field(name).type)
+        condition = pc.field(name).isin(wanted[name])
+        row_filter = condition if row_filter is None else row_filter & condition
+    if cache is None:
+        return read_files(files, pin.schema, columns, row_filter)
+    # From memory: whole columns, read once per file, filtered here.
+    target = _projected(pin.schema, columns)
+    needed = list(dict.fromkeys([*target.names, *wanted]))
+    parts = []
+    for info in files:
+        part = cache.read(info.path, needed, _read_columns)
+        mask = None
+        for name, values in wanted.items():
+            hit = cache.matching(info.path, part.column(name), name, values)
+            mask = hit if mask is None else pc.and_(mask, hit)
+        part = part.filter(mask) if mask is not None else part
+        parts.append(part.select(target.names).cast(target))
+    return pa.concat_tables(parts) if parts else target.empty_table()
 
 
 def _may_hold(info: DataFileInfo, name: str, ordered: np.ndarray) -> bool:

@@ -55,6 +55,7 @@ from sketch_core.tables.deltas import (
     restrict,
     snapshot_delta,
 )
+from sketch_core.tables.file_cache import FileCache
 from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
@@ -88,6 +89,7 @@ class TableService:
         self.commit_log = commits
         self.settings = settings
         self.recorded_rows = RecordedRows(settings.warehouse / "_sketch_deltas")
+        self.file_cache = FileCache(settings.file_cache_bytes) if settings.file_cache_bytes else None
         self._pinned_files: OrderedDict[tuple[str, int, int], tuple[DataFileInfo, ...]] = OrderedDict()
 
     # -- writes ------------------------------------------------------------------------------
@@ -271,16 +273,22 @@ class TableService:
         to_sequence: int | None = None,
         columns: tuple[str, ...] | None = None,
         row_filter: pc.Expression | None = None,
+        pinned: PinnedSnapshot | None = None,
     ) -> TableDelta:
         """Rows inserted into and deleted from ``name`` after global commit sequence
         ``from_sequence`` (None, or a sequence before the table existed: from the empty table)
-        up to ``to_sequence`` (None: latest). See :mod:`sketch_core.tables.deltas`."""
+        up to ``to_sequence`` (None: latest). See :mod:`sketch_core.tables.deltas`.
+        ``pinned``: the table already pinned at ``to_sequence`` (saves pinning it again)."""
         if from_sequence is not None and to_sequence is not None and from_sequence > to_sequence:
             raise DeltaRangeError(name, from_sequence, to_sequence)
-        after = self.pin(name, to_sequence)
-        before: PinnedSnapshot | None = None
-        if from_sequence is not None and self.commit_log.commit_at(after.table, from_sequence) is not None:
-            before = self.pin(after.table, from_sequence)
+        if pinned is None or (to_sequence is not None and pinned.sequence > to_sequence):
+            pinned = self.pin(name, to_sequence)
+        after = pinned
+        start = self.commit_log.commit_at(after.table, from_sequence) if from_sequence is not None else None
+        if start is not None and start.seq == after.sequence:  # no commit in between: nothing to read
+            empty = read_files([], after.schema, columns)
+            return TableDelta(after.table, from_sequence, after.sequence, empty, empty, 0)
+        before = self.pin(after.table, from_sequence) if start is not None else None
         composed = self._recorded_delta(before, after, columns, row_filter)
         return composed if composed is not None else snapshot_delta(before, after, columns, row_filter)
 

@@ -72,7 +72,7 @@ def test_maintained_sketch_equals_a_fresh_capture(imp_svc: SketchService, number
     after = orders.updates(15).apply(svc.tables)
     # Rows that cannot pass the query's selections are not even read (IMP 9.4.2), so a
     # narrow query may see no delta rows at all; the comparison below holds either way.
-    delta, _ = advance(svc.tables, sketch, after)
+    delta, _, _ = advance(svc.tables, sketch, after)
 
     recaptured = svc.capture(sql, name=name, fragments=64, snapshot=after)
     expected = {t: set(ids) for t, ids in recaptured.fragments.items()}
