@@ -83,12 +83,25 @@ def rows_predicate(keys: pa.Table, key_columns: tuple[str, ...]) -> str:
 
 
 class DeltaGenerator:
-    """Makes deltas for one table from its current snapshot, reproducibly from ``seed``."""
+    """Makes deltas for one table from its current snapshot, reproducibly from ``seed``.
 
-    def __init__(self, tables: TableService, table: str, key_columns: tuple[str, ...], seed: int = 0) -> None:
+    Deleted rows are drawn at random from the whole table, or with ``clustered`` as one run of
+    consecutive rows in the table's sort order (cancelling a batch of orders, say): then a
+    copy-on-write delete rewrites one or two data files, not nearly every file of a large table.
+    """
+
+    def __init__(
+        self,
+        tables: TableService,
+        table: str,
+        key_columns: tuple[str, ...],
+        seed: int = 0,
+        clustered: bool = False,
+    ) -> None:
         self.tables = tables
         self.table = table
         self.key_columns = key_columns
+        self.clustered = clustered
         self.rng = np.random.default_rng(seed)
 
     def _current(self) -> pa.Table:
@@ -102,6 +115,9 @@ class DeltaGenerator:
                 f"{self.table} has {current.num_rows} rows; cannot take {size}",
                 hint="use a smaller delta or load more data",
             )
+        if self.clustered and not replace:
+            start = int(self.rng.integers(0, current.num_rows - size + 1))
+            return current.slice(start, size)  # files are read in key order, each sorted
         picks = self.rng.choice(current.num_rows, size=size, replace=replace)
         return current.take(pa.array(np.sort(picks)))
 

@@ -62,6 +62,18 @@ def test_delta_generators_have_exact_sizes(svc: SketchService, ns: str, tpch_dir
         assert after.num_rows == before.num_rows
 
 
+def test_clustered_deletes_remove_one_run_of_keys_from_few_files(svc: SketchService, ns: str) -> None:
+    name = f"{ns}.r"
+    svc.tables.create(name, synthetic_table(40_000, groups=20, seed=1), sort_by=["key"])
+    before = svc.tables.pin(name)
+    assert len(before.files) >= 4
+    delta = DeltaGenerator(svc.tables, name, ("key",), seed=4, clustered=True).deletes(300)
+    delta.apply(svc.tables)
+    gone = sorted(set(range(40_000)) - set(svc.tables.read_arrow(name).column("key").to_pylist()))
+    assert len(gone) == 300 and gone[-1] - gone[0] == 299, "one run of consecutive keys"
+    assert svc.tables.commits(name)[-1].removed_files <= 2
+
+
 def test_inserts_come_from_the_same_distribution(svc: SketchService, ns: str) -> None:
     name = f"{ns}.r"
     svc.tables.create(name, synthetic_table(20_000, groups=20, seed=1), sort_by=["key"])
