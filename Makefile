@@ -13,11 +13,14 @@ setup:
 demo: setup
 	$(BIN)/sketch demo
 
-# Quick benchmarks by default; `make bench SF=1` for the TPC-H SF1 runs the issues' targets use.
+# Quick benchmarks by default; `make bench SF=1 SYNTHETIC_ROWS=10000000` for the sizes the
+# issues' targets use.
 SF ?= 0.1
+SYNTHETIC_ROWS ?= 1000000
 bench: setup
 	$(BIN)/python -m benchmarks.capture_use --scale $(SF)
 	$(BIN)/python -m benchmarks.maintenance --scale $(SF)
+	$(BIN)/python -m benchmarks.maintenance_synthetic --rows $(SYNTHETIC_ROWS)
 
 lint: setup
 	$(BIN)/ruff check sketch_core tests benchmarks

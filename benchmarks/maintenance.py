@@ -91,7 +91,8 @@ def run(scale: float, home: Path, queries: tuple[int, ...], sizes: tuple[int, ..
                     svc.drop_sketch(scratch)
                     m = Measurement(f"tpch_q{number}", kind, size, incremental, full_s, init, cold)
                     print(
-                        f"Q{number:<3} {kind:6s} {size:5d} rows: incremental {incremental:6.3f}s "
+                        f"{time.strftime('%H:%M:%S')} Q{number:<3} {kind:6s} {size:5d} rows: "
+                        f"incremental {incremental:6.3f}s "
                         f"(cold {cold:6.3f}s) full {full_s:6.3f}s  x{m.speedup:6.1f}",
                         flush=True,
                     )

@@ -19,7 +19,8 @@ def bench_service(scale: float, home: Path, prefix: str = "") -> Iterator[Sketch
     """``prefix`` keeps benchmarks apart (``""``: capture and use; ``"maint_"``: maintenance)."""
     server = PrivatePostgres.default()
     port, started = server.ensure_running()
-    url = server.ensure_database(port, f"sketch_bench_{prefix}sf{str(scale).replace('.', '_')}")
+    # float(): scale 1 and 1.0 must name the same database (the warehouse is named by {scale:g}).
+    url = server.ensure_database(port, f"sketch_bench_{prefix}sf{str(float(scale)).replace('.', '_')}")
     warehouse = home / f"bench-{prefix.replace('_', '-')}warehouse-{scale:g}"
     svc = SketchService.from_settings(replace(Settings.from_env(), metastore_url=url, warehouse=warehouse))
     try:

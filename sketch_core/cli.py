@@ -222,6 +222,18 @@ def maintain(
 
 
 @app.command()
+def gc(name: Annotated[str | None, typer.Argument(help="Only this sketch (default: all).")] = None) -> None:
+    """Expire old sketch versions and delete state files nothing reads (SKETCH_RETAIN_*)."""
+    with _errors(), _service() as svc:
+        report = svc.collect_garbage([name] if name is not None else None)
+    console.print(
+        f"expired {report.version_count} versions"
+        + "".join(f"\n  {name}: {versions}" for name, versions in sorted(report.versions.items()))
+        + f"\ndeleted {report.state_directories} state directories"
+    )
+
+
+@app.command()
 def drop(name: Annotated[str, typer.Argument(help="The sketch to delete.")]) -> None:
     """Delete sketch NAME and all its versions (its partitions stay for other sketches)."""
     with _errors(), _service() as svc:

@@ -24,6 +24,7 @@ DEFAULT_FRAGMENTS = 10_000
 # File pruning always uses the exact ranges.
 DEFAULT_MAX_INTERVALS = 4
 SELF_TUNING_MODES = ("off", "eager", "adaptive")
+MAINTAIN_ON_QUERY = ("off", "incremental", "full", "auto")
 
 
 def default_home() -> Path:
@@ -77,6 +78,17 @@ class Settings:
     # Incremental engines kept in memory after a run, so the next run of the same sketch in this
     # process starts from them instead of reloading the stored state (0: always reload).
     engine_cache_entries: int = 8
+    # Incremental maintenance reads only the delta rows that can pass the selections right
+    # above the scans (IMP 9.4.2); off only to measure what that saves.
+    delta_pushdown: bool = True
+    # A query that finds a sketch only at older snapshots maintains it to its own first with
+    # this strategy ("incremental", "full" or "auto"), or runs without it ("off").
+    maintain_on_query: str = "off"
+    # Garbage collection after maintenance: each sketch keeps its newest `retain_versions`
+    # versions, and every version younger than `retain_seconds` (a query pinned to it may still
+    # be running); state files only those versions read are deleted with them.
+    retain_versions: int = 20
+    retain_seconds: int = 3600
     # Bytes of decoded data-file columns kept for the join reads of incremental maintenance.
     file_cache_bytes: int = 512 * 1024 * 1024
     extra: dict[str, str] = field(default_factory=dict)
@@ -101,6 +113,10 @@ class Settings:
             min_files_to_sketch=_int_env("SKETCH_MIN_FILES_TO_SKETCH", 2),
             incremental_max_delta_rows=_int_env("SKETCH_INCREMENTAL_MAX_DELTA_ROWS", 100_000),
             engine_cache_entries=_int_env("SKETCH_ENGINE_CACHE_ENTRIES", 8, minimum=0),
+            delta_pushdown=_choice_env("SKETCH_DELTA_PUSHDOWN", "on", ("on", "off")) == "on",
+            maintain_on_query=_choice_env("SKETCH_MAINTAIN_ON_QUERY", "off", MAINTAIN_ON_QUERY),
+            retain_versions=_int_env("SKETCH_RETAIN_VERSIONS", 20),
+            retain_seconds=_int_env("SKETCH_RETAIN_SECONDS", 3600, minimum=0),
             file_cache_bytes=_int_env("SKETCH_FILE_CACHE_MB", 512, minimum=0) * 1024 * 1024,
         )
 

@@ -8,8 +8,9 @@ advances it along the table deltas between two commit sequence numbers.
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,40 @@ class StateStore:
             directory = directory.parent / manifest["base"] if manifest.get("base") else None
         return layers[::-1]
 
+    def chain(self, ref: str) -> list[Path]:
+        """The directories the state at ``ref`` is read from (it and its bases); a missing one
+        ends the chain (reading it would fail, and collecting must not)."""
+        found: list[Path] = []
+        directory: Path | None = Path(ref)
+        while directory is not None and directory not in found:
+            found.append(directory)
+            try:
+                manifest = self._manifest(str(directory))
+            except StateMissingError:
+                break
+            directory = directory.parent / manifest["base"] if manifest.get("base") else None
+        return found
+
+    def collect(self, live_refs: Iterable[str], older_than: float) -> int:
+        """Delete state directories no live reference reads (directly or as a base) whose
+        files are older than ``older_than`` (epoch seconds): those of expired versions, dropped
+        sketches and runs that died before publishing. Returns how many were deleted."""
+        live = {d.resolve() for ref in live_refs for d in self.chain(ref)}
+        deleted = 0
+        if not self.root.is_dir():
+            return 0
+        for sketch_dir in self.root.iterdir():
+            if not sketch_dir.is_dir():
+                continue
+            for directory in sketch_dir.iterdir():
+                if directory.resolve() in live or directory.stat().st_mtime >= older_than:
+                    continue
+                shutil.rmtree(directory, ignore_errors=True)
+                deleted += 1
+            if not any(sketch_dir.iterdir()):
+                sketch_dir.rmdir()
+        return deleted
+
     def _manifest(self, ref: str) -> dict[str, Any]:
         try:
             manifest: dict[str, Any] = json.loads((Path(ref) / "manifest.json").read_text())
@@ -156,14 +191,16 @@ def store_state(store: StateStore, sketch: str, engine: IncrementalSketch, base:
 
 
 def advance(
-    tables: TableService, sketch: MaintainedSketch, to_sequence: int
+    tables: TableService, sketch: MaintainedSketch, to_sequence: int, pushdown: bool = True
 ) -> tuple[SketchDelta, int, dict[str, PinnedSnapshot]]:
     """Move the engine to ``to_sequence``: returns the sketch delta, the delta rows read and
-    the tables as pinned at ``to_sequence``."""
+    the tables as pinned at ``to_sequence``. ``pushdown=False`` reads every delta row, also
+    those the query's selections drop (for measuring what IMP 9.4.2 saves)."""
     # Only the columns the query reads: rows that differ elsewhere cancel in the bag difference,
     # and the delta files are read and compared that much narrower.
     columns = sketch.engine.columns_read()
-    filters = sketch.engine.delta_filters()  # and only the rows that can pass the selections
+    # And only the rows that can pass the selections.
+    filters = sketch.engine.delta_filters() if pushdown else {}
     pins = {t: tables.pin(t, to_sequence) for t in sketch.tables}
     deltas = {
         t: tables.delta(

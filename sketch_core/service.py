@@ -7,7 +7,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -137,6 +137,16 @@ class QueryResult:
     table_sequences: Mapping[str, int]
 
 
+@dataclass(frozen=True)
+class GarbageReport:
+    versions: Mapping[str, list[int]]  # sketch -> the version numbers expired
+    state_directories: int
+
+    @property
+    def version_count(self) -> int:
+        return sum(len(v) for v in self.versions.values())
+
+
 class SketchService:
     """Tables, queries and (in later releases) sketches over one metastore and warehouse."""
 
@@ -160,6 +170,7 @@ class SketchService:
         self._partitions: dict[int, tuple[PartitionRecord, RangePartition]] = {}
         # sketch -> (version, engine at that version): see Settings.engine_cache_entries.
         self._engines: OrderedDict[str, tuple[int, MaintainedSketch]] = OrderedDict()
+        self._collected_at = float("-inf")  # monotonic time of the last collection after maintenance
 
     @classmethod
     def from_env(cls, *, spark: SparkSession | None = None) -> SketchService:
@@ -238,6 +249,7 @@ class SketchService:
         fragments: int | Mapping[str, int] | None = None,
         *,
         snapshot: int | None = None,
+        with_state: bool = False,
     ) -> SketchVersion:
         """Capture a provenance sketch for ``sql`` (PBDS Sec. 4) and publish it as a new version.
 
@@ -245,8 +257,14 @@ class SketchService:
         capture is refused with :class:`UnsafeAttributeError`; by default each table gets its
         first safe candidate: the sort key, then its group-by columns. ``fragments`` is a count
         for every table or per table (default ``settings.fragments``).
+
+        ``with_state`` also computes the incremental-maintenance state on Spark and stores it
+        with the version (for sketches that will be maintained; without it, the first
+        incremental maintenance computes it, at the version's snapshot).
         """
-        return self._capture(sql, name, params, attributes, fragments, self._sequence(snapshot))
+        return self._capture(
+            sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
+        )
 
     def _capture(
         self,
@@ -258,6 +276,7 @@ class SketchService:
         sequence: int,
         strategy: str = "capture",
         from_version: int | None = None,
+        with_state: bool = False,
     ) -> SketchVersion:
         started = time.perf_counter()
         pins = self._pin_query(sql, sequence)
@@ -278,18 +297,35 @@ class SketchService:
         name = name or _default_name(template, encoded, partition_ids)
         self.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
         run_id = self.sketches.start_run(name, strategy, from_version)
+        maintained = self._initial_state(name, sequence) if with_state else None
         record = self.sketches.publish_version(
             name,
             sequence,
             {table: pin.snapshot_id for table, pin in pins.items()},
             {partition_ids[table]: BitMap(ids).serialize() for table, ids in found.items()},
+            state_ref=store_state(self.state_store, name, maintained.engine, None) if maintained else None,
         )
+        if maintained is not None and record.state_ref is not None:
+            self._keep_engine(name, record.version, maintained)
         seconds = time.perf_counter() - started
         self.sketches.finish_run(
             run_id, status="succeeded", to_version=record.version, delta_rows=0, seconds=seconds
         )
         log.info("captured %s version %d at sequence %d in %.2fs", name, record.version, sequence, seconds)
         return self._sketch_version(record)
+
+    def _initial_state(self, name: str, sequence: int) -> MaintainedSketch | None:
+        """The incremental engine of a sketch at ``sequence``, its aggregations' state computed
+        on Spark; None for queries the engine does not support (they are recaptured)."""
+        definition = self.sketches.definition(name)
+        partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
+        try:
+            return build_engine(
+                self.tables, definition, partitions, sequence, summarize=self.spark_summarizer(definition)
+            )
+        except UnsupportedQueryError as exc:
+            log.info("%s: no incremental state (%s); it will be recaptured", name, exc)
+            return None
 
     def _sources(
         self, pins: Mapping[str, PinnedSnapshot], partitions: Mapping[str, tuple[int, RangePartition]]
@@ -381,14 +417,45 @@ class SketchService:
                 hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
             )
         names = [name] if name is not None else [d.name for d in self.sketches.definitions()]
-        return [self._maintain_one(n, strategy) for n in names]
+        runs = [self._maintain_one(n, strategy) for n in names]
+        # Collected at most once per tenth of the retention time (expired versions linger at most
+        # that much longer); a collection lists every state directory.
+        due = time.monotonic() - self._collected_at >= self.settings.retain_seconds / 10
+        if due and any(r.strategy != "none" for r in runs):
+            self._collected_at = time.monotonic()
+            try:
+                self.collect_garbage(names)
+            except Exception as exc:  # the runs stand; garbage waits for the next collection
+                log.warning("garbage collection after maintenance failed: %s", exc)
+        return runs
 
-    def _maintain_one(self, name: str, strategy: str) -> MaintenanceRun:
+    def collect_garbage(self, names: Sequence[str] | None = None) -> GarbageReport:
+        """Expire old sketch versions and delete the state files nothing reads any more.
+
+        Each sketch (of ``names``, default all) keeps its newest ``settings.retain_versions``
+        versions and every version younger than ``settings.retain_seconds``: a query pinned to
+        an older snapshot may still be using one. State directories are deleted when no kept
+        version reads them (directly or as the base of its layers) and they are older than that
+        too, which also clears what runs that died before publishing left behind.
+        """
+        names = list(names) if names is not None else [d.name for d in self.sketches.definitions()]
+        expired = {
+            n: self.sketches.expire_versions(n, self.settings.retain_versions, self.settings.retain_seconds)
+            for n in names
+        }
+        live = [ref for refs in self.sketches.state_refs().values() for ref in refs]
+        removed = self.state_store.collect(live, older_than=time.time() - self.settings.retain_seconds)
+        report = GarbageReport({n: v for n, v in expired.items() if v}, removed)
+        if report.versions or removed:
+            log.info("collected %d versions and %d state directories", report.version_count, removed)
+        return report
+
+    def _maintain_one(self, name: str, strategy: str, target: int | None = None) -> MaintenanceRun:
         definition = self.sketches.definition(name)
         record = self.sketches.version(name)
         if record is None:
             raise SketchNotFoundError(name)
-        target = self.latest_sequence()
+        target = self.latest_sequence() if target is None else target
         tables = set(referenced_tables(definition.query_sql))
         pending = [
             c
@@ -432,7 +499,7 @@ class SketchService:
         run_id = self.sketches.start_run(name, "incremental", record.version)
         try:
             maintained = self._engine_at(definition, record)
-            _, delta_rows, pins = advance(self.tables, maintained, target)
+            _, delta_rows, pins = advance(self.tables, maintained, target, self.settings.delta_pushdown)
             # Files first, then the one transaction that publishes the version (invariant 3).
             ref = store_state(self.state_store, name, maintained.engine, record.state_ref)
             sketch = maintained.engine.sketch()
@@ -487,6 +554,11 @@ class SketchService:
             return compute_frontier_partials(self.spark, frontier, attributes, source)
 
         return summarize
+
+    def kept_state_entries(self, name: str) -> int | None:
+        """Groups and top-k entries of the engine kept in memory for ``name`` (None: none kept)."""
+        kept = self._engines.get(name)
+        return kept[1].engine.state_entries() if kept is not None else None
 
     def release_engines(self) -> None:
         """Drop the incremental engines kept in memory; the next maintenance of each sketch
@@ -543,17 +615,17 @@ class SketchService:
         params: Mapping[str, Any] | None,
         plan: Relation,
         pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
     ) -> _UsableSketch | None:
         """A sketch version valid for these snapshots, captured for this query or a reusable
-        instance of its template (PBDS Sec. 7); the one whose files hold the fewest rows."""
+        instance of its template (PBDS Sec. 7); the one whose files hold the fewest rows.
+        With ``settings.maintain_on_query``, a sketch whose newest version is older than the
+        snapshots is first maintained to them (IMP Sec. 11)."""
         snapshots = {table: pin.snapshot_id for table, pin in pins.items()}
         encoded = encode_params(params)
         statistics: Statistics | None = None
         best: _UsableSketch | None = None
         for definition in self.sketches.definitions(template):
-            record = self.sketches.version_for_snapshots(definition.name, snapshots)
-            if record is None:
-                continue
             if definition.params != encoded:
                 if statistics is None:
                     statistics = {table: pin.column_bounds() for table, pin in pins.items()}
@@ -562,10 +634,34 @@ class SketchService:
                 if not verdict.reusable:
                     log.debug("sketch %s not reusable: %s", definition.name, verdict.reason)
                     continue
+            record = self.sketches.version_for_snapshots(definition.name, snapshots)
+            if record is None and self.settings.maintain_on_query != "off":
+                record = self._maintained_for(definition.name, snapshots, sequence)
+            if record is None:
+                continue
             candidate = self._resolve(record, pins)
             if best is None or candidate.rows < best.rows:
                 best = candidate
         return best
+
+    def _maintained_for(
+        self, name: str, snapshots: Mapping[str, int | None], sequence: int
+    ) -> VersionRecord | None:
+        """The sketch maintained from its newest version to ``sequence``, when that version is
+        older (a version is never maintained backwards: older snapshots need their own)."""
+        newest = self.sketches.version(name)
+        if newest is None or newest.sequence >= sequence:
+            return None
+        started = time.perf_counter()
+        run = self._maintain_one(name, self.settings.maintain_on_query, target=sequence)
+        log.info(
+            "maintained %s to sequence %d for a query (%s, %.2fs)",
+            name,
+            sequence,
+            run.strategy,
+            time.perf_counter() - started,
+        )
+        return self.sketches.version_for_snapshots(name, snapshots)
 
     # -- queries --------------------------------------------------------------------------------
     def query(
@@ -615,7 +711,7 @@ class SketchService:
             log.info("running without sketches: %s", exc)
             return None
         template = template_key(sql)
-        usable = self._usable_sketch(template, params, parsed.plan, pins)
+        usable = self._usable_sketch(template, params, parsed.plan, pins, sequence)
         if usable is not None:
             self.sketches.record_template_use(template, sql, hit=True)
         else:
@@ -675,7 +771,7 @@ class SketchService:
         except (NoSafeAttributeError, UnsupportedQueryError) as exc:
             log.info("self-tuning captured nothing: %s", exc)
             return None
-        return self._usable_sketch(template, params, plan, pins)
+        return self._usable_sketch(template, params, plan, pins, sequence)
 
     def close(self) -> None:
         self.engine.dispose()

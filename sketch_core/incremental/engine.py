@@ -252,8 +252,12 @@ class _Join(_Node):
     def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
         left_keys = {n: v for n, v in (keys or {}).items() if n in self.left.schema.names}
         right_keys = {n: v for n, v in (keys or {}).items() if n in self.right.schema.names}
-        left_now = self.left.current(ctx, left_keys or None)
-        right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
+        if right_keys and not left_keys:  # start from the side the keys restrict, not a full read
+            right_now = self.right.current(ctx, right_keys)
+            left_now = self.left.current(ctx, self._key_values(right_now, 0) or None)
+        else:
+            left_now = self.left.current(ctx, left_keys or None)
+            right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
@@ -303,6 +304,46 @@ class SketchRepository:
                 .order_by(t.sketch_versions.c.version)
             )
             return [int(v) for (v,) in rows]
+
+    def expire_versions(self, name: str, keep: int, min_age_seconds: float) -> list[int]:
+        """Delete the versions of ``name`` beyond its newest ``keep`` (at least one is always
+        kept) that are older than ``min_age_seconds`` by the database clock; returns their
+        numbers."""
+        with self.engine.begin() as conn:
+            sketch_id = self._sketch_id(conn, name)
+            # The publishers' lock: a version being published now is never among the doomed.
+            conn.execute(
+                select(t.sketches.c.sketch_id).where(t.sketches.c.sketch_id == sketch_id).with_for_update()
+            )
+            cutoff = func.now() - timedelta(seconds=min_age_seconds)
+            rows = conn.execute(
+                select(t.sketch_versions.c.version, t.sketch_versions.c.created_at < cutoff)
+                .where(t.sketch_versions.c.sketch_id == sketch_id)
+                .order_by(t.sketch_versions.c.version.desc())
+            ).all()
+            doomed = [int(v) for v, old_enough in rows[max(1, keep) :] if old_enough]
+            if doomed:  # their fragments go with them (ON DELETE CASCADE)
+                conn.execute(
+                    delete(t.sketch_versions).where(
+                        t.sketch_versions.c.sketch_id == sketch_id, t.sketch_versions.c.version.in_(doomed)
+                    )
+                )
+        return sorted(doomed)
+
+    def state_refs(self) -> dict[str, list[str]]:
+        """Per sketch, the state references of its versions."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.sketches.c.name, t.sketch_versions.c.state_ref).select_from(
+                    t.sketches.outerjoin(t.sketch_versions)
+                )
+            ).all()
+        refs: dict[str, list[str]] = {}
+        for name, ref in rows:
+            refs.setdefault(name, [])
+            if ref is not None:
+                refs[name].append(ref)
+        return refs
 
     def drop(self, name: str) -> None:
         """Remove a sketch with all its versions and runs (partitions stay: others share them)."""

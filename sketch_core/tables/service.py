@@ -89,6 +89,7 @@ class TableService:
         self.commit_log = commits
         self.settings = settings
         self.recorded_rows = RecordedRows(settings.warehouse / "_sketch_deltas")
+        self._records: dict[str, TableRecord] = {}
         self.file_cache = FileCache(settings.file_cache_bytes) if settings.file_cache_bytes else None
         self._pinned_files: OrderedDict[tuple[str, int, int], tuple[DataFileInfo, ...]] = OrderedDict()
 
@@ -392,9 +393,12 @@ class TableService:
 
     def _require(self, name: str) -> TableRecord:
         name = normalize_table_name(name)
-        record = self.commit_log.get_table(name)
+        record = self._records.get(name)  # registrations are never changed or removed
         if record is None:
-            raise TableNotFoundError(name, [t.name for t in self.commit_log.list_tables()])
+            record = self.commit_log.get_table(name)
+            if record is None:
+                raise TableNotFoundError(name, [t.name for t in self.commit_log.list_tables()])
+            self._records[name] = record
         return record
 
     def _open(self, name: str) -> tuple[str, TableRecord, Table]:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.errors import UnsupportedQueryError
-from sketch_core.service import SketchService
+from sketch_core.service import MaintenanceRun, SketchService
 from tests.oracles.results import sorted_rows
 
 HAVING = "SELECT a, SUM(b) AS s, COUNT(*) AS n FROM {t} WHERE c > -40 GROUP BY a HAVING SUM(b) > 300"
@@ -42,6 +43,21 @@ def fresh_fragments(svc: SketchService, sql: str, name: str, sequence: int) -> d
 
 def maintained(svc: SketchService, name: str) -> dict[str, set[int]]:
     return {t: set(ids) for t, ids in svc.sketch(name).fragments.items()}
+
+
+def captured(
+    svc: SketchService, table: str, suffix: str, template: str = HAVING, **options: Any
+) -> tuple[str, str]:
+    """A sketch of ``template`` over ``table`` on ``a`` (40 fragments): its name and SQL."""
+    name, sql = f"{table.split('.')[0]}_{suffix}", template.format(t=table)
+    svc.capture(sql, name=name, attributes={table: "a"}, fragments=40, **options)
+    return name, sql
+
+
+def sibling(svc: SketchService, **settings: Any) -> SketchService:
+    """Another service on the same metastore, warehouse and Spark (another process, in effect),
+    with ``settings`` changed."""
+    return SketchService(dataclasses.replace(svc.settings, **settings), svc.engine, svc.catalog, svc.spark)
 
 
 @pytest.mark.parametrize("template", [HAVING, TOPK], ids=["having", "topk"])
@@ -178,9 +194,7 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
     spark_svc: SketchService, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     svc = spark_svc
-    sketch_name = f"{table.split('.')[0]}_kept"
-    sql = HAVING.format(t=table)
-    svc.capture(sql, name=sketch_name, attributes={table: "a"}, fragments=40)
+    sketch_name, sql = captured(svc, table, "kept")
     deltas = DeltaGenerator(svc.tables, table, ("key",), seed=12)
     reads: list[str] = []
     real_read = svc.state_store.read
@@ -197,12 +211,8 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
     assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
 
     # Another process publishes the next version: the engine kept here is now stale.
-    other = SketchService.from_settings(svc.settings)
-    try:
-        deltas.mixed(40).apply(svc.tables)
-        other.maintain(sketch_name, strategy="incremental")
-    finally:
-        other.close()
+    deltas.mixed(40).apply(svc.tables)
+    sibling(svc).maintain(sketch_name, strategy="incremental")
     deltas.mixed(40).apply(svc.tables)
     (run,) = svc.maintain(sketch_name, strategy="incremental")
     assert run.to_version == 5 and len(reads) == 1, "restored from the other process's state"
@@ -211,3 +221,102 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
         record is not None and record.state_ref is not None and svc.state_store.depth(record.state_ref) == 3
     )
     assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+
+
+def test_old_versions_and_the_state_only_they_read_are_collected(
+    spark_svc: SketchService, table: str
+) -> None:
+    svc = sibling(spark_svc, retain_versions=2, retain_seconds=0)
+    sketch_name, sql = captured(svc, table, "gc")
+    deltas = DeltaGenerator(svc.tables, table, ("key",), seed=13)
+    orphan = svc.state_store.root / sketch_name / "left-by-a-run-that-died"
+    orphan.mkdir(parents=True)
+    for _ in range(4):
+        deltas.mixed(20).apply(svc.tables)
+        svc.maintain(sketch_name, strategy="incremental")  # collects after each run
+
+    assert svc.sketches.versions(sketch_name) == [4, 5], "the newest two are kept"
+    kept = [svc.sketches.version(sketch_name, version=v) for v in (4, 5)]
+    live = {
+        d for record in kept if record and record.state_ref for d in svc.state_store.chain(record.state_ref)
+    }
+    on_disk = set((svc.state_store.root / sketch_name).iterdir())
+    assert on_disk == live, "exactly the directories the kept versions read remain"
+    assert not orphan.exists()
+    # What remains is enough: a new process restores the newest state and maintains on.
+    other = sibling(svc)
+    deltas.mixed(20).apply(svc.tables)
+    (run,) = other.maintain(sketch_name, strategy="incremental")
+    assert run.strategy == "incremental"
+    assert maintained(other, sketch_name) == fresh_fragments(other, sql, sketch_name, other.latest_sequence())
+
+
+def test_young_versions_are_kept_whatever_their_number(spark_svc: SketchService, table: str) -> None:
+    svc = sibling(spark_svc, retain_versions=1, retain_seconds=3600)
+    sketch_name, _ = captured(svc, table, "young")
+    deltas = DeltaGenerator(svc.tables, table, ("key",), seed=14)
+    for _ in range(2):
+        deltas.mixed(20).apply(svc.tables)
+        svc.maintain(sketch_name, strategy="incremental")
+    assert svc.sketches.versions(sketch_name) == [1, 2, 3], "a query may still be pinned to any of them"
+    assert svc.collect_garbage([sketch_name]).version_count == 0
+
+
+def test_two_maintainers_of_one_sketch_publish_each_version_once(
+    spark_svc: SketchService, table: str
+) -> None:
+    import threading
+
+    svc = spark_svc
+    sketch_name, sql = captured(svc, table, "race")
+    DeltaGenerator(svc.tables, table, ("key",), seed=15).mixed(60).apply(svc.tables)
+    services = [sibling(svc) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    runs: list[MaintenanceRun] = []
+
+    def maintain(other: SketchService) -> None:
+        barrier.wait()
+        runs.extend(other.maintain(sketch_name, strategy="incremental"))
+
+    threads = [threading.Thread(target=maintain, args=(other,)) for other in services]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(runs) == 2 and {r.to_version for r in runs} == {2}, "one version, reused by the loser"
+    assert svc.sketches.versions(sketch_name) == [1, 2]
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+
+
+def test_a_capture_with_state_is_maintained_from_it(spark_svc: SketchService, table: str) -> None:
+    svc = spark_svc
+    sketch_name, sql = captured(svc, table, "with_state", TOPK, with_state=True)
+    record = svc.sketches.version(sketch_name)
+    assert record is not None and record.state_ref is not None
+    DeltaGenerator(svc.tables, table, ("key",), seed=16).mixed(60).apply(svc.tables)
+    other = sibling(svc)  # nothing kept in memory
+
+    def no_spark(definition: object) -> object:
+        raise AssertionError("the stored state should have been used")
+
+    other.spark_summarizer = no_spark  # type: ignore[method-assign,assignment]
+    (run,) = other.maintain(sketch_name, strategy="incremental")
+    assert run.strategy == "incremental" and run.to_version == 2
+    assert maintained(other, sketch_name) == fresh_fragments(other, sql, sketch_name, other.latest_sequence())
+
+
+@pytest.mark.parametrize("mode", ["off", "incremental"])
+def test_a_query_maintains_an_older_sketch_to_its_snapshots_first_when_allowed(
+    spark_svc: SketchService, table: str, mode: str
+) -> None:
+    svc = sibling(spark_svc, maintain_on_query=mode)
+    sketch_name, sql = captured(svc, table, "on_query")
+    DeltaGenerator(svc.tables, table, ("key",), seed=17).mixed(60).apply(svc.tables)
+    result = svc.query(sql)
+    plain = svc.query(sql, use_sketches=False)
+    assert sorted_rows(result.table) == sorted_rows(plain.table)
+    if mode == "off":
+        assert result.sketch is None and svc.sketches.versions(sketch_name) == [1]
+    else:
+        assert result.sketch == (sketch_name, 2) and result.files_read <= result.files_total
+        assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, result.sequence)
