@@ -7,6 +7,7 @@ re-inserts them with other values under the same keys, in one commit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,8 +51,36 @@ def _literal(value: object) -> str:
     return str(value)
 
 
-def _in_list(column: str, values: list[object]) -> str:
+def _in_list(column: str, values: Sequence[object]) -> str:
     return f"{column} IN ({', '.join(_literal(v) for v in values)})"
+
+
+def _values_predicate(column: str, values: list[Any]) -> str:
+    """``column IN (...)``, with runs of consecutive integers as BETWEEN (a clustered delete of
+    many rows stays a short predicate)."""
+    ordered = sorted(set(values))
+    if not ordered or not all(isinstance(v, int) and not isinstance(v, bool) for v in ordered):
+        return _in_list(column, ordered)
+    runs: list[tuple[int, int]] = []
+    for value in ordered:
+        if runs and value == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], value)
+        else:
+            runs.append((value, value))
+    singles = [lo for lo, hi in runs if hi - lo < 2] + [hi for lo, hi in runs if hi - lo == 1]
+    ranges = [f"{column} BETWEEN {lo} AND {hi}" for lo, hi in runs if hi - lo >= 2]
+    return _balanced_or(ranges + ([_in_list(column, sorted(singles))] if singles else []))
+
+
+def _balanced_or(clauses: list[str]) -> str:
+    """``clauses`` OR'ed as a balanced tree: a left-deep chain of thousands of ORs would nest
+    thousands deep in the parser."""
+    while len(clauses) > 1:
+        clauses = [
+            f"({clauses[i]} OR {clauses[i + 1]})" if i + 1 < len(clauses) else clauses[i]
+            for i in range(0, len(clauses), 2)
+        ]
+    return clauses[0]
 
 
 def rows_predicate(keys: pa.Table, key_columns: tuple[str, ...]) -> str:
@@ -63,23 +92,16 @@ def rows_predicate(keys: pa.Table, key_columns: tuple[str, ...]) -> str:
     if keys.num_rows == 0:
         raise DatasetError("no rows to name in a predicate")
     if len(key_columns) == 1:
-        return _in_list(key_columns[0], sorted(set(keys.column(key_columns[0]).to_pylist())))
+        return _values_predicate(key_columns[0], keys.column(key_columns[0]).to_pylist())
     if len(key_columns) != 2:
         raise DatasetError(f"keys of {len(key_columns)} columns are not supported; use one or two")
     first, second = key_columns
     groups: dict[Any, list[Any]] = {}
     for a, b in zip(keys.column(first).to_pylist(), keys.column(second).to_pylist(), strict=True):
         groups.setdefault(a, []).append(b)
-    clauses = [
-        f"({first} = {_literal(a)} AND {_in_list(second, sorted(bs))})" for a, bs in sorted(groups.items())
-    ]
-    # A balanced OR tree: a left-deep chain of thousands of ORs would nest thousands deep.
-    while len(clauses) > 1:
-        clauses = [
-            f"({clauses[i]} OR {clauses[i + 1]})" if i + 1 < len(clauses) else clauses[i]
-            for i in range(0, len(clauses), 2)
-        ]
-    return clauses[0]
+    return _balanced_or(
+        [f"({first} = {_literal(a)} AND {_in_list(second, sorted(bs))})" for a, bs in sorted(groups.items())]
+    )
 
 
 class DeltaGenerator:

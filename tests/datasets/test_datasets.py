@@ -92,3 +92,16 @@ def test_rows_predicate_is_shallow_for_many_rows() -> None:
     keys = pa.table({"k1": list(range(3000)), "k2": [1] * 3000})
     predicate = rows_predicate(keys, ("k1", "k2"))
     assert predicate.count("(") < 3000 * 3 and "k1 = 2999" in predicate
+
+
+def test_runs_of_consecutive_keys_become_ranges(svc: SketchService, ns: str) -> None:
+    import pyarrow as pa
+
+    keys = [*range(100, 50_100), 7, 9, 10, 60_000, 60_001, 60_002]
+    predicate = rows_predicate(pa.table({"key": keys}), ("key",))
+    assert len(predicate) < 200, predicate
+    name = f"{ns}.r"
+    svc.tables.create(name, synthetic_table(70_000, groups=5, seed=1), sort_by=["key"])
+    svc.tables.delete(name, predicate)
+    left = set(svc.tables.read_arrow(name, columns=("key",)).column("key").to_pylist())
+    assert left == set(range(70_000)) - set(keys), "exactly the named rows are gone"
