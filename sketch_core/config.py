@@ -81,6 +81,9 @@ class Settings:
     # Incremental maintenance reads only the delta rows that can pass the selections right
     # above the scans (IMP 9.4.2); off only to measure what that saves.
     delta_pushdown: bool = True
+    # Join deltas are probed against a Bloom filter over the other side's join keys before
+    # that side is read (IMP 9.4.1); off only to measure what that saves.
+    join_bloom: bool = True
     # A query that finds a sketch only at older snapshots maintains it to its own first with
     # this strategy ("incremental", "full" or "auto"), or runs without it ("off").
     maintain_on_query: str = "off"
@@ -114,6 +117,7 @@ class Settings:
             incremental_max_delta_rows=_int_env("SKETCH_INCREMENTAL_MAX_DELTA_ROWS", 100_000),
             engine_cache_entries=_int_env("SKETCH_ENGINE_CACHE_ENTRIES", 8, minimum=0),
             delta_pushdown=_choice_env("SKETCH_DELTA_PUSHDOWN", "on", ("on", "off")) == "on",
+            join_bloom=_choice_env("SKETCH_JOIN_BLOOM", "on", ("on", "off")) == "on",
             maintain_on_query=_choice_env("SKETCH_MAINTAIN_ON_QUERY", "off", MAINTAIN_ON_QUERY),
             retain_versions=_int_env("SKETCH_RETAIN_VERSIONS", 20),
             retain_seconds=_int_env("SKETCH_RETAIN_SECONDS", 3600, minimum=0),

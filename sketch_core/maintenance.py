@@ -191,11 +191,16 @@ def store_state(store: StateStore, sketch: str, engine: IncrementalSketch, base:
 
 
 def advance(
-    tables: TableService, sketch: MaintainedSketch, to_sequence: int, pushdown: bool = True
+    tables: TableService,
+    sketch: MaintainedSketch,
+    to_sequence: int,
+    pushdown: bool = True,
+    blooms: bool = True,
 ) -> tuple[SketchDelta, int, dict[str, PinnedSnapshot]]:
     """Move the engine to ``to_sequence``: returns the sketch delta, the delta rows read and
     the tables as pinned at ``to_sequence``. ``pushdown=False`` reads every delta row, also
-    those the query's selections drop (for measuring what IMP 9.4.2 saves)."""
+    those the query's selections drop (for measuring what IMP 9.4.2 saves); ``blooms=False``
+    probes no join Bloom filters (IMP 9.4.1)."""
     # Only the columns the query reads: rows that differ elsewhere cancel in the bag difference,
     # and the delta files are read and compared that much narrower.
     columns = sketch.engine.columns_read()
@@ -214,6 +219,6 @@ def advance(
         for t in sketch.tables
     }
     changed = {t: RowDelta(d.inserted, d.deleted) for t, d in deltas.items() if not d.is_empty}
-    result = sketch.engine.apply(changed, pinned_reader(pins, tables.file_cache))
+    result = sketch.engine.apply(changed, pinned_reader(pins, tables.file_cache), blooms=blooms)
     sketch.sequence = to_sequence
     return result, sum(d.row_count for d in deltas.values()), pins

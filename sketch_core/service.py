@@ -44,7 +44,13 @@ from sketch_core.maintenance import (
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
-from sketch_core.metastore.sketches import PartitionRecord, SketchDefinition, SketchRepository, VersionRecord
+from sketch_core.metastore.sketches import (
+    FinishedRun,
+    PartitionRecord,
+    SketchDefinition,
+    SketchRepository,
+    VersionRecord,
+)
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
@@ -459,8 +465,8 @@ class SketchService:
         tables = set(referenced_tables(definition.query_sql))
         pending = [
             c
-            for c in self.commit_log.commits(after_seq=record.sequence)
-            if c.table in tables and c.seq <= target  # not commits landing after the target
+            for c in self.commit_log.commits(after_seq=record.sequence, until_seq=target)
+            if c.table in tables
         ]
         if not pending:
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
@@ -496,13 +502,17 @@ class SketchService:
     ) -> MaintenanceRun:
         started = time.perf_counter()
         name = definition.name
-        run_id = self.sketches.start_run(name, "incremental", record.version)
+        delta_rows = 0
         try:
             maintained = self._engine_at(definition, record)
-            _, delta_rows, pins = advance(self.tables, maintained, target, self.settings.delta_pushdown)
-            # Files first, then the one transaction that publishes the version (invariant 3).
+            _, delta_rows, pins = advance(
+                self.tables, maintained, target, self.settings.delta_pushdown, self.settings.join_bloom
+            )
+            # Files first, then the one transaction that publishes the version (invariant 3),
+            # which also records the run: it is too short to be worth a "running" row.
             ref = store_state(self.state_store, name, maintained.engine, record.state_ref)
             sketch = maintained.engine.sketch()
+            seconds = time.perf_counter() - started
             published = self.sketches.publish_version(
                 name,
                 target,
@@ -512,18 +522,19 @@ class SketchService:
                     for t, pid in definition.partition_ids.items()
                 },
                 state_ref=ref,
+                run=FinishedRun("incremental", record.version, "succeeded", delta_rows, seconds),
             )
         except Exception as exc:
-            seconds = time.perf_counter() - started
-            self.sketches.finish_run(
-                run_id, status="failed", to_version=None, delta_rows=0, seconds=seconds, error=str(exc)
+            failed = FinishedRun(
+                "incremental", record.version, "failed", delta_rows, time.perf_counter() - started, str(exc)
             )
+            try:
+                self.sketches.record_run(name, failed, None)
+            except Exception as unrecorded:  # the original error is the one to report
+                log.warning("could not record the failed run of %s: %s", name, unrecorded)
             raise
         self._keep_engine(name, published.version, maintained)
         seconds = time.perf_counter() - started
-        self.sketches.finish_run(
-            run_id, status="succeeded", to_version=published.version, delta_rows=delta_rows, seconds=seconds
-        )
         log.info("maintained %s incrementally to version %d in %.2fs", name, published.version, seconds)
         return MaintenanceRun(name, record.version, published.version, "incremental", delta_rows, seconds)
 

@@ -40,7 +40,8 @@ from sketch_core.algebra.ir import (
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental import stateless
 from sketch_core.incremental.aggregate import AggregateOperator
-from sketch_core.incremental.annotated import AnnotatedDelta, annotate_rows
+from sketch_core.incremental.annotated import MULTIPLICITY, AnnotatedDelta, annotate_rows
+from sketch_core.incremental.bloom import EMPTY_BLOOM, KeyBloom, hashable
 from sketch_core.incremental.expressions import ExpressionTranslator
 from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
@@ -82,6 +83,7 @@ def _no_reader(table: str, columns: Sequence[str], keys: Mapping[str, pa.Array] 
 class _Context:
     deltas: Mapping[str, RowDelta]
     reader: Reader = field(default=_no_reader)
+    blooms: bool = True  # probe join deltas against Bloom filters of the other side (IMP 9.4.1)
 
 
 def _keep_keys(rows: AnnotatedDelta, keys: KeyValues | None) -> AnnotatedDelta:
@@ -227,6 +229,48 @@ class _Join(_Node):
         self.annotations = left.annotations + right.annotations
         self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
         self.residual = exp.and_(*residual) if residual else None
+        # Per side, a Bloom filter over the key values of its output at the engine's snapshot.
+        self.blooms: list[KeyBloom | None] = [None, None]
+        key_types = [
+            [left.schema.field(a).type for a, _ in self.keys],
+            [right.schema.field(b).type for _, b in self.keys],
+        ]
+        self.bloomable = bool(self.keys) and all(hashable(types) for types in key_types)
+        self.probed = self.passed = 0  # delta rows probed against a filter, and those let through
+
+    def _side(self, side: int) -> _Node:
+        return self.left if side == 0 else self.right
+
+    def _key_columns(self, rows: AnnotatedDelta, side: int) -> list[pa.ChunkedArray]:
+        return [rows.table.column(pair[side]) for pair in self.keys]
+
+    def _track(self, side: int, delta: AnnotatedDelta) -> None:
+        """Keep a side's filter up to date with its delta: inserted keys are added (before any
+        probe of this batch: the other side's delta must find them), deleted ones counted."""
+        bloom = self.blooms[side]
+        if bloom is None or delta.num_rows == 0:
+            return
+        multiplicity = delta.table.column(MULTIPLICITY)
+        inserted = delta.table.filter(pc.greater(multiplicity, 0))
+        if inserted.num_rows:
+            bloom.add([inserted.column(pair[side]) for pair in self.keys])
+        bloom.note_deleted(delta.num_rows - inserted.num_rows)
+
+    def _probe(self, ctx: _Context, rows: AnnotatedDelta, side: int) -> AnnotatedDelta:
+        """``rows`` (of the other side) less those whose key ``side``'s output certainly lacks."""
+        if not (ctx.blooms and self.bloomable):
+            return rows
+        bloom = self.blooms[side]
+        if bloom is None or bloom.stale:  # built from the side's whole output at the new snapshot
+            now = self._side(side).current(ctx, None)
+            bloom = KeyBloom(max(2 * now.num_rows, 1))
+            bloom.add(self._key_columns(now, side))
+            self.blooms[side] = bloom
+        mask = bloom.might_contain(self._key_columns(rows, 1 - side))
+        kept = AnnotatedDelta(rows.table.filter(mask), rows.annotations)
+        self.probed += rows.num_rows
+        self.passed += kept.num_rows
+        return kept
 
     def _filtered(self, rows: AnnotatedDelta) -> AnnotatedDelta:
         return rows if self.residual is None else stateless.select(rows, self.residual)
@@ -236,13 +280,17 @@ class _Join(_Node):
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
         left_delta, right_delta = self.left.process(ctx), self.right.process(ctx)
+        self._track(0, left_delta)
+        self._track(1, right_delta)
         parts = []
-        if left_delta.num_rows:  # ΔR ⋈ S'
-            right_now = self.right.current(ctx, self._key_values(left_delta, 1) or None)
-            parts.append(join_rows(left_delta, right_now, self.keys))
-        if right_delta.num_rows:  # R' ⋈ ΔS
-            left_now = self.left.current(ctx, self._key_values(right_delta, 0) or None)
-            parts.append(join_rows(left_now, right_delta, self.keys))
+        # ΔR ⋈ S' (only ΔR's rows that may have a partner in S' go to the read of S')
+        if (probe := self._probe(ctx, left_delta, 1) if left_delta.num_rows else left_delta).num_rows:
+            right_now = self.right.current(ctx, self._key_values(probe, 1) or None)
+            parts.append(join_rows(probe, right_now, self.keys))
+        # R' ⋈ ΔS
+        if (probe := self._probe(ctx, right_delta, 0) if right_delta.num_rows else right_delta).num_rows:
+            left_now = self.left.current(ctx, self._key_values(probe, 0) or None)
+            parts.append(join_rows(left_now, probe, self.keys))
         if left_delta.num_rows and right_delta.num_rows:  # - ΔR ⋈ ΔS, counted twice above
             parts.append(negated(join_rows(left_delta, right_delta, self.keys)))
         if not parts:
@@ -328,6 +376,7 @@ class IncrementalSketch:
         self._sketched = {id(s) for s in positive_scans(plan) if s.table in self.partitions}
         self._tables: dict[str, str] = {}  # annotation -> table
         self._stateful: list[_Aggregate | _TopK] = []  # in build order: the state files' order
+        self._joins: list[_Join] = []  # in build order: their filters' state files
         self._scans: list[_Scan] = []
         self._scan_filters: dict[int, exp.Expr] = {}  # id(scan node) -> the selection right above
         self.root = self._build(plan)
@@ -366,7 +415,9 @@ class IncrementalSketch:
         if isinstance(node, Join) and node.kind == "semi":
             return self._build(semi_join_as_inner_join(node))
         if isinstance(node, Join):
-            return _Join(node, self._build(node.left), self._build(node.right))
+            join = _Join(node, self._build(node.left), self._build(node.right))
+            self._joins.append(join)
+            return join
         raise UnsupportedQueryError(
             f"{type(node).__name__} in incremental maintenance",
             type(node).__name__,
@@ -388,6 +439,13 @@ class IncrementalSketch:
             for i, n in enumerate(self._stateful)
         }
         tables["merge"] = merge_state(self.merge)
+        for j, join in enumerate(self._joins):
+            for side, bloom in enumerate(join.blooms):
+                # An empty table: no filter (whole state), or the filter unchanged (changes).
+                changed = bloom is not None and (bloom.dirty or not changes_only)
+                tables[f"bloom{j}_{side}"] = (
+                    bloom.to_table() if bloom is not None and changed else EMPTY_BLOOM
+                )
         return tables
 
     def changed_entries(self) -> int:
@@ -406,14 +464,29 @@ class IncrementalSketch:
         """The state as it is now has been stored: later changes are counted from here."""
         for node in self._stateful:
             node.operator.dirty.clear()
+        for join in self._joins:
+            for bloom in join.blooms:
+                if bloom is not None:
+                    bloom.dirty = False
+
+    def bloom_counts(self) -> tuple[int, int]:
+        """Join delta rows probed against Bloom filters so far, and how many passed."""
+        return sum(j.probed for j in self._joins), sum(j.passed for j in self._joins)
 
     def restore(self, layers: Sequence[Mapping[str, pa.Table]]) -> None:
         """Load state saved by :meth:`state_tables` for the same plan and partitions: a whole
         state, then any number of changes to it, oldest first."""
         expected = {f"op{i}" for i in range(len(self._stateful))} | {"merge"}
+        blooms = {f"bloom{j}_{side}" for j in range(len(self._joins)) for side in (0, 1)}
         for depth, tables in enumerate(layers):
-            if set(tables) != expected:
+            if not expected <= set(tables) <= expected | blooms:  # filters are optional
                 raise ValueError(f"state holds {sorted(tables)}, the plan needs {sorted(expected)}")
+            for j, join in enumerate(self._joins):
+                for side in (0, 1):
+                    stored = tables.get(f"bloom{j}_{side}")
+                    bloom = KeyBloom.from_table(stored) if stored is not None else None
+                    if bloom is not None or depth == 0:  # in a layer of changes, empty = unchanged
+                        join.blooms[side] = bloom
             for i, node in enumerate(self._stateful):
                 if isinstance(node, _Aggregate):
                     restore_aggregate(node.operator, tables[f"op{i}"], changes=depth > 0)
@@ -471,11 +544,14 @@ class IncrementalSketch:
             node.loaded = node.operator.load(summary)
         return self.apply(deltas, reader)
 
-    def apply(self, deltas: Mapping[str, RowDelta], reader: Reader | None = None) -> SketchDelta:
+    def apply(
+        self, deltas: Mapping[str, RowDelta], reader: Reader | None = None, *, blooms: bool = True
+    ) -> SketchDelta:
         """Process one batch of table deltas (keys: table names); returns the sketch delta.
 
-        ``reader`` reads a table at the snapshot the deltas lead to; joins need it."""
-        ctx = _Context({t.lower(): d for t, d in deltas.items()}, reader or _no_reader)
+        ``reader`` reads a table at the snapshot the deltas lead to; joins need it.
+        ``blooms=False`` sends every join delta row to that read (for measuring IMP 9.4.1)."""
+        ctx = _Context({t.lower(): d for t, d in deltas.items()}, reader or _no_reader, blooms)
         return self.merge.apply(self.root.process(ctx))
 
     def sketch(self) -> dict[str, set[int]]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import bisect
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, func, insert, select, text
+from sqlalchemy.dialects.postgresql import distinct_on
 
 from sketch_core.metastore import schema
 
@@ -59,11 +62,57 @@ def _table_record(row: object) -> TableRecord:
     return TableRecord(m["table_id"], m["name"], tuple(m["sort_by"]), m["created_seq"], m["created_at"])
 
 
+# A window holding more commits than this is dropped and started afresh at the newest ones.
+_WINDOW_MAX_COMMITS = 100_000
+
+
+class _CommitWindow:
+    """Every table's newest commit as of ``start``, and every commit after it up to ``through``."""
+
+    def __init__(self, newest: list[CommitRecord]) -> None:
+        self.start = max((r.seq for r in newest), default=0)
+        self.through = self.start
+        self.commits: list[CommitRecord] = []  # after ``start``, in sequence order
+        self.by_table: dict[str, list[CommitRecord]] = {r.table: [r] for r in newest}
+
+    def extend(self, records: list[CommitRecord]) -> None:
+        for record in records:
+            self.commits.append(record)
+            self.by_table.setdefault(record.table, []).append(record)
+            self.through = max(self.through, record.seq)
+
+    def covers(self, table: str | None, seq: int) -> bool:
+        """Whether the window knows every commit (of ``table``, or of all) after ``seq``: from
+        ``start`` on, and for a table from its newest commit as of ``start`` on."""
+        if seq >= self.start:
+            return True
+        records = self.by_table.get(table) if table is not None else None
+        return bool(records) and seq >= records[0].seq  # type: ignore[index]
+
+    def newest(self, table: str, seq: int | None) -> CommitRecord | None:
+        """The newest commit of ``table`` at or before ``seq`` (which the window covers)."""
+        records = self.by_table.get(table, [])
+        if seq is None:
+            return records[-1] if records else None
+        index = bisect.bisect_right(records, seq, key=lambda r: r.seq)
+        return records[index - 1] if index else None
+
+    def between(self, table: str | None, after_seq: int, until_seq: int | None) -> list[CommitRecord]:
+        """Commits with ``after_seq < seq <= until_seq``, where the window covers ``after_seq``."""
+        records = self.commits if table is None else self.by_table.get(table, [])
+        first = bisect.bisect_right(records, after_seq, key=lambda r: r.seq)
+        return [r for r in records[first:] if until_seq is None or r.seq <= until_seq]
+
+
 class CommitLog:
     """Reads and writes ``sketch.tables`` and ``sketch.table_commits``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # Commits never change once visible: reads about recent sequences are answered from
+        # this window, refreshed by one query for what is newer than it has seen.
+        self._window: _CommitWindow | None = None
+        self._lock = threading.Lock()
 
     # -- writing (inside the caller's transaction) -----------------------------------------
     @staticmethod
@@ -130,8 +179,20 @@ class CommitLog:
             c.committed_at,
         ).join(schema.tables, schema.tables.c.table_id == c.table_id)
 
-    def commits(self, name: str | None = None, *, after_seq: int = 0) -> list[CommitRecord]:
+    def commits(
+        self, name: str | None = None, *, after_seq: int = 0, until_seq: int | None = None
+    ) -> list[CommitRecord]:
+        """Commits (of one table, or all) with ``after_seq < seq <= until_seq`` (None: latest)."""
+        with self._lock:
+            window = self._window
+            if until_seq is None or window is None or until_seq > window.through:
+                self._refresh()
+                window = self._window
+            if window is not None and window.covers(name, after_seq):
+                return window.between(name, after_seq, until_seq)
         query = self._commit_query().where(schema.table_commits.c.seq > after_seq)
+        if until_seq is not None:
+            query = query.where(schema.table_commits.c.seq <= until_seq)
         if name is not None:
             query = query.where(schema.tables.c.name == name)
         with self.engine.connect() as conn:
@@ -140,6 +201,13 @@ class CommitLog:
 
     def commit_at(self, name: str, seq: int | None) -> CommitRecord | None:
         """The table's newest commit at or before ``seq`` (None: the newest of all)."""
+        with self._lock:
+            window = self._window
+            if seq is None or window is None or seq > window.through:
+                self._refresh()
+                window = self._window
+            if window is not None and (seq is None or window.covers(name, seq)):
+                return window.newest(name, seq)
         query = self._commit_query().where(schema.tables.c.name == name)
         if seq is not None:
             query = query.where(schema.table_commits.c.seq <= seq)
@@ -148,8 +216,39 @@ class CommitLog:
             row = conn.execute(query).first()
         return None if row is None else CommitRecord(**row._mapping)
 
+    def newest_seen(self, name: str) -> int | None:
+        """The sequence of the table's newest commit this log has seen, without asking the
+        database (None: nothing seen yet)."""
+        with self._lock:
+            window = self._window
+            record = window.newest(name, None) if window is not None else None
+        return record.seq if record is not None else None
+
     def latest_sequence(self) -> int:
         """The newest global commit sequence number (0 before the first commit)."""
+        with self._lock:
+            self._refresh()
+            assert self._window is not None
+            return self._window.through
+
+    def _refresh(self) -> None:
+        """Bring the window up to the newest visible commit: one query, for every table.
+
+        Sequence order is visibility order (COMMIT_LOCK_KEY), so having seen sequence N means
+        every commit up to N is seen: what the window holds is final and needs no re-reading.
+        """
+        window = self._window
+        if window is not None and len(window.commits) > _WINDOW_MAX_COMMITS:
+            window = None  # start a new window rather than grow without bound
+        c = schema.table_commits.c
         with self.engine.connect() as conn:
-            value = conn.execute(select(func.max(schema.table_commits.c.seq))).scalar()
-        return int(value or 0)
+            if window is None:
+                newest = self._commit_query().order_by(c.table_id, c.seq.desc()).ext(distinct_on(c.table_id))
+                rows = conn.execute(newest).all()
+            else:
+                rows = conn.execute(self._commit_query().where(c.seq > window.through).order_by(c.seq)).all()
+        records = sorted((CommitRecord(**row._mapping) for row in rows), key=lambda r: r.seq)
+        if window is None:
+            self._window = _CommitWindow(records)
+        else:
+            window.extend(records)

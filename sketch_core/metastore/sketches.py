@@ -44,6 +44,18 @@ class VersionRecord:
 
 
 @dataclass(frozen=True)
+class FinishedRun:
+    """A maintenance run, recorded once it is over."""
+
+    strategy: str
+    from_version: int | None
+    status: str
+    delta_rows: int
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class SketchDefinition:
     name: str
     query_sql: str  # the template: the query with its :name placeholders
@@ -224,23 +236,28 @@ class SketchRepository:
         table_snapshots: Mapping[str, int | None],
         bitmaps: Mapping[int, bytes],
         state_ref: str | None = None,
+        run: FinishedRun | None = None,
     ) -> VersionRecord:
-        """Publish the sketch's version for ``sequence``, or return the one already published."""
+        """Publish the sketch's version for ``sequence``, or return the one already published.
+
+        ``run``: the maintenance run that produced it, recorded in the same transaction (a run
+        too short to be worth a "running" row of its own).
+        """
         with self.engine.begin() as conn:
-            sketch_id = self._sketch_id(conn, name)
-            # Serialize publishers of one sketch, so "next version number" cannot be taken twice.
-            conn.execute(
-                select(t.sketches.c.sketch_id).where(t.sketches.c.sketch_id == sketch_id).with_for_update()
-            )
-            existing = self._version_row(conn, sketch_id, sequence=sequence)
+            # Serializes publishers of one sketch, so "next version number" cannot be taken twice.
+            sketch_id = conn.execute(
+                select(t.sketches.c.sketch_id).where(t.sketches.c.name == name).with_for_update()
+            ).scalar()
+            if sketch_id is None:
+                raise SketchNotFoundError(name)
+            v = t.sketch_versions.c
+            newest, existing = conn.execute(
+                select(
+                    func.coalesce(func.max(v.version), 0), func.max(v.version).filter(v.seq == sequence)
+                ).where(v.sketch_id == sketch_id)
+            ).one()
             if existing is None:
-                version = 1 + int(
-                    conn.execute(
-                        select(func.coalesce(func.max(t.sketch_versions.c.version), 0)).where(
-                            t.sketch_versions.c.sketch_id == sketch_id
-                        )
-                    ).scalar_one()
-                )
+                version = int(newest) + 1
                 conn.execute(
                     insert(t.sketch_versions).values(
                         sketch_id=sketch_id,
@@ -251,20 +268,44 @@ class SketchRepository:
                         created_at=func.now(),
                     )
                 )
-                for partition_id, bitmap in bitmaps.items():
+                if bitmaps:
                     conn.execute(
-                        insert(t.sketch_fragments).values(
-                            sketch_id=sketch_id, version=version, partition_id=partition_id, bitmap=bitmap
-                        )
+                        insert(t.sketch_fragments),
+                        [
+                            {
+                                "sketch_id": sketch_id,
+                                "version": version,
+                                "partition_id": pid,
+                                "bitmap": bitmap,
+                            }
+                            for pid, bitmap in bitmaps.items()
+                        ],
                     )
-        found = self.version(name, sequence=sequence)
-        assert found is not None
-        return found
+            else:
+                version = int(existing)
+            if run is not None:
+                self._insert_run(conn, sketch_id, run, version)
+            if existing is not None:
+                found = self._read_version(conn, name, version=version)
+                assert found is not None, "read under the publishers' lock, which deletions take too"
+                return found
+        return VersionRecord(
+            name,
+            version,
+            sequence,
+            dict(table_snapshots),
+            {int(p): bytes(b) for p, b in bitmaps.items()},
+            state_ref,
+        )
 
     def _version_row(
-        self, conn: Connection, sketch_id: int, *, sequence: int | None = None, version: int | None = None
+        self, conn: Connection, name: str, *, sequence: int | None = None, version: int | None = None
     ) -> Any:
-        query = select(t.sketch_versions).where(t.sketch_versions.c.sketch_id == sketch_id)
+        query = (
+            select(t.sketch_versions)
+            .join(t.sketches, t.sketches.c.sketch_id == t.sketch_versions.c.sketch_id)
+            .where(t.sketches.c.name == name)
+        )
         if sequence is not None:
             query = query.where(t.sketch_versions.c.seq == sequence)
         if version is not None:
@@ -276,16 +317,21 @@ class SketchRepository:
     ) -> VersionRecord | None:
         """A version by sequence or number; with neither, the newest."""
         with self.engine.connect() as conn:
-            sketch_id = self._sketch_id(conn, name)
-            row = self._version_row(conn, sketch_id, sequence=sequence, version=version)
-            if row is None:
-                return None
-            m = row._mapping
-            bitmaps = conn.execute(
-                select(t.sketch_fragments.c.partition_id, t.sketch_fragments.c.bitmap).where(
-                    t.sketch_fragments.c.sketch_id == sketch_id, t.sketch_fragments.c.version == m["version"]
-                )
-            ).all()
+            return self._read_version(conn, name, sequence=sequence, version=version)
+
+    def _read_version(
+        self, conn: Connection, name: str, *, sequence: int | None = None, version: int | None = None
+    ) -> VersionRecord | None:
+        row = self._version_row(conn, name, sequence=sequence, version=version)
+        if row is None:
+            self._sketch_id(conn, name)  # raises when the sketch itself is unknown
+            return None
+        m = row._mapping
+        bitmaps = conn.execute(
+            select(t.sketch_fragments.c.partition_id, t.sketch_fragments.c.bitmap).where(
+                t.sketch_fragments.c.sketch_id == m["sketch_id"], t.sketch_fragments.c.version == m["version"]
+            )
+        ).all()
         return VersionRecord(
             name,
             m["version"],
@@ -369,6 +415,28 @@ class SketchRepository:
                     .returning(t.maintenance_runs.c.run_id)
                 ).scalar_one()
             )
+
+    def record_run(self, name: str, run: FinishedRun, to_version: int | None) -> None:
+        """Record a run that is already over (one that failed before publishing, say)."""
+        with self.engine.begin() as conn:
+            self._insert_run(conn, self._sketch_id(conn, name), run, to_version)
+
+    @staticmethod
+    def _insert_run(conn: Connection, sketch_id: int, run: FinishedRun, to_version: int | None) -> None:
+        conn.execute(
+            insert(t.maintenance_runs).values(
+                sketch_id=sketch_id,
+                strategy=run.strategy,
+                status=run.status,
+                from_version=run.from_version,
+                to_version=to_version,
+                delta_rows=run.delta_rows,
+                seconds=run.seconds,
+                error=run.error,
+                started_at=func.now() - timedelta(seconds=run.seconds),
+                finished_at=func.now(),
+            )
+        )
 
     def finish_run(
         self,

@@ -6,6 +6,7 @@ snapshot's Parquet files through PyIceberg and hands exactly those to Spark.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from weakref import WeakKeyDictionary
 
@@ -60,9 +61,14 @@ def _parse(sql: str) -> exp.Expr:
 
 def referenced_tables(sql: str) -> list[str]:
     """The ``ns.table`` names a query reads (CTE names and unqualified names are not tables)."""
+    return list(_referenced_tables(sql))
+
+
+@functools.lru_cache(maxsize=256)  # every maintenance asks again for the same sketch queries
+def _referenced_tables(sql: str) -> tuple[str, ...]:
     tree = _parse(sql)
     names = {normalize_table_name(f"{t.db}.{t.name}") for t in tree.find_all(exp.Table) if t.db and t.name}
-    return sorted(names)
+    return tuple(sorted(names))
 
 
 def bind_tables(sql: str, views: Mapping[str, str]) -> str:

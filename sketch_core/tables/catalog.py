@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from sketch_core.errors import TableError
 from sketch_core.metastore.commits import CommitLog, NewCommit
 from sketch_core.metastore.migrations import MIGRATION_LOCK_KEY
+from sketch_core.tables.metadata_parse import MetadataParser
 
 
 @dataclass
@@ -94,6 +95,8 @@ def describe_commit(before: TableMetadata | None, after: TableMetadata, pending:
 # its parsed form can be reused by every later load that finds the same pointer; parsing costs
 # milliseconds per load and grows with the number of snapshots.
 _METADATA_CACHE_ENTRIES = 64
+# Compressed metadata files end in ".gz.metadata.json"; those go through PyIceberg's reader.
+_COMPRESSED_METADATA_SUFFIX = ".gz.metadata.json"
 
 
 class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
@@ -104,6 +107,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
         super().__init__(name, **properties)
         self._parsed: OrderedDict[str, TableMetadata] = OrderedDict()
         self._parsed_lock = threading.Lock()
+        self._parser = MetadataParser()
 
     def _convert_orm_to_iceberg(self, orm_table: IcebergTables) -> Table:
         location = orm_table.metadata_location
@@ -115,7 +119,11 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
                 self._parsed.move_to_end(location)
         if metadata is None:
             source = load_file_io(self.properties, location).new_input(location)
-            metadata = FromInputFile.table_metadata(source)
+            if not location.endswith(_COMPRESSED_METADATA_SUFFIX):
+                with source.open() as stream:
+                    metadata = self._parser.parse(stream.read())
+            else:  # compressed metadata: PyIceberg's own reader
+                metadata = FromInputFile.table_metadata(source)
             with self._parsed_lock:
                 self._parsed[location] = metadata
                 if len(self._parsed) > _METADATA_CACHE_ENTRIES:

@@ -26,9 +26,15 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+from pyiceberg.manifest import ManifestContent, ManifestEntryStatus, read_manifest_list
 from pyiceberg.table import Table, Transaction
-from pyiceberg.table.snapshots import TOTAL_DATA_FILES, Snapshot
+from pyiceberg.table.snapshots import (
+    ADDED_DATA_FILES,
+    DELETED_DATA_FILES,
+    TOTAL_DATA_FILES,
+    Snapshot,
+    Summary,
+)
 from pyiceberg.table.sorting import SortField, SortOrder
 from pyiceberg.transforms import IdentityTransform
 from sqlalchemy.exc import IntegrityError
@@ -76,6 +82,11 @@ _TARGET_PROPERTY = "write.target-file-size-bytes"
 _DERIVE_MAX_SNAPSHOTS = 16
 
 
+def _summary_count(summary: Summary, key: str) -> int:
+    """A file count from a snapshot summary; summaries leave out counts that are zero."""
+    return int(summary.get(key) or 0)
+
+
 def _row_level_deletes(name: str, snapshot_id: int) -> UnsupportedTableFeatureError:
     return UnsupportedTableFeatureError(
         f"{name} has row-level delete files at snapshot {snapshot_id}",
@@ -92,6 +103,7 @@ class TableService:
         self._records: dict[str, TableRecord] = {}
         self.file_cache = FileCache(settings.file_cache_bytes) if settings.file_cache_bytes else None
         self._pinned_files: OrderedDict[tuple[str, int, int], tuple[DataFileInfo, ...]] = OrderedDict()
+        self._loaded: dict[str, tuple[int, Table]] = {}  # name -> (newest commit seen, table)
 
     # -- writes ------------------------------------------------------------------------------
     def create(self, name: str, data: Any, sort_by: list[str] | tuple[str, ...] | None = None) -> int:
@@ -129,7 +141,7 @@ class TableService:
         return pending.seq
 
     def append(self, name: str, data: Any) -> int:
-        name, record, table = self._open(name)
+        name, record, table = self._open(name, fresh=True)
         arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
         if arrow.num_rows == 0:
             return self._latest_seq(name)
@@ -137,7 +149,7 @@ class TableService:
 
     def delete(self, name: str, predicate: str) -> int:
         """Delete the rows matching a Spark SQL predicate (copy-on-write)."""
-        name, _, table = self._open(name)
+        name, _, table = self._open(name, fresh=True)
         expression = to_iceberg_expression(predicate, table.schema(), name)
         return self._commit(
             name,
@@ -149,7 +161,7 @@ class TableService:
 
     def overwrite(self, name: str, data: Any, where: str | None = None) -> int:
         """Atomically delete the rows matching ``where`` (all rows if None) and add ``data``."""
-        name, record, table = self._open(name)
+        name, record, table = self._open(name, fresh=True)
         expression: BooleanExpression = (
             to_iceberg_expression(where, table.schema(), name) if where is not None else AlwaysTrue()
         )
@@ -182,8 +194,11 @@ class TableService:
 
     def pin(self, name: str, sequence: int | None = None) -> PinnedSnapshot:
         """The data files of ``name`` as of global commit sequence ``sequence`` (None: latest)."""
-        name, _, table = self._open(name)
+        name = self._require(name).name
         commit = self._commit_at(name, sequence)
+        _, _, table = self._open(name)
+        if commit.snapshot_id is not None and table.metadata.snapshot_by_id(commit.snapshot_id) is None:
+            _, _, table = self._open(name, fresh=True)  # loaded before the commit was seen
         files = () if commit.snapshot_id is None else self._snapshot_files(name, table, commit.snapshot_id)
         return PinnedSnapshot(name, commit.seq, commit.snapshot_id, files, table.schema().as_arrow())
 
@@ -249,7 +264,16 @@ class TableService:
         snapshot's own file count (then the caller plans the snapshot in full)."""
         added: list[DataFileInfo] = []
         removed: set[str] = set()
-        for manifest in snapshot.manifests(table.io):
+        summary = snapshot.summary
+        if summary is None:
+            return None  # nothing to check the result against
+        # The summary counts this snapshot's added and removed files: once all are found the
+        # rest of the manifest list (one entry per earlier commit's manifest) is not read.
+        wanted_added = _summary_count(summary, ADDED_DATA_FILES)
+        wanted_removed = _summary_count(summary, DELETED_DATA_FILES)
+        for manifest in read_manifest_list(table.io.new_input(snapshot.manifest_list)):
+            if len(added) >= wanted_added and len(removed) >= wanted_removed:
+                break
             if manifest.added_snapshot_id != snapshot.snapshot_id:
                 continue  # carried over from earlier snapshots: nothing new in it
             if manifest.content != ManifestContent.DATA:
@@ -262,8 +286,7 @@ class TableService:
                 elif entry.status == ManifestEntryStatus.DELETED:
                     removed.add(entry.data_file.file_path)
         files = [f for f in parent if f.path not in removed] + added
-        expected = snapshot.summary[TOTAL_DATA_FILES] if snapshot.summary is not None else None
-        if expected is None or int(expected) != len(files):
+        if TOTAL_DATA_FILES not in summary or _summary_count(summary, TOTAL_DATA_FILES) != len(files):
             return None
         return tuple(sorted(files, key=lambda f: f.path))
 
@@ -304,7 +327,7 @@ class TableService:
         overwrites contribute the rows their writer recorded. None when some commit in the
         range has no record (then the caller compares files)."""
         start = before.sequence if before is not None else 0
-        commits = [c for c in self.commit_log.commits(after.table) if start < c.seq <= after.sequence]
+        commits = self.commit_log.commits(after.table, after_seq=start, until_seq=after.sequence)
         inserted: list[pa.Table] = []
         deleted: list[pa.Table] = []
         previous = before
@@ -348,8 +371,9 @@ class TableService:
         where: str | None = None,
     ) -> pa.Table:
         """Read (part of) a pinned snapshot with PyIceberg, without Spark."""
-        name, _, table = self._open(name)
+        name = self._require(name).name
         commit = self._commit_at(name, sequence)
+        _, _, table = self._open(name, fresh=True)
         schema = table.schema().as_arrow()
         if commit.snapshot_id is None:
             empty = schema.empty_table()
@@ -401,14 +425,26 @@ class TableService:
             self._records[name] = record
         return record
 
-    def _open(self, name: str) -> tuple[str, TableRecord, Table]:
+    def _open(self, name: str, *, fresh: bool = False) -> tuple[str, TableRecord, Table]:
+        """The table's metadata, at least as new as its newest commit the commit log has seen.
+
+        A loaded table is reused until the commit log sees a newer commit of it, which saves
+        the catalog query of every load.
+        """
         record = self._require(name)
+        seen = self.commit_log.newest_seen(record.name)
+        loaded = self._loaded.get(record.name)
+        if not fresh and loaded is not None and seen is not None and loaded[0] == seen:
+            return record.name, record, loaded[1]
         try:
-            return record.name, record, self.catalog.load_table(record.name)
+            table = self.catalog.load_table(record.name)
         except NoSuchTableError as exc:
             raise TableNotFoundError(record.name) from exc
         except FileNotFoundError as exc:
             raise WarehouseMismatchError(record.name, str(exc)) from exc
+        if seen is not None:
+            self._loaded[record.name] = (seen, table)
+        return record.name, record, table
 
     def _commit_at(self, name: str, sequence: int | None) -> CommitRecord:
         commit = self.commit_log.commit_at(name, sequence)

@@ -45,7 +45,12 @@ def partitions_of(svc: SketchService, name: str):  # type: ignore[no-untyped-def
 
 
 def canonical(state: dict[str, pa.Table]) -> dict[str, list[str]]:
-    return {name: sorted(repr(row) for row in table.to_pylist()) for name, table in state.items()}
+    """The operators' state, row order aside (join Bloom filters are a cache: left out)."""
+    return {
+        name: sorted(repr(row) for row in table.to_pylist())
+        for name, table in state.items()
+        if not name.startswith("bloom")
+    }
 
 
 @pytest.mark.parametrize("number", MAINTAINED)

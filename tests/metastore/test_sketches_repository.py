@@ -5,7 +5,7 @@ from pyroaring import BitMap
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import SketchNotFoundError, TableNotFoundError
-from sketch_core.metastore.sketches import SketchRepository
+from sketch_core.metastore.sketches import FinishedRun, PartitionRecord, SketchRepository
 from sketch_core.service import SketchService
 from tests.tables.test_table_service import run_threads
 
@@ -27,13 +27,21 @@ def test_partitions_are_stored_once_and_reused(svc: SketchService, repo: SketchR
         repo.ensure_partition(f"{ns}.missing", "a", 2, [], seq)
 
 
+def _sketch_over_a_table(
+    svc: SketchService, repo: SketchRepository, ns: str, name: str, params: dict[str, int] | None = None
+) -> tuple[int, PartitionRecord]:
+    """A table ``ns.r``, a partition of it on ``a``, and a sketch ``name`` over it."""
+    seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
+    part = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
+    repo.ensure_sketch(name, f"SELECT a FROM {ns}.r", params)
+    return seq, part
+
+
 def test_versions_publish_atomically_and_once_per_sequence(
     svc: SketchService, repo: SketchRepository, ns: str
 ) -> None:
-    seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
-    part = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
     name = f"{ns}_top"
-    repo.ensure_sketch(name, f"SELECT a FROM {ns}.r", {"k": 1})
+    seq, part = _sketch_over_a_table(svc, repo, ns, name, {"k": 1})
     v1 = repo.publish_version(name, seq, {f"{ns}.r": 11}, {part.partition_id: BitMap([1]).serialize()})
     assert (v1.version, v1.sequence) == (1, seq)
     assert BitMap.deserialize(v1.bitmaps[part.partition_id]) == BitMap([1])
@@ -61,6 +69,31 @@ def test_maintenance_runs_are_recorded(svc: SketchService, repo: SketchRepositor
     assert (row["status"], row["to_version"], row["delta_rows"]) == ("succeeded", 2, 10)
     with pytest.raises(SketchNotFoundError):
         repo.runs(f"{ns}_missing")
+    repo.record_run(f"{ns}_s", FinishedRun("incremental", 2, "failed", 3, 0.25, "boom"), None)
+    assert [(r["status"], r["error"], r["seconds"]) for r in repo.runs(f"{ns}_s")][-1] == (
+        "failed",
+        "boom",
+        0.25,
+    )
+
+
+def test_a_run_published_with_its_version_is_recorded_once_even_when_the_version_exists(
+    svc: SketchService, repo: SketchRepository, ns: str
+) -> None:
+    name = f"{ns}_runs"
+    seq, part = _sketch_over_a_table(svc, repo, ns, name)
+    run = FinishedRun("incremental", None, "succeeded", 7, 0.1)
+    first = repo.publish_version(
+        name, seq, {f"{ns}.r": 1}, {part.partition_id: BitMap([1]).serialize()}, run=run
+    )
+    # A second publisher for the same sequence gets the stored version (its bitmaps, not its own).
+    second = repo.publish_version(
+        name, seq, {f"{ns}.r": 1}, {part.partition_id: BitMap([0]).serialize()}, run=run
+    )
+    assert second == first == repo.version(name)
+    assert [(r["to_version"], r["delta_rows"]) for r in repo.runs(name)] == [(1, 7), (1, 7)]
+    with pytest.raises(SketchNotFoundError):
+        repo.publish_version(f"{ns}_missing", seq, {}, {})
 
 
 def test_dropping_a_sketch_removes_its_versions_and_runs_but_not_partitions(

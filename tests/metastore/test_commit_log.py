@@ -1,0 +1,36 @@
+"""The commit log answers recent questions from memory and stays exact: commits made through
+another connection are seen, and old sequences are still answered from the database."""
+
+from __future__ import annotations
+
+from sketch_core.datasets import synthetic_table
+from sketch_core.metastore.commits import CommitLog
+from sketch_core.service import SketchService
+
+
+def _uncached(log: CommitLog) -> CommitLog:
+    return CommitLog(log.engine)
+
+
+def test_commit_log_matches_the_database_before_and_after_new_commits(svc: SketchService, ns: str) -> None:
+    a, b = f"{ns}.a", f"{ns}.b"
+    first = svc.tables.create(a, synthetic_table(10, groups=2), sort_by=["key"])
+    svc.tables.create(b, synthetic_table(10, groups=2), sort_by=["key"])
+    svc.tables.append(a, synthetic_table(5, groups=2, key_start=100))
+
+    log = CommitLog(svc.engine)  # its window starts here
+    start = log.latest_sequence()
+    # Commits through another log (another process, as far as this one knows).
+    later = [svc.tables.append(b, synthetic_table(3, groups=2, key_start=200 + i * 10)) for i in range(3)]
+    later.append(svc.tables.delete(a, "key < 3"))
+
+    assert log.latest_sequence() == _uncached(log).latest_sequence() == later[-1]
+    for seq in [None, first - 1, first, start, *later, later[-1] + 5]:
+        for table in (a, b, f"{ns}.never"):
+            assert log.commit_at(table, seq) == _uncached(log).commit_at(table, seq), (table, seq)
+    for after in [0, first, start, later[0], later[-1]]:
+        for until in [None, later[1], later[-1]]:
+            for table in (a, b, None):
+                expected = _uncached(log).commits(table, after_seq=after, until_seq=until)
+                assert log.commits(table, after_seq=after, until_seq=until) == expected, (table, after, until)
+    assert log.newest_seen(a) == later[-1] and log.newest_seen(b) == later[2]
