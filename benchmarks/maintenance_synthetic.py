@@ -6,12 +6,15 @@ fragments. Mixed deltas (half inserts, half deletes of one run of rows) of 0.1%,
 the table: full recapture on Spark against incremental maintenance, side by side in one run;
 where the two cross is the break-even point.
 
-Optimizations, each on and off in the same run:
-- selection push-down (IMP 9.4.2): a second query whose WHERE keeps ~10% of the rows, with the
-  delta read unfiltered (``SKETCH_DELTA_PUSHDOWN=off``) and filtered;
-- the bloom filter and top-m (IMP 9.4.1, 9.4.3) are not implemented yet, and are reported so.
+Optimizations, each on and off in the same run (the same delta size, each side its own delta):
+- selection push-down (IMP 9.4.2): a query whose WHERE keeps ~10% of the rows, with the delta
+  read unfiltered (``SKETCH_DELTA_PUSHDOWN=off``) and filtered;
+- join Bloom filters (IMP 9.4.1): IMP's Q_joinsel, the table joined with a helper table that
+  holds 1% of the group values (``SKETCH_JOIN_BLOOM=off`` and on);
+- top-m (IMP 9.4.3): a MIN/MAX query maintained as two sketches, one keeping every value
+  (``SKETCH_KEEP_TOP_M=0``) and one keeping the top ``TOP_M`` per group.
 
-Memory: the state's entries (groups) and the bytes of its stored files.
+Memory: the state's groups, its kept min/max values and top-k rows, and the bytes of its files.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from benchmarks.stack import bench_service
 from sketch_core.config import Settings
@@ -36,9 +40,20 @@ RESULTS = Path(__file__).parent / "results"
 GROUPS = (50, 5_000, 500_000)
 FRACTIONS = (0.001, 0.01, 0.1)
 FRAGMENTS = 1000
+TOP_M = 16
 HAVING = "SELECT a, SUM(b) AS s, COUNT(*) AS n FROM {t} GROUP BY a HAVING SUM(b) > {threshold}"
 # c grows with a (plus noise): c > its 90th percentile keeps ~10% of the rows.
 SELECTIVE = "SELECT a, SUM(b) AS s FROM {t} WHERE c > {cut} GROUP BY a HAVING COUNT(*) > 0"
+# IMP's Q_joinsel: the helper holds 1% of the group values.
+JOINSEL = (
+    "SELECT f.a, AVG(f.b) AS ab FROM {t} f JOIN {helper} h ON f.a = h.ttid "
+    "WHERE f.d < {dcut} GROUP BY f.a HAVING AVG(f.c) < {ccut}"
+)
+# Over the ~10% of rows with c above its 90th percentile: keeping every value is then ~2M
+# Python entries at 10M rows (all the rows would be ~20M, more than a benchmark should hold).
+MINMAX = "SELECT a, MIN(b) AS lo, MAX(d) AS hi FROM {t} WHERE c > {cut} GROUP BY a HAVING MAX(d) > {hcut}"
+# Which optimization each query measures: the setting turned off for the comparison run.
+COMPARED = {"selective": "push-down", "joinsel": "bloom filter", "minmax": f"top-{TOP_M}"}
 
 
 @dataclass
@@ -49,9 +64,12 @@ class Measurement:
     delta_rows: int
     full_s: float
     incremental_s: float
-    unfiltered_s: float | None  # the same run without selection push-down (selective query)
+    # The same delta size maintained with the query's optimization off (None: not compared).
+    without_s: float | None
     state_entries: int
+    kept_values: int  # min/max values and top-k rows in the state
     state_bytes: int
+    without_values: int | None = None  # kept values with the optimization off (top-m)
 
     @property
     def speedup(self) -> float:
@@ -67,13 +85,55 @@ def _state_bytes(svc: SketchService, name: str) -> int:
 
 def _timed_maintain(svc: SketchService, name: str) -> float:
     began = time.perf_counter()
-    svc.maintain(name, strategy="incremental")
-    return time.perf_counter() - began
+    (run,) = svc.maintain(name, strategy="incremental")
+    seconds = time.perf_counter() - began
+    if run.strategy != "incremental":  # top-m ran out: the time is a recapture's
+        print(f"  {name}: {run.strategy} instead of incremental", flush=True)
+    return seconds
+
+
+def _kept_values(svc: SketchService, name: str) -> int:
+    engine = svc.kept_engine(name)
+    return engine.ordered_values() if engine is not None else 0
+
+
+def _maintained_with(svc: SketchService, settings: Settings, name: str) -> float:
+    """``_timed_maintain`` with other settings for this one run."""
+    original = svc.settings
+    svc.settings = settings
+    try:
+        return _timed_maintain(svc, name)
+    finally:
+        svc.settings = original
+
+
+def _queries(base: SketchService, table: str, group_count: int) -> dict[str, str]:
+    b_values = base.query(f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a", use_sketches=False)
+    threshold = int(np.percentile(b_values.table.column("s").to_numpy(), 90))
+    columns = base.tables.read_arrow(table, columns=("c", "d"))
+    cut = float(np.percentile(columns.column("c").to_numpy(), 90))
+    dcut = int(np.percentile(columns.column("d").to_numpy(), 50))
+    helper = f"syn.join_helper_{group_count}"
+    if base.commit_log.get_table(helper) is None:
+        ttid = np.arange(0, group_count, 100, dtype=np.int64)  # 1% of the group values
+        base.tables.create(helper, pa.table({"ttid": ttid, "tag": ttid % 7}), sort_by=["ttid"])
+    return {
+        "having": HAVING.format(t=table, threshold=threshold),
+        "selective": SELECTIVE.format(t=table, cut=cut),
+        "joinsel": JOINSEL.format(t=table, helper=helper, dcut=dcut, ccut=cut),
+        "minmax": MINMAX.format(t=table, cut=cut, hcut=dcut),
+    }
 
 
 def run(rows: int, home: Path, groups: tuple[int, ...], fractions: tuple[float, ...]) -> list[Measurement]:
     results: list[Measurement] = []
     with bench_service(0.01, home, prefix="maintsyn_") as base:  # TPC-H SF0.01: loaded, unused
+        everything = base.settings
+        turned_off = {
+            "selective": dataclasses.replace(everything, delta_pushdown=False),
+            "joinsel": dataclasses.replace(everything, join_bloom=False),
+        }
+        kept_all, kept_top = (dataclasses.replace(everything, keep_top_m=m) for m in (0, TOP_M))
         for group_count in groups:
             # Sorted by key: a deleted run of rows is then one key range (one BETWEEN), and the
             # copy-on-write delete rewrites only the files holding it.
@@ -81,32 +141,29 @@ def run(rows: int, home: Path, groups: tuple[int, ...], fractions: tuple[float, 
             if base.commit_log.get_table(table) is None:
                 print(f"loading {table}", flush=True)
                 base.tables.create(table, synthetic_table(rows, group_count, seed=7), sort_by=["key"])
-            b_values = base.query(f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a", use_sketches=False)
-            threshold = int(np.percentile(b_values.table.column("s").to_numpy(), 90))
-            c_values = base.tables.read_arrow(table, columns=("c",)).column("c").to_numpy()
-            cut = float(np.percentile(c_values, 90))
-            queries = {
-                "having": HAVING.format(t=table, threshold=threshold),
-                "selective": SELECTIVE.format(t=table, cut=cut),
-            }
             generator = DeltaGenerator(base.tables, table, ("key",), seed=group_count, clustered=True)
-            pushdown_on = base.settings
-            pushdown_off = dataclasses.replace(base.settings, delta_pushdown=False)
-            for label, sql in queries.items():
+            for label, sql in _queries(base, table, group_count).items():
                 name = f"syn_{label}_{rows}_{group_count}"
-                if any(d.name == name for d in base.sketches.definitions()):
-                    base.drop_sketch(name)
-                base.capture(sql, name=name, attributes={table: "a"}, fragments=FRAGMENTS, with_state=True)
+                names = [name, f"{name}_all"] if label == "minmax" else [name]
+                for each in names:
+                    if any(d.name == each for d in base.sketches.definitions()):
+                        base.drop_sketch(each)
+                    base.capture(
+                        sql, name=each, attributes={table: "a"}, fragments=FRAGMENTS, with_state=True
+                    )
                 for fraction in fractions:
                     size = max(2, int(rows * fraction))
-                    unfiltered_s = None
-                    if label == "selective":  # the same delta size once without push-down
+                    without_s = without_values = None
+                    if label in turned_off:  # the same delta size once with the optimization off
                         generator.mixed(size).apply(base.tables)
-                        base.settings = pushdown_off
-                        unfiltered_s = _timed_maintain(base, name)
-                        base.settings = pushdown_on
+                        without_s = _maintained_with(base, turned_off[label], name)
                     sequence = generator.mixed(size).apply(base.tables)
-                    incremental_s = _timed_maintain(base, name)  # from the engine the last run kept
+                    if label == "minmax":  # both sketches take the same delta, each its own way
+                        incremental_s = _maintained_with(base, kept_top, name)
+                        without_s = _maintained_with(base, kept_all, names[1])
+                        without_values = _kept_values(base, names[1])
+                    else:
+                        incremental_s = _timed_maintain(base, name)  # from the engine the last run kept
                     began = time.perf_counter()
                     check = base.capture(
                         sql,
@@ -119,7 +176,6 @@ def run(rows: int, home: Path, groups: tuple[int, ...], fractions: tuple[float, 
                     kept = base.sketch(name).fragments
                     assert set(check.fragments[table]) == set(kept[table]), f"{name}: differs from a capture"
                     base.drop_sketch(check.name)
-                    entries = base.kept_state_entries(name) or 0
                     m = Measurement(
                         group_count,
                         label,
@@ -127,15 +183,19 @@ def run(rows: int, home: Path, groups: tuple[int, ...], fractions: tuple[float, 
                         size,
                         full_s,
                         incremental_s,
-                        unfiltered_s,
-                        entries,
+                        without_s,
+                        base.kept_state_entries(name) or 0,
+                        _kept_values(base, name),
                         _state_bytes(base, name),
+                        without_values,
+                    )
+                    compared = (
+                        f" (without {COMPARED[label]} {without_s:7.3f}s)" if without_s is not None else ""
                     )
                     print(
                         f"{time.strftime('%H:%M:%S')} {group_count:>7} groups {label:9s} {fraction:6.1%} "
                         f"({size} rows): incremental {incremental_s:7.3f}s full {full_s:7.3f}s "
-                        f"x{m.speedup:6.1f}"
-                        + (f" (no push-down {unfiltered_s:7.3f}s)" if unfiltered_s is not None else ""),
+                        f"x{m.speedup:6.1f}{compared}",
                         flush=True,
                     )
                     results.append(m)
@@ -164,25 +224,33 @@ def report(results: list[Measurement], rows: int, partial: bool) -> Path:
         f"Sketch on the group attribute, {FRAGMENTS} fragments; mixed deltas (half inserts, half a",
         "deleted run of rows). Full = a fresh capture on Spark at the same snapshot; incremental =",
         "`svc.maintain(strategy='incremental')` continuing from the engine the previous run kept. Same run.",
+        "`without` = the same delta size maintained with the query's optimization off: push-down",
+        f"(selective), the join Bloom filter (joinsel), top-{TOP_M} (minmax: a second sketch keeping",
+        "every value, which takes the same delta).",
         "",
         "| groups | query | delta | rows | incremental s | full s | full / incremental | "
-        "without push-down s | state groups | state files |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "without s | state groups | kept values (without) | state files |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for m in results:
-        unfiltered = f"{m.unfiltered_s:.3f}" if m.unfiltered_s is not None else "-"
+        without = f"{m.without_s:.3f}" if m.without_s is not None else "-"
+        values = f"{m.kept_values:,}" + (f" ({m.without_values:,})" if m.without_values is not None else "")
         lines.append(
             f"| {m.groups:,} | {m.query} | {m.fraction:.1%} | {m.delta_rows:,} | {m.incremental_s:.3f} | "
-            f"{m.full_s:.3f} | {m.speedup:.1f}x | {unfiltered} | {m.state_entries:,} | "
+            f"{m.full_s:.3f} | {m.speedup:.1f}x | {without} | {m.state_entries:,} | {values} | "
             f"{m.state_bytes / 2**20:.1f} MiB |"
         )
     lines.append("")
     for groups in sorted({m.groups for m in results}):
         lines.append(f"- break-even, {groups:,} groups, HAVING: {break_even(results, groups, 'having')}")
-    lines += [
-        "- selection push-down: compare `incremental s` with `without push-down s` (selective query).",
-        "- bloom filter (IMP 9.4.1) and top-m (IMP 9.4.3): not implemented yet.",
-    ]
+    for label, optimization in COMPARED.items():
+        pairs = [(m.without_s, m.incremental_s) for m in results if m.query == label and m.without_s]
+        if pairs:
+            ratios = sorted(off / on for off, on in pairs)
+            lines.append(
+                f"- {optimization}: without / with, median {ratios[len(ratios) // 2]:.2f}x "
+                f"(from {ratios[0]:.2f}x to {ratios[-1]:.2f}x over {len(ratios)} cells)"
+            )
     markdown = RESULTS / f"{stem}.md"
     markdown.write_text("\n".join(lines) + "\n")
     return markdown

@@ -84,6 +84,9 @@ class Settings:
     # Join deltas are probed against a Bloom filter over the other side's join keys before
     # that side is read (IMP 9.4.1); off only to measure what that saves.
     join_bloom: bool = True
+    # Min/max and top-k state keeps only the top m values per group (IMP 9.4.3); 0 keeps all.
+    # Deletions that use up the kept values make maintenance recapture.
+    keep_top_m: int = 0
     # A query that finds a sketch only at older snapshots maintains it to its own first with
     # this strategy ("incremental", "full" or "auto"), or runs without it ("off").
     maintain_on_query: str = "off"
@@ -118,6 +121,7 @@ class Settings:
             engine_cache_entries=_int_env("SKETCH_ENGINE_CACHE_ENTRIES", 8, minimum=0),
             delta_pushdown=_choice_env("SKETCH_DELTA_PUSHDOWN", "on", ("on", "off")) == "on",
             join_bloom=_choice_env("SKETCH_JOIN_BLOOM", "on", ("on", "off")) == "on",
+            keep_top_m=_int_env("SKETCH_KEEP_TOP_M", 0, minimum=0),
             maintain_on_query=_choice_env("SKETCH_MAINTAIN_ON_QUERY", "off", MAINTAIN_ON_QUERY),
             retain_versions=_int_env("SKETCH_RETAIN_VERSIONS", 20),
             retain_seconds=_int_env("SKETCH_RETAIN_SECONDS", 3600, minimum=0),

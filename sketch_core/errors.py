@@ -275,6 +275,22 @@ class StateMissingError(SketchError):
         )
 
 
+class KeptValuesExhaustedError(SketchError):
+    """Top-m state (IMP 9.4.3) lost all its kept values: the next extreme is not known.
+
+    Maintenance recaptures the sketch when this happens, whatever the strategy asked for.
+    """
+
+    def __init__(self, operator: str, kept: int) -> None:
+        self.operator = operator
+        self.kept = kept
+        super().__init__(
+            f"the {operator} kept only its top {kept} values and deletions used them all up",
+            hint="maintenance recaptures the sketch; raise SKETCH_KEEP_TOP_M (0 keeps everything) "
+            "if this happens often",
+        )
+
+
 class NoSafeAttributeError(SketchError):
     """No table the query reads has a candidate attribute that is safe to sketch on."""
 

@@ -62,15 +62,17 @@ def build_engine(
     sequence: int,
     state: Sequence[Mapping[str, pa.Table]] | None = None,
     summarize: Summarizer | None = None,
+    keep_top: int | None = None,
 ) -> MaintainedSketch:
     """The engine for ``definition`` at ``sequence``: restored from ``state`` when given, else
     loaded from the snapshots. With ``summarize``, aggregations over stateless subtrees are
     loaded from partial aggregates it computes; whatever else the plan reads is read
-    in-process (the columns and rows the plan can use)."""
+    in-process (the columns and rows the plan can use). ``keep_top``: see
+    :class:`IncrementalSketch`."""
     names = referenced_tables(definition.query_sql)
     pins = {name: tables.pin(name, sequence) for name in sorted(names)}
     parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
-    engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()})
+    engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()}, keep_top)
     if state is not None:
         engine.restore(state)
         return MaintainedSketch(engine, sequence, tuple(sorted(names)))

@@ -23,6 +23,7 @@ from sketch_core.algebra.printer import to_sql
 from sketch_core.config import Settings
 from sketch_core.errors import (
     ConfigurationError,
+    KeptValuesExhaustedError,
     NoSafeAttributeError,
     QueryError,
     SequenceOutOfRangeError,
@@ -31,7 +32,7 @@ from sketch_core.errors import (
     UnsafeAttributeError,
     UnsupportedQueryError,
 )
-from sketch_core.incremental.engine import Frontier
+from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
 from sketch_core.maintenance import (
     MaintainedSketch,
@@ -477,6 +478,8 @@ class SketchService:
         if chosen == "incremental":
             try:
                 return self._maintain_incremental(definition, record, target)
+            except KeptValuesExhaustedError as exc:  # top-m ran out: recapture, whatever was asked
+                log.info("%s: recapturing: %s", name, exc)
             except (UnsupportedQueryError, StateMissingError) as exc:
                 if strategy == "incremental":
                     raise
@@ -548,10 +551,19 @@ class SketchService:
         partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
         if record.state_ref:
             state = self.state_store.read(record.state_ref)
-            return build_engine(self.tables, definition, partitions, record.sequence, state)
+            return build_engine(
+                self.tables, definition, partitions, record.sequence, state, keep_top=self.settings.keep_top_m
+            )
         # No state yet (the version was captured): the aggregations' state is computed on Spark.
         summarize = self.spark_summarizer(definition)
-        return build_engine(self.tables, definition, partitions, record.sequence, summarize=summarize)
+        return build_engine(
+            self.tables,
+            definition,
+            partitions,
+            record.sequence,
+            summarize=summarize,
+            keep_top=self.settings.keep_top_m,
+        )
 
     def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
         """Computes an incremental engine's frontier aggregations' state on Spark, for
@@ -562,14 +574,21 @@ class SketchService:
 
         def summarize(frontier: list[Frontier], pins: Mapping[str, PinnedSnapshot]) -> dict[int, Partials]:
             source = self._sources(pins, identified)
-            return compute_frontier_partials(self.spark, frontier, attributes, source)
+            return compute_frontier_partials(
+                self.spark, frontier, attributes, source, self.settings.keep_top_m
+            )
 
         return summarize
 
+    def kept_engine(self, name: str) -> IncrementalSketch | None:
+        """The incremental engine kept in memory for ``name`` (None: none kept), to inspect."""
+        kept = self._engines.get(name)
+        return kept[1].engine if kept is not None else None
+
     def kept_state_entries(self, name: str) -> int | None:
         """Groups and top-k entries of the engine kept in memory for ``name`` (None: none kept)."""
-        kept = self._engines.get(name)
-        return kept[1].engine.state_entries() if kept is not None else None
+        engine = self.kept_engine(name)
+        return engine.state_entries() if engine is not None else None
 
     def release_engines(self) -> None:
         """Drop the incremental engines kept in memory; the next maintenance of each sketch

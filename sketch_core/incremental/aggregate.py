@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
@@ -29,7 +29,7 @@ import pyarrow as pa
 from sortedcontainers import SortedDict
 
 from sketch_core.algebra.ir import AggCall, Aggregate
-from sketch_core.errors import UnsupportedQueryError
+from sketch_core.errors import KeptValuesExhaustedError, UnsupportedQueryError
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
 from sketch_core.incremental.ordering import spark_order
@@ -43,6 +43,7 @@ from sketch_core.incremental.partials import (
     compute_partials,
     group_column,
 )
+from sketch_core.incremental.stored_groups import StoredGroups
 
 _NAN = ("NaN",)  # dictionary key standing for every NaN (Spark groups NaNs together)
 
@@ -81,6 +82,17 @@ class Accumulator:
     # NaN and infinities are counted apart: once in a float sum they could never be subtracted
     # out again (NaN - NaN is NaN), and a sum holds them only while such rows are present.
     special: Counter[str] = field(default_factory=Counter)
+    # Top-m (IMP 9.4.3): ``values`` holds only the values on the extreme's side of its last
+    # entry (the bound), exactly; values past the bound are not tracked. ``largest``: max.
+    partial: bool = False
+    largest: bool = False
+
+    def _past_bound(self, key: Any) -> bool:
+        assert self.values is not None
+        if not self.values:
+            return True
+        bound = self.values.peekitem(0 if self.largest else -1)[0]
+        return _nan_last(key) < _nan_last(bound) if self.largest else _nan_last(key) > _nan_last(bound)
 
     def add(self, value: Any, n: int) -> None:
         if value is None or n == 0:  # n nets to 0 when a batch inserts and deletes the same value
@@ -88,6 +100,8 @@ class Accumulator:
         self.non_null += n
         if self.values is not None:
             key = group_key(value)
+            if self.partial and self._past_bound(key):
+                return  # not tracked: the extreme is among the kept values
             remaining = self.values.get(key, 0) + n
             if remaining:
                 self.values[key] = remaining
@@ -97,6 +111,21 @@ class Accumulator:
             self.special["nan" if math.isnan(value) else ("+inf" if value > 0 else "-inf")] += n
         else:
             self.total += value * n
+
+    @property
+    def exhausted(self) -> bool:
+        """A partial min/max whose kept values are all gone: whether the group has others, and
+        which is the extreme, is not known (its ``non_null`` does not count dropped values)."""
+        return self.partial and not self.values
+
+    def trim(self, keep: int) -> None:
+        """Keep only the ``keep`` most extreme values, once there are twice that many."""
+        if self.values is None or len(self.values) <= 2 * keep:
+            return
+        doomed = self.values.keys()[: len(self.values) - keep] if self.largest else self.values.keys()[keep:]
+        for key in list(doomed):
+            del self.values[key]
+        self.partial = True
 
     def float_total(self) -> float:
         if self.special["nan"] or (self.special["+inf"] and self.special["-inf"]):
@@ -127,7 +156,9 @@ def ordered_values() -> SortedDict:
 
 
 class AggregateOperator:
-    def __init__(self, node: Aggregate, input_schema: pa.Schema, annotations: Sequence[str]) -> None:
+    def __init__(
+        self, node: Aggregate, input_schema: pa.Schema, annotations: Sequence[str], keep: int | None = None
+    ) -> None:
         for _, call in node.aggregates:
             if call.distinct or call.func not in ("count", "sum", "avg", "min", "max"):
                 raise UnsupportedQueryError(
@@ -137,6 +168,7 @@ class AggregateOperator:
                 )
         self.node = node
         self.annotations = tuple(annotations)
+        self.keep = keep or None  # min/max keep their top m values only (IMP 9.4.3)
         self.extremes_only = bool(node.aggregates) and all(
             c.func in ("min", "max") for _, c in node.aggregates
         )
@@ -158,7 +190,8 @@ class AggregateOperator:
             result_type(call, probe.schema.field(f"__arg{i}").type if call.arg is not None else None)
             for i, (_, call) in enumerate(node.aggregates)
         ]
-        self.groups: dict[tuple[Any, ...], GroupState] = {}
+        # A dict, or after a restore the lazily read StoredGroups (the same mapping).
+        self.groups: MutableMapping[tuple[Any, ...], GroupState] = {}
         # Groups changed since the state was last persisted (vanished ones included): only
         # these need writing when the next state file is stored as changes to the last one.
         self.dirty: set[tuple[Any, ...]] = set()
@@ -173,7 +206,9 @@ class AggregateOperator:
     def _new_group(self) -> GroupState:
         return GroupState(
             accumulators=[
-                Accumulator(values=ordered_values() if c.func in ("min", "max") else None)
+                Accumulator(
+                    values=ordered_values() if c.func in ("min", "max") else None, largest=c.func == "max"
+                )
                 for _, c in self.node.aggregates
             ],
             counters={a: Counter() for a in self.annotations},
@@ -183,12 +218,15 @@ class AggregateOperator:
     def _result(self, call: AggCall, accumulator: Accumulator, group: GroupState, kind: pa.DataType) -> Any:
         if call.func == "count":
             return group.rows if call.arg is None else accumulator.non_null
-        if accumulator.non_null == 0:
-            return None
         if call.func in ("min", "max"):
+            # From the values themselves: a top-m state does not count the values it dropped.
             assert accumulator.values is not None
+            if not accumulator.values:
+                return None
             key = accumulator.values.peekitem(0 if call.func == "min" else -1)[0]
             return key_value(key)
+        if accumulator.non_null == 0:
+            return None
         if call.func == "sum":
             return accumulator.float_total() if pa.types.is_floating(kind) else accumulator.total
         if pa.types.is_decimal(kind):  # avg of decimals: rounded half up to the result scale
@@ -254,10 +292,15 @@ class AggregateOperator:
             group = self.groups[key]
             if group.rows < 0:
                 raise AssertionError(f"group {key} has {group.rows} rows: a deletion without its row")
+            if group.rows > 0 and any(a.exhausted for a in group.accumulators):
+                raise KeptValuesExhaustedError("min/max", self.keep or 0)
             new = self.output_row(key)
             if group.rows == 0 and self.node.groups:
                 del self.groups[key]  # the group vanished; it is recreated if rows come back
             else:
+                if self.keep is not None:
+                    for accumulator in group.accumulators:
+                        accumulator.trim(self.keep)
                 self._drop_empty_values(group)
             if old != new:
                 changes.append((old, new))
@@ -310,7 +353,10 @@ class AggregateOperator:
             for j in summed
         }
         added_rows = groups.column(ROWS).to_pylist()
-        for i, key in enumerate(keys_of(groups)):
+        batch_keys = keys_of(groups)
+        if isinstance(self.groups, StoredGroups):
+            self.groups.preload(batch_keys)  # the touched groups' stored rows, in one read
+        for i, key in enumerate(batch_keys):
             if key not in touched:
                 touched[key] = self.output_row(key)
             group = self.groups.get(key)

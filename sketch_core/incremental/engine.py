@@ -54,6 +54,7 @@ from sketch_core.incremental.state import (
     restore_topk,
     topk_state,
 )
+from sketch_core.incremental.stored_groups import StoredGroups
 from sketch_core.incremental.topk import TopKOperator
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.push_selections import push_selections
@@ -170,9 +171,9 @@ class _Project(_Node):
 
 
 class _Aggregate(_Node):
-    def __init__(self, node: Aggregate, child: _Node):
+    def __init__(self, node: Aggregate, child: _Node, keep: int | None = None):
         self.child = child
-        self.operator = AggregateOperator(node, child.schema, child.annotations)
+        self.operator = AggregateOperator(node, child.schema, child.annotations, keep)
         names = [n for n, _ in node.groups] + [n for n, _ in node.aggregates]
         types = self.operator.group_types + self.operator.output_types
         self.schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
@@ -190,10 +191,10 @@ class _Aggregate(_Node):
 
 
 class _TopK(_Node):
-    def __init__(self, node: TopK, child: _Node):
+    def __init__(self, node: TopK, child: _Node, keep: int | None = None):
         self.child = child
         self.schema, self.annotations = child.schema, child.annotations
-        self.operator = TopKOperator(node, child.schema, child.annotations)
+        self.operator = TopKOperator(node, child.schema, child.annotations, keep)
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
         return self.operator.apply(self.child.process(ctx))
@@ -368,9 +369,16 @@ class IncrementalSketch:
     """The incremental maintenance procedure I(Q, S, ΔD) for one sketch (IMP Def. 4.5)."""
 
     def __init__(
-        self, plan: Relation, partitions: Mapping[str, RangePartition], schemas: Mapping[str, pa.Schema]
+        self,
+        plan: Relation,
+        partitions: Mapping[str, RangePartition],
+        schemas: Mapping[str, pa.Schema],
+        keep_top: int | None = None,
     ) -> None:
+        """``keep_top``: min/max and top-k keep only their top m values (IMP 9.4.3); None or 0
+        keeps everything."""
         plan = push_selections(plan)  # comma joins: no cross products in memory
+        self.keep_top = keep_top or None
         self.partitions = {t.lower(): p for t, p in partitions.items()}
         self.schemas = {t.lower(): s for t, s in schemas.items()}
         self._sketched = {id(s) for s in positive_scans(plan) if s.table in self.partitions}
@@ -402,12 +410,12 @@ class IncrementalSketch:
         if isinstance(node, Project):
             return _Project(node, self._build(node.child))
         if isinstance(node, Aggregate):
-            return self._keep(_Aggregate(node, self._build(node.child)))
+            return self._keep(_Aggregate(node, self._build(node.child), self.keep_top))
         if isinstance(node, Distinct):
             groups = tuple((c, column(c)) for c in node.child.columns)
             return self._keep(_Aggregate(Aggregate(node.child, groups, ()), self._build(node.child)))
         if isinstance(node, TopK):
-            return self._keep(_TopK(node, self._build(node.child)))
+            return self._keep(_TopK(node, self._build(node.child), self.keep_top))
         if isinstance(node, Sort):
             return self._build(node.child)  # order does not change which rows are in the result
         if isinstance(node, Union):
@@ -460,6 +468,25 @@ class IncrementalSketch:
         ]
         return sum(sizes)
 
+    def ordered_values(self) -> int:
+        """Values kept in min/max state, over every group, plus top-k entries: what top-m
+        (IMP 9.4.3) bounds."""
+        total = 0
+        for node in self._stateful:
+            if isinstance(node, _TopK):
+                total += len(node.operator.rows)
+                continue
+            groups = node.operator.groups
+            if isinstance(groups, StoredGroups):  # counted without reading the groups in
+                untouched = groups.untouched_rows()
+                for name in untouched.column_names:
+                    if name.endswith("_values"):
+                        total += pc.sum(pc.list_value_length(untouched.column(name))).as_py() or 0
+                groups = groups.loaded
+            for group in groups.values():
+                total += sum(len(a.values) for a in group.accumulators if a.values is not None)
+        return total
+
     def mark_stored(self) -> None:
         """The state as it is now has been stored: later changes are counted from here."""
         for node in self._stateful:
@@ -478,20 +505,22 @@ class IncrementalSketch:
         state, then any number of changes to it, oldest first."""
         expected = {f"op{i}" for i in range(len(self._stateful))} | {"merge"}
         blooms = {f"bloom{j}_{side}" for j in range(len(self._joins)) for side in (0, 1)}
-        for depth, tables in enumerate(layers):
+        for tables in layers:
             if not expected <= set(tables) <= expected | blooms:  # filters are optional
                 raise ValueError(f"state holds {sorted(tables)}, the plan needs {sorted(expected)}")
+        for i, node in enumerate(self._stateful):
+            operator_layers = [tables[f"op{i}"] for tables in layers]
+            if isinstance(node, _Aggregate):  # read group by group, as they are used
+                restore_aggregate(node.operator, operator_layers)
+            else:
+                restore_topk(node.operator, operator_layers)
+        for depth, tables in enumerate(layers):
             for j, join in enumerate(self._joins):
                 for side in (0, 1):
                     stored = tables.get(f"bloom{j}_{side}")
                     bloom = KeyBloom.from_table(stored) if stored is not None else None
                     if bloom is not None or depth == 0:  # in a layer of changes, empty = unchanged
                         join.blooms[side] = bloom
-            for i, node in enumerate(self._stateful):
-                if isinstance(node, _Aggregate):
-                    restore_aggregate(node.operator, tables[f"op{i}"], changes=depth > 0)
-                else:
-                    restore_topk(node.operator, tables[f"op{i}"], changes=depth > 0)
             restore_merge(self.merge, tables["merge"])
 
     def frontier(self) -> list[Frontier]:

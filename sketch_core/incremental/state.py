@@ -17,6 +17,7 @@ so that a run's write costs what the run touched, not the size of the state.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -30,9 +31,11 @@ from sketch_core.incremental.aggregate import (
     ordered_values,
 )
 from sketch_core.incremental.merge import MergeState
+from sketch_core.incremental.stored_groups import StoredGroups
 from sketch_core.incremental.topk import TopKOperator, sort_key, tiebreak
 
 STATE_FORMAT = 2
+_PARTIAL = "partial"
 
 
 def _counts_column(counters: list[Counter[int]]) -> pa.Array:
@@ -75,8 +78,11 @@ def aggregate_state(op: AggregateOperator, changes_only: bool = False) -> pa.Tab
     """The groups (with ``changes_only``: those changed since ``op.dirty`` was last cleared)."""
     argument_types = op.argument_types
     columns: dict[str, pa.Array] = {}
+    stored = op.groups if isinstance(op.groups, StoredGroups) and not changes_only else None
     if changes_only:
         groups = [(k, op.groups.get(k) or op._new_group()) for k in op.dirty]
+    elif stored is not None:  # the groups never read are written back as they were stored
+        groups = list(stored.loaded.items())
     else:
         groups = list(op.groups.items())
     for i, (name, kind) in enumerate(zip(op.group_names, op.group_types, strict=True)):
@@ -97,6 +103,7 @@ def aggregate_state(op: AggregateOperator, changes_only: bool = False) -> pa.Tab
                 [[{"v": key_value(v), "n": n} for v, n in (a.values or {}).items()] for a in accumulators],
                 values_type,
             )
+            columns[f"acc{j}_partial"] = pa.array([a.partial for a in accumulators], pa.bool_())
     for a in op.annotations:
         columns[f"cnt_{a}"] = _counts_column([g.counters[a] for _, g in groups])
     if op.extremes_only:
@@ -117,40 +124,53 @@ def aggregate_state(op: AggregateOperator, changes_only: bool = False) -> pa.Tab
                 ],
                 at_type,
             )
-    return pa.table(columns) if columns else pa.table({"rows": pa.array([], pa.int64())})
+    table = pa.table(columns) if columns else pa.table({"rows": pa.array([], pa.int64())})
+    if stored is not None:
+        table = pa.concat_tables([stored.untouched_rows(), table], promote_options="default")
+    return table
 
 
-def restore_aggregate(op: AggregateOperator, table: pa.Table, changes: bool = False) -> None:
-    """Load a whole state, or apply ``changes`` to the loaded one."""
-    if not changes:
-        op.groups = {}
+def _stored_keys(op: AggregateOperator, table: pa.Table) -> list[tuple[Any, ...]]:
+    if not op.group_names:
+        return [()] * table.num_rows
+    columns = [table.column(f"key_{name}").to_pylist() for name in op.group_names]
+    return [tuple(group_key(v) for v in raw) for raw in zip(*columns, strict=True)]
+
+
+def _group_from_record(op: AggregateOperator, record: dict[str, Any]) -> GroupState:
+    group: GroupState = op._new_group()
+    group.rows = record["rows"]
+    for j, kind in enumerate(op.argument_types):
+        accumulator = group.accumulators[j]
+        accumulator.total = _number(record[f"acc{j}_total"], kind)
+        accumulator.non_null = record[f"acc{j}_non_null"]
+        accumulator.special = Counter({s: record[f"acc{j}_{s}"] for s in ("nan", "+inf", "-inf")})
+        if accumulator.values is not None:
+            accumulator.values = ordered_values()
+            for entry in record.get(f"acc{j}_values") or ():
+                accumulator.values[group_key(entry["v"])] = entry["n"]
+            accumulator.partial = bool(record.get(f"acc{j}_partial"))
+    for a in op.annotations:
+        group.counters[a] = _counter(record[f"cnt_{a}"])
+    if op.extremes_only:
+        for j in range(len(op.argument_types)):
+            for entry in record.get(f"at{j}") or ():
+                at = group.at_value[j].setdefault(group_key(entry["v"]), {})
+                at.setdefault(entry["a"], Counter())[entry["f"]] += entry["n"]
+    return group
+
+
+def restore_aggregate(op: AggregateOperator, layers: Sequence[pa.Table]) -> None:
+    """Load a whole state and its layers of changes, oldest first; each group is read into
+    Python only when the operator first uses it (:class:`StoredGroups`)."""
     op._announced = True
     op.dirty.clear()
-    records = table.to_pylist()
-    for record in records:
-        key = tuple(group_key(record[f"key_{name}"]) for name in op.group_names)
-        if changes and record["rows"] == 0 and op.node.groups:
-            op.groups.pop(key, None)  # the group vanished
-            continue
-        group: GroupState = op._new_group()
-        group.rows = record["rows"]
-        for j, kind in enumerate(op.argument_types):
-            accumulator = group.accumulators[j]
-            accumulator.total = _number(record[f"acc{j}_total"], kind)
-            accumulator.non_null = record[f"acc{j}_non_null"]
-            accumulator.special = Counter({s: record[f"acc{j}_{s}"] for s in ("nan", "+inf", "-inf")})
-            if accumulator.values is not None:
-                accumulator.values = ordered_values()
-                for entry in record.get(f"acc{j}_values") or ():
-                    accumulator.values[group_key(entry["v"])] = entry["n"]
-        for a in op.annotations:
-            group.counters[a] = _counter(record[f"cnt_{a}"])
-        if op.extremes_only:
-            for j in range(len(op.argument_types)):
-                for entry in record.get(f"at{j}") or ():
-                    at = group.at_value[j].setdefault(group_key(entry["v"]), {})
-                    at.setdefault(entry["a"], Counter())[entry["f"]] += entry["n"]
-        op.groups[key] = group
+    op.groups = StoredGroups(
+        layers,
+        lambda table: _stored_keys(op, table),
+        lambda record: _group_from_record(op, record),
+        grouped=bool(op.node.groups),
+    )
 
 
 # -- top-k ---------------------------------------------------------------------------------------
@@ -166,23 +186,27 @@ def topk_state(op: TopKOperator, changes_only: bool = False) -> pa.Table:
     columns["__count"] = pa.array([count for _, (_, count) in entries], pa.int64())
     for k, a in enumerate(op.annotations):
         columns[f"__ann_{a}"] = pa.array([list(key[2][k]) for key, _ in entries], pa.list_(pa.int32()))
-    return pa.table(columns)
+    # Whether entries past the last one were dropped (top-m); every layer says it anew.
+    return pa.table(columns).replace_schema_metadata({_PARTIAL: "1" if op.partial else "0"})
 
 
-def restore_topk(op: TopKOperator, table: pa.Table, changes: bool = False) -> None:
-    """Load a whole state, or apply ``changes`` to the loaded one."""
-    if not changes:
-        op.rows.clear()
+def restore_topk(op: TopKOperator, layers: Sequence[pa.Table]) -> None:
+    """Load a whole state and its layers of changes, oldest first."""
     op.dirty.clear()
-    names = op.schema.names
-    for record in table.to_pylist():
-        row = tuple(record[n] for n in names)
-        annotation = tuple(tuple(record[f"__ann_{a}"] or ()) for a in op.annotations)
-        key = (sort_key(row, op.positions), tiebreak(row), annotation)
-        if record["__count"]:
-            op.rows[key] = (row, record["__count"])
-        else:
-            op.rows.pop(key, None)
+    entries: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
+    for table in layers:
+        op.partial = (table.schema.metadata or {}).get(_PARTIAL.encode()) == b"1"  # the newest says
+        rows = list(zip(*(table.column(n).to_pylist() for n in op.schema.names), strict=True))
+        annotations = [table.column(f"__ann_{a}").to_pylist() for a in op.annotations]
+        for i, (row, count) in enumerate(zip(rows, table.column("__count").to_pylist(), strict=True)):
+            annotation = tuple(tuple(column[i] or ()) for column in annotations)
+            key = (sort_key(row, op.positions), tiebreak(row), annotation)
+            if count:
+                entries[key] = (row, count)
+            else:
+                entries.pop(key, None)
+    op.rows.clear()
+    op.rows.update(entries)  # one sort, not an insertion per entry
 
 
 # -- merge ---------------------------------------------------------------------------------------

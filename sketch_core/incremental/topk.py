@@ -21,6 +21,7 @@ import pyarrow as pa
 from sortedcontainers import SortedDict
 
 from sketch_core.algebra.ir import SortKey, TopK
+from sketch_core.errors import KeptValuesExhaustedError
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
 from sketch_core.incremental.ordering import spark_order
 
@@ -74,7 +75,18 @@ class _Entry:
 
 
 class TopKOperator:
-    def __init__(self, node: TopK, schema: pa.Schema, annotations: Sequence[str]) -> None:
+    """Top-k over its input's annotated rows.
+
+    With ``keep`` (IMP 9.4.3) only a prefix of the input is kept: after a batch leaves more
+    than twice ``keep`` entries, those past the first ``keep`` rows are dropped and the state is
+    marked ``partial``. A partial state is exact up to its last entry (the bound): changes past
+    the bound are ignored, and when deletions leave fewer than k rows in it the top k is no
+    longer known (:class:`KeptValuesExhaustedError`; maintenance then recaptures).
+    """
+
+    def __init__(
+        self, node: TopK, schema: pa.Schema, annotations: Sequence[str], keep: int | None = None
+    ) -> None:
         self.node = node
         self.schema = schema
         self.annotations = tuple(annotations)
@@ -85,6 +97,8 @@ class TopKOperator:
         self.rows: SortedDict = SortedDict()
         # Entries changed since the state was last persisted -> their row (see AggregateOperator).
         self.dirty: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.keep = max(keep, node.limit) if keep else None
+        self.partial = False  # rows past the last kept entry were dropped
 
     def top(self) -> Counter[_Entry]:
         """The first k rows (with their annotations) and how many copies of each."""
@@ -117,7 +131,10 @@ class TopKOperator:
             annotation = tuple(tuple(sorted(f[i] or ())) for f in fragments)
             entry = (sort_key(row, self.positions), tiebreak(row), annotation)
             net[entry] = (row, net.get(entry, (row, 0))[1] + multiplicities[i])
+        bound = self.rows.peekitem(-1)[0] if self.partial and self.rows else None
         for entry, (row, change) in net.items():
+            if self.partial and (bound is None or entry > bound):
+                continue  # past the kept prefix: not tracked
             self.dirty[entry] = row
             count = self.rows.get(entry, (row, 0))[1] + change
             if count < 0:
@@ -126,12 +143,27 @@ class TopKOperator:
                 self.rows[entry] = (row, count)
             else:
                 self.rows.pop(entry, None)
+        if self.partial and sum(count for _, count in self.rows.values()) < self.node.limit:
+            raise KeptValuesExhaustedError("top-k", self.keep or 0)
+        self._trim()
         after = self.top()
         # Counter subtraction keeps positive counts only: the two differences are the rows that
         # entered and the rows that left. Rows are compared by tiebreak key (NaN-safe).
         changes = [(key, n) for key, n in (after - before).items()]
         changes += [(key, -n) for key, n in (before - after).items()]
         return self._emit(changes)
+
+    def _trim(self) -> None:
+        """Drop the entries past the first ``keep`` rows once there are twice that many."""
+        if self.keep is None or len(self.rows) <= 2 * self.keep:
+            return
+        kept, cut = 0, 0
+        while kept < self.keep:  # the first entries holding ``keep`` rows
+            kept += self.rows.peekitem(cut)[1][1]
+            cut += 1
+        for entry in list(self.rows.keys()[cut:]):
+            self.dirty[entry] = self.rows.pop(entry)[0]
+        self.partial = True
 
     def _emit(self, changes: list[tuple[_Entry, int]]) -> AnnotatedDelta:
         columns = {

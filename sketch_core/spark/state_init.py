@@ -57,8 +57,17 @@ def _sets(frontier: Frontier) -> list[_Set]:
     return sets
 
 
-def partials_query(frontier: Frontier, attributes: Mapping[str, str], source: Callable[[Scan], str]) -> str:
-    """The Spark SQL computing every partial aggregate of ``frontier``'s state in one pass."""
+def partials_query(
+    frontier: Frontier,
+    attributes: Mapping[str, str],
+    source: Callable[[Scan], str],
+    keep_top: int | None = None,
+) -> str:
+    """The Spark SQL computing every partial aggregate of ``frontier``'s state in one pass.
+
+    With ``keep_top`` (IMP 9.4.3), min/max value rows are cut to the ``2 * keep_top + 1`` most
+    extreme values per group: the engine keeps ``keep_top`` of them, and the one past twice
+    that tells it the group had more (its state is then partial)."""
     node = frontier.node
     annotated = instrument_annotations(node.child, frontier.annotations, attributes)
     groups = [group_column(i) for i in range(len(node.groups))]
@@ -93,7 +102,22 @@ def partials_query(frontier: Frontier, attributes: Mapping[str, str], source: Ca
         group_by = f" GROUP BY GROUPING SETS ({grouping})"
     else:
         group_by = f" GROUP BY {', '.join(_q(g) for g in groups)}" if groups else ""
-    return f"SELECT {', '.join(select)} FROM ({inner}) AS __annotated{group_by}"
+    query = f"SELECT {', '.join(select)} FROM ({inner}) AS __annotated{group_by}"
+    ordered = [spec.index for spec in frontier.specs if spec.ordered]
+    if not keep_top or not ordered:
+        return query
+    # Rank each min/max value within its group and grouping set (rows of other sets: NULL).
+    partition = ", ".join([*(_q(g) for g in groups), *(_q(_flag(c)) for c in extras)])
+    ranks, kept = [], []
+    for j in ordered:
+        x = _q(_argument(j))
+        direction = "DESC" if calls[j].func == "max" else "ASC"
+        ranks.append(
+            f"CASE WHEN {_q(_flag(_argument(j)))} = 0 THEN dense_rank() OVER "
+            f"(PARTITION BY {partition} ORDER BY {x} {direction} NULLS LAST) END AS __rank{j}"
+        )
+        kept.append(f"(__rank{j} IS NULL OR __rank{j} <= {2 * keep_top + 1})")
+    return f"SELECT * FROM (SELECT *, {', '.join(ranks)} FROM ({query}) AS __sums) WHERE {' AND '.join(kept)}"
 
 
 def split_partials(frontier: Frontier, result: pa.Table) -> Partials:
@@ -142,10 +166,12 @@ def compute_frontier_partials(
     frontier: list[Frontier],
     attributes: Mapping[str, str],
     source: Callable[[Scan], str],
+    keep_top: int | None = None,
 ) -> dict[int, Partials]:
-    """Each frontier aggregation's partial aggregates over the snapshot the views are pinned to."""
+    """Each frontier aggregation's partial aggregates over the snapshot the views are pinned to
+    (min/max values cut for ``keep_top``, see :func:`partials_query`)."""
     found = {}
     for item in frontier:
-        result = spark.sql(partials_query(item, attributes, source)).toArrow()
+        result = spark.sql(partials_query(item, attributes, source, keep_top)).toArrow()
         found[item.index] = split_partials(item, result)
     return found

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sketch_core.algebra.frontend import to_ir
-from sketch_core.errors import UnsupportedQueryError
+from sketch_core.errors import KeptValuesExhaustedError, UnsupportedQueryError
 from sketch_core.incremental.engine import IncrementalSketch, RowDelta
 from sketch_core.partitions import RangePartition
 from tests.oracles.lineage import provenance
@@ -104,9 +104,9 @@ def oracle(sql: str, attribute: str, current: pa.Table) -> set[int]:
     return {partition.fragment_of(data[i][attribute]) for _, i in lineage}
 
 
-def new_sketch(sql: str, attribute: str) -> IncrementalSketch:
+def new_sketch(sql: str, attribute: str, keep_top: int | None = None) -> IncrementalSketch:
     plan = to_ir(sql, {"t.facts": SPARK_TYPES}).plan
-    return IncrementalSketch(plan, {"t.facts": PARTITIONS[attribute]}, {"t.facts": SCHEMA})
+    return IncrementalSketch(plan, {"t.facts": PARTITIONS[attribute]}, {"t.facts": SCHEMA}, keep_top)
 
 
 def through_ipc(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
@@ -128,19 +128,23 @@ def restarted(
 ) -> IncrementalSketch:
     """A new engine from stored layers (a whole state, then changes), written and read back as
     Arrow IPC; it must hold exactly the old engine's state."""
-    fresh = new_sketch(sql, attribute)
+    fresh = new_sketch(sql, attribute, sketch.keep_top)
     fresh.restore([through_ipc(layer) for layer in layers])
     assert canonical(fresh.state_tables()) == canonical(sketch.state_tables())
     assert fresh.sketch() == sketch.sketch()
     return fresh
 
 
-def run_history(sql: str, attribute: str, seed: int, batches: int) -> None:
+def run_history(sql: str, attribute: str, seed: int, batches: int, keep_top: int | None = None) -> int:
+    """Random batches, the sketch checked against the oracle after each; with ``keep_top``, a
+    batch that exhausts the kept values is answered by a recapture (a fresh engine), as
+    maintenance does. Returns how many recaptures that took."""
     rng = np.random.default_rng(seed)
     current = rows(rng, np.arange(60))
     next_id = 60
-    sketch = new_sketch(sql, attribute)
+    sketch = new_sketch(sql, attribute, keep_top)
     sketch.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())})
+    recaptures = 0
     assert sketch.sketch().get("t.facts", set()) == oracle(sql, attribute, current)
     layers = [sketch.state_tables()]  # stored whole once, then as changes after each batch
     sketch.mark_stored()
@@ -161,10 +165,19 @@ def run_history(sql: str, attribute: str, seed: int, batches: int) -> None:
             if doomed[key]:
                 keep[i], doomed[key] = False, doomed[key] - 1
         current = pa.concat_tables([current.filter(pa.array(keep)), inserted])
-        sketch.apply({"t.facts": RowDelta(inserted, deleted)})
+        try:
+            sketch.apply({"t.facts": RowDelta(inserted, deleted)})
+        except KeptValuesExhaustedError:
+            assert keep_top, "only top-m state runs out"
+            recaptures += 1
+            sketch = new_sketch(sql, attribute, keep_top)
+            sketch.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())})
+            layers = [sketch.state_tables()]
+            sketch.mark_stored()
         assert sketch.sketch().get("t.facts", set()) == oracle(sql, attribute, current)
         layers.append(sketch.state_tables(changes_only=True))
         sketch.mark_stored()
+    return recaptures
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
@@ -172,6 +185,64 @@ def run_history(sql: str, attribute: str, seed: int, batches: int) -> None:
 def test_maintained_sketch_equals_the_provenance_after_every_batch(name: str, seed: int) -> None:
     sql, attribute = QUERIES[name]
     run_history(sql, attribute, seed, batches=6)
+
+
+TOP_M_QUERIES = (
+    "min_max",
+    "global_max",
+    "min_only_with_filter",
+    "topk_rows",
+    "topk_groups",
+    "topk_ascending_nulls",
+)
+
+
+@pytest.mark.parametrize("name", TOP_M_QUERIES)
+@given(seed=st.integers(0, 2**32 - 1), keep_top=st.sampled_from([1, 2, 6]))
+def test_top_m_state_is_exact_until_it_runs_out(name: str, seed: int, keep_top: int) -> None:
+    sql, attribute = QUERIES[name]
+    run_history(sql, attribute, seed, batches=6, keep_top=keep_top)
+
+
+def test_top_m_keeps_few_values_and_runs_out_when_deletions_take_them() -> None:
+    sql = "SELECT g, MIN(v) AS lo FROM t.facts GROUP BY g"
+    whole, kept = new_sketch(sql, "id"), new_sketch(sql, "id", keep_top=3)
+    data = facts(list(range(100)), [1] * 100, list(range(100)))  # one group, values 0..99
+    for engine in (whole, kept):
+        engine.apply({"t.facts": RowDelta(data, SCHEMA.empty_table())})
+    values = [
+        len(n.operator.groups[(1,)].accumulators[0].values) for n in (whole._stateful[0], kept._stateful[0])
+    ]
+    assert values == [100, 3]
+    # Deleting the two smallest leaves the third: still known exactly.
+    kept.apply({"t.facts": RowDelta(SCHEMA.empty_table(), data.slice(0, 2))})
+    assert kept.sketch() == {"t.facts": {PARTITIONS["id"].fragment_of(2)}}
+    # A new value below the kept ones is tracked; one past them is not needed.
+    kept.apply({"t.facts": RowDelta(facts([500, 501], [1, 1], [-5, 50]), SCHEMA.empty_table())})
+    assert kept.sketch() == {"t.facts": {PARTITIONS["id"].fragment_of(500)}}
+    # The partial state survives a store and restore.
+    again = new_sketch(sql, "id", keep_top=3)
+    again.restore([through_ipc(kept.state_tables())])
+    assert again._stateful[0].operator.groups[(1,)].accumulators[0].partial
+    # Deleting every kept value (-5, 2, 3... all that is left of them) leaves the minimum unknown.
+    doomed = pa.concat_tables([facts([500], [1], [-5]), data.slice(2, 2)])
+    with pytest.raises(KeptValuesExhaustedError):
+        again.apply({"t.facts": RowDelta(SCHEMA.empty_table(), doomed)})
+
+
+def test_top_m_top_k_drops_rows_past_the_kept_prefix_and_runs_out() -> None:
+    sql = "SELECT id, v FROM t.facts ORDER BY v DESC, id LIMIT 2"
+    data = facts(list(range(40)), [1] * 40, list(range(40)))
+    kept = new_sketch(sql, "id", keep_top=3)
+    kept.apply({"t.facts": RowDelta(data, SCHEMA.empty_table())})
+    operator = kept._stateful[0].operator
+    assert len(operator.rows) == 3 and operator.partial
+    assert kept.sketch() == {"t.facts": {PARTITIONS["id"].fragment_of(39)}}  # ids 39 and 38
+    again = new_sketch(sql, "id", keep_top=3)
+    again.restore([through_ipc(kept.state_tables())])
+    assert again._stateful[0].operator.partial
+    with pytest.raises(KeptValuesExhaustedError):  # two of the three kept rows go: 1 < k left
+        again.apply({"t.facts": RowDelta(SCHEMA.empty_table(), data.slice(38, 2))})
 
 
 def test_deleting_the_current_minimum_moves_the_sketch_to_the_next_one() -> None:

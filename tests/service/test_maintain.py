@@ -15,6 +15,8 @@ import pytest
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.errors import UnsupportedQueryError
+from sketch_core.incremental.engine import IncrementalSketch
+from sketch_core.maintenance import build_engine
 from sketch_core.service import MaintenanceRun, SketchService
 from tests.oracles.results import sorted_rows
 
@@ -320,3 +322,58 @@ def test_a_query_maintains_an_older_sketch_to_its_snapshots_first_when_allowed(
     else:
         assert result.sketch == (sketch_name, 2) and result.files_read <= result.files_total
         assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, result.sequence)
+
+
+def test_top_m_state_recaptures_when_deletions_use_up_the_kept_values(
+    spark_svc: SketchService, table: str
+) -> None:
+    svc = sibling(spark_svc, keep_top_m=1)
+    sketch_name, sql = captured(svc, table, "top_m", TOPK)
+    generator = DeltaGenerator(svc.tables, table, ("key",), seed=18)
+    generator.inserts(30).apply(svc.tables)
+    (run,) = svc.maintain(sketch_name, strategy="incremental")  # state from Spark, one value kept
+    assert run.strategy == "incremental"
+    # Every row holding group 7's minimum of d goes: its kept value is gone, the next is unknown.
+    lowest = svc.query(f"SELECT MIN(d) AS lo FROM {table} WHERE a = 7", use_sketches=False)
+    svc.tables.delete(table, f"a = 7 AND d = {lowest.table.column('lo')[0].as_py()}")
+    (run,) = svc.maintain(sketch_name, strategy="incremental")
+    assert run.strategy == "full"  # recaptured, though incremental was asked for
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+    generator.mixed(20).apply(svc.tables)
+    (run,) = svc.maintain(sketch_name, strategy="incremental")  # and incremental again after it
+    assert run.strategy == "incremental"
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+
+
+def test_top_m_state_from_spark_equals_the_state_built_in_process(
+    spark_svc: SketchService, table: str
+) -> None:
+    svc = sibling(spark_svc, keep_top_m=2)
+    sketch_name, _ = captured(svc, table, "top_m_spark", TOPK)
+    definition = svc.sketches.definition(sketch_name)
+    record = svc.sketches.version(sketch_name)
+    assert record is not None
+    partitions = {
+        t: svc.range_partition(t, a, c)[1] for t, (a, c) in svc.sketch(sketch_name).partitions.items()
+    }
+
+    def values(engine: IncrementalSketch) -> dict[object, list[tuple[list[object], bool]]]:
+        (aggregate, _) = engine._stateful  # the aggregation, then the top-k over it
+        return {
+            key: [(list(a.values.keys()), a.partial) for a in group.accumulators if a.values is not None]
+            for key, group in aggregate.operator.groups.items()
+        }
+
+    in_process = build_engine(svc.tables, definition, partitions, record.sequence, keep_top=2).engine
+    from_spark = build_engine(
+        svc.tables,
+        definition,
+        partitions,
+        record.sequence,
+        summarize=svc.spark_summarizer(definition),
+        keep_top=2,
+    ).engine
+    assert values(from_spark) == values(in_process)
+    assert all(len(kept) <= 4 for groups in values(in_process).values() for kept, _ in groups)
+    assert any(partial for groups in values(in_process).values() for _, partial in groups)
+    assert from_spark.sketch() == in_process.sketch()
