@@ -148,9 +148,12 @@ def run(rows: int, home: Path, groups: tuple[int, ...], fractions: tuple[float, 
                 for each in names:
                     if any(d.name == each for d in base.sketches.definitions()):
                         base.drop_sketch(each)
+                    # The top-m sketch's state is cut to the top m from the start (on Spark).
+                    base.settings = kept_top if each == name and label == "minmax" else everything
                     base.capture(
                         sql, name=each, attributes={table: "a"}, fragments=FRAGMENTS, with_state=True
                     )
+                base.settings = everything
                 for fraction in fractions:
                     size = max(2, int(rows * fraction))
                     without_s = without_values = None
