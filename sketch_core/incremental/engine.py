@@ -230,8 +230,13 @@ class _Join(_Node):
         self.annotations = left.annotations + right.annotations
         self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
         self.residual = exp.and_(*residual) if residual else None
-        # Per side, a Bloom filter over the key values of its output at the engine's snapshot.
+        # Per side, a Bloom filter over the key values of its output at the engine's snapshot,
+        # first built from the side's join-free source of those keys (see _bloom_source).
         self.blooms: list[KeyBloom | None] = [None, None]
+        self.bloom_sources = [
+            _bloom_source(left, [a for a, _ in self.keys]),
+            _bloom_source(right, [b for _, b in self.keys]),
+        ]
         key_types = [
             [left.schema.field(a).type for a, _ in self.keys],
             [right.schema.field(b).type for _, b in self.keys],
@@ -259,13 +264,15 @@ class _Join(_Node):
 
     def _probe(self, ctx: _Context, rows: AnnotatedDelta, side: int) -> AnnotatedDelta:
         """``rows`` (of the other side) less those whose key ``side``'s output certainly lacks."""
-        if not (ctx.blooms and self.bloomable):
+        source = self.bloom_sources[side]
+        if not (ctx.blooms and self.bloomable) or source is None:
             return rows
         bloom = self.blooms[side]
-        if bloom is None or bloom.stale:  # built from the side's whole output at the new snapshot
-            now = self._side(side).current(ctx, None)
+        if bloom is None or bloom.stale:  # built from the source's rows at the new snapshot
+            node, names = source
+            now = node.current(ctx, None)
             bloom = KeyBloom(max(2 * now.num_rows, 1))
-            bloom.add(self._key_columns(now, side))
+            bloom.add([now.table.column(n) for n in names])
             self.blooms[side] = bloom
         mask = bloom.might_contain(self._key_columns(rows, 1 - side))
         kept = AnnotatedDelta(rows.table.filter(mask), rows.annotations)
@@ -308,6 +315,35 @@ class _Join(_Node):
             left_now = self.left.current(ctx, left_keys or None)
             right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
+
+
+def _join_free(node: _Node) -> bool:
+    return isinstance(node, _Scan) or (isinstance(node, (_Select, _Project)) and _join_free(node.child))
+
+
+def _bloom_source(node: _Node, names: list[str]) -> tuple[_Node, list[str]] | None:
+    """A join-free node under ``node`` (one table's scan, with the selections and projections
+    right above it) whose rows hold every key value ``node``'s output can hold, and the key
+    columns' names there. A filter built from its rows has no false negatives for ``node``:
+    the joins and selections in between only drop rows. Reading it costs one table's rows, not
+    a join's. None when the keys come from several tables, a computed column or an aggregate.
+
+    Once built, the filter is kept up to date with ``node``'s own delta: a key that later
+    enters ``node``'s output comes through that delta, whichever table's change brought it.
+    """
+    if not names:
+        return None
+    if _join_free(node):
+        return node, names
+    if isinstance(node, _Select):
+        return _bloom_source(node.child, names)
+    if isinstance(node, _Project) and all(n in node.passed for n in names):
+        return _bloom_source(node.child, [node.passed[n] for n in names])
+    if isinstance(node, _Join):
+        for child in (node.left, node.right):
+            if all(n in child.schema.names for n in names):
+                return _bloom_source(child, names)
+    return None
 
 
 def _children(node: _Node) -> list[_Node]:

@@ -101,3 +101,27 @@ def test_join_maintained_with_filters_equals_without_and_probes_fewer_rows(resta
     # Only dims with weight > 15 (about an eighth) reach the join: most fact rows are dropped.
     assert probed > 0 and passed < probed / 2
     assert without.bloom_counts() == (0, 0)
+
+
+def test_a_side_whose_keys_come_from_a_cross_product_gets_no_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Building a filter reads one table; keys drawn from two tables (here a cross product of
+    dims and tags) give no filter, rather than a read of the whole product."""
+    import sketch_core.incremental.join as join_module
+
+    sql = (
+        "SELECT dt.label, COUNT(*) AS n FROM (SELECT * FROM t.dims d CROSS JOIN t.tags t) dt "
+        "JOIN t.facts f ON f.g = dt.dg AND f.id = dt.tid GROUP BY dt.label"
+    )
+    attributes = {"t.facts": "id"}
+    plan = to_ir(sql, SPARK_TYPES).plan
+    rng = np.random.default_rng(3)
+    data = {t: generate(t, rng, np.arange(n)) for t, n in (("t.facts", 50), ("t.dims", 30), ("t.tags", 40))}
+    engine = IncrementalSketch(plan, {t: PARTITIONS[(t, a)] for t, a in attributes.items()}, SCHEMAS)
+    engine.apply({t: RowDelta(d, d.schema.empty_table()) for t, d in data.items()}, reader_of(data))
+    (top, cross) = sorted(engine._joins, key=lambda j: len(j.keys))[::-1]
+    assert not cross.keys  # dims x tags
+    assert top.bloom_sources[0] is None and top.bloom_sources[1] is not None
+    monkeypatch.setattr(join_module, "MAX_CROSS_PRODUCT_ROWS", 1000)  # the product has 1,200 pairs
+    inserted = generate("t.facts", rng, np.arange(100, 110))
+    data["t.facts"] = pa.concat_tables([data["t.facts"], inserted])
+    engine.apply({"t.facts": RowDelta(inserted, SCHEMAS["t.facts"].empty_table())}, reader_of(data))

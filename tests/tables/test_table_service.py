@@ -268,6 +268,23 @@ def test_snapshots_derived_from_their_parents_equal_a_full_plan(
         assert pinned.files == full, f"sequence {sequence}"
 
 
+def test_commits_by_another_service_are_seen_by_the_next_read(svc: SketchService, ns: str) -> None:
+    """Loaded tables and the commit log window are reused between reads, but never hide a
+    commit made elsewhere: the next read of the latest snapshot sees it."""
+    name = f"{ns}.r"
+    svc.tables.create(name, rows(2_000), sort_by=["key"])
+    mine = svc.tables.pin(name)
+    elsewhere = SketchService(svc.settings, svc.engine, svc.catalog, svc.spark)  # its own caches
+    sequence = elsewhere.tables.append(name, rows(10, start=90_000))
+    now = svc.tables.pin(name)
+    assert now.sequence == sequence == svc.latest_sequence() and now.snapshot_id != mine.snapshot_id
+    assert len(now.files) == len(mine.files) + 1
+    assert svc.tables.read_arrow(name).num_rows == 2_010
+    delta = svc.tables.delete(name, "key >= 90005")  # and the other way round
+    assert elsewhere.tables.pin(name).sequence == delta
+    assert elsewhere.tables.delta(name, sequence, delta).deleted.num_rows == 5
+
+
 def run_threads(bodies: list[Callable[[], object]]) -> None:
     errors: list[BaseException] = []
 
