@@ -155,10 +155,11 @@ def ordered_values() -> SortedDict:
     return SortedDict(_nan_last)
 
 
-class AggregateOperator:
-    def __init__(
-        self, node: Aggregate, input_schema: pa.Schema, annotations: Sequence[str], keep: int | None = None
-    ) -> None:
+class AggregateShape:
+    """What an aggregation computes, independent of how its state is kept: the group and
+    argument expressions over its input, their Arrow types and Spark's result types."""
+
+    def __init__(self, node: Aggregate, input_schema: pa.Schema, annotations: Sequence[str]) -> None:
         for _, call in node.aggregates:
             if call.distinct or call.func not in ("count", "sum", "avg", "min", "max"):
                 raise UnsupportedQueryError(
@@ -168,7 +169,6 @@ class AggregateOperator:
                 )
         self.node = node
         self.annotations = tuple(annotations)
-        self.keep = keep or None  # min/max keep their top m values only (IMP 9.4.3)
         self.extremes_only = bool(node.aggregates) and all(
             c.func in ("min", "max") for _, c in node.aggregates
         )
@@ -190,6 +190,44 @@ class AggregateOperator:
             result_type(call, probe.schema.field(f"__arg{i}").type if call.arg is not None else None)
             for i, (_, call) in enumerate(node.aggregates)
         ]
+
+    def is_extreme(self, index: int) -> bool:
+        return self.node.aggregates[index][1].func in ("min", "max")
+
+    def argument_specs(self) -> list[ArgumentSpec]:
+        return [
+            ArgumentSpec(j, call.func in ("min", "max"), self.extremes_only, call.func in ("sum", "avg"))
+            for j, (_, call) in enumerate(self.node.aggregates)
+            if call.arg is not None
+        ]
+
+    def partials(self, rows: AnnotatedDelta) -> Partials:
+        """The batch's partial aggregates (see :mod:`sketch_core.incremental.partials`)."""
+        expressions = {**self.group_expressions, **self.argument_expressions}
+        evaluated = evaluate(rows.data(), expressions) if expressions else None
+        keys = [evaluated.column(n).combine_chunks() for n in self.group_expressions] if evaluated else []
+        arguments = {
+            spec.index: evaluated.column(f"__arg{spec.index}").combine_chunks()
+            for spec in self.argument_specs()
+            if evaluated is not None
+        }
+        return compute_partials(
+            keys,
+            arguments,
+            self.argument_specs(),
+            rows.table.column(MULTIPLICITY).combine_chunks(),
+            {a: rows.table.column(a).combine_chunks() for a in self.annotations},
+        )
+
+
+class AggregateOperator(AggregateShape):
+    """The aggregation's state as Python objects, one per group (any aggregate, any key)."""
+
+    def __init__(
+        self, node: Aggregate, input_schema: pa.Schema, annotations: Sequence[str], keep: int | None = None
+    ) -> None:
+        super().__init__(node, input_schema, annotations)
+        self.keep = keep or None  # min/max keep their top m values only (IMP 9.4.3)
         # A dict, or after a restore the lazily read StoredGroups (the same mapping).
         self.groups: MutableMapping[tuple[Any, ...], GroupState] = {}
         # Groups changed since the state was last persisted (vanished ones included): only
@@ -198,9 +236,6 @@ class AggregateOperator:
         self._announced = bool(node.groups)
         if not node.groups:  # a global aggregate has its one row even over no input
             self.groups[()] = self._new_group()
-
-    def is_extreme(self, index: int) -> bool:
-        return self.node.aggregates[index][1].func in ("min", "max")
 
     # -- state ---------------------------------------------------------------------------------
     def _new_group(self) -> GroupState:
@@ -305,31 +340,6 @@ class AggregateOperator:
             if old != new:
                 changes.append((old, new))
         return self._emit(changes)
-
-    def argument_specs(self) -> list[ArgumentSpec]:
-        return [
-            ArgumentSpec(j, call.func in ("min", "max"), self.extremes_only, call.func in ("sum", "avg"))
-            for j, (_, call) in enumerate(self.node.aggregates)
-            if call.arg is not None
-        ]
-
-    def partials(self, rows: AnnotatedDelta) -> Partials:
-        """The batch's partial aggregates (see :mod:`sketch_core.incremental.partials`)."""
-        expressions = {**self.group_expressions, **self.argument_expressions}
-        evaluated = evaluate(rows.data(), expressions) if expressions else None
-        keys = [evaluated.column(n).combine_chunks() for n in self.group_expressions] if evaluated else []
-        arguments = {
-            spec.index: evaluated.column(f"__arg{spec.index}").combine_chunks()
-            for spec in self.argument_specs()
-            if evaluated is not None
-        }
-        return compute_partials(
-            keys,
-            arguments,
-            self.argument_specs(),
-            rows.table.column(MULTIPLICITY).combine_chunks(),
-            {a: rows.table.column(a).combine_chunks() for a in self.annotations},
-        )
 
     def merge(self, partials: Partials, touched: dict[tuple[Any, ...], Any]) -> None:
         """Add a batch's partial aggregates to the state. Every group the batch touches is put in

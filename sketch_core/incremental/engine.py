@@ -42,6 +42,7 @@ from sketch_core.incremental import stateless
 from sketch_core.incremental.aggregate import AggregateOperator
 from sketch_core.incremental.annotated import MULTIPLICITY, AnnotatedDelta, annotate_rows
 from sketch_core.incremental.bloom import EMPTY_BLOOM, KeyBloom, hashable
+from sketch_core.incremental.columnar_aggregate import ColumnarAggregate, columnar_supports
 from sketch_core.incremental.expressions import ExpressionTranslator
 from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
@@ -171,9 +172,13 @@ class _Project(_Node):
 
 
 class _Aggregate(_Node):
-    def __init__(self, node: Aggregate, child: _Node, keep: int | None = None):
+    def __init__(self, node: Aggregate, child: _Node, keep: int | None = None, columnar: bool = True):
         self.child = child
-        self.operator = AggregateOperator(node, child.schema, child.annotations, keep)
+        self.operator: AggregateOperator | ColumnarAggregate = AggregateOperator(
+            node, child.schema, child.annotations, keep
+        )
+        if columnar and columnar_supports(self.operator):  # state in arrays: count, sum, avg
+            self.operator = ColumnarAggregate(node, child.schema, child.annotations)
         names = [n for n, _ in node.groups] + [n for n, _ in node.aggregates]
         types = self.operator.group_types + self.operator.output_types
         self.schema = pa.schema([pa.field(n, t) for n, t in zip(names, types, strict=True)])
@@ -317,6 +322,16 @@ class _Join(_Node):
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
 
 
+def _state_table(
+    operator: AggregateOperator | ColumnarAggregate | TopKOperator, changes_only: bool
+) -> pa.Table:
+    if isinstance(operator, ColumnarAggregate):
+        return operator.state_table(changes_only)
+    if isinstance(operator, AggregateOperator):
+        return aggregate_state(operator, changes_only)
+    return topk_state(operator, changes_only)
+
+
 def _join_free(node: _Node) -> bool:
     return isinstance(node, _Scan) or (isinstance(node, (_Select, _Project)) and _join_free(node.child))
 
@@ -410,11 +425,14 @@ class IncrementalSketch:
         partitions: Mapping[str, RangePartition],
         schemas: Mapping[str, pa.Schema],
         keep_top: int | None = None,
+        columnar: bool = True,
     ) -> None:
         """``keep_top``: min/max and top-k keep only their top m values (IMP 9.4.3); None or 0
-        keeps everything."""
+        keeps everything. ``columnar``: aggregations of count, sum and avg keep their state in
+        arrays (:mod:`.columnar_aggregate`); False keeps every aggregation's as objects."""
         plan = push_selections(plan)  # comma joins: no cross products in memory
         self.keep_top = keep_top or None
+        self.columnar = columnar
         self.partitions = {t.lower(): p for t, p in partitions.items()}
         self.schemas = {t.lower(): s for t, s in schemas.items()}
         self._sketched = {id(s) for s in positive_scans(plan) if s.table in self.partitions}
@@ -446,10 +464,11 @@ class IncrementalSketch:
         if isinstance(node, Project):
             return _Project(node, self._build(node.child))
         if isinstance(node, Aggregate):
-            return self._keep(_Aggregate(node, self._build(node.child), self.keep_top))
+            return self._keep(_Aggregate(node, self._build(node.child), self.keep_top, self.columnar))
         if isinstance(node, Distinct):
             groups = tuple((c, column(c)) for c in node.child.columns)
-            return self._keep(_Aggregate(Aggregate(node.child, groups, ()), self._build(node.child)))
+            distinct = Aggregate(node.child, groups, ())
+            return self._keep(_Aggregate(distinct, self._build(node.child), columnar=self.columnar))
         if isinstance(node, TopK):
             return self._keep(_TopK(node, self._build(node.child), self.keep_top))
         if isinstance(node, Sort):
@@ -476,12 +495,7 @@ class IncrementalSketch:
         """The state as Arrow tables: ``op<i>`` per stateful operator, and ``merge``. With
         ``changes_only``, the operators' tables hold only what changed since the state was last
         stored or restored (:meth:`mark_stored`); the merge table is always whole (it is small)."""
-        tables = {
-            f"op{i}": aggregate_state(n.operator, changes_only)
-            if isinstance(n, _Aggregate)
-            else topk_state(n.operator, changes_only)
-            for i, n in enumerate(self._stateful)
-        }
+        tables = {f"op{i}": _state_table(n.operator, changes_only) for i, n in enumerate(self._stateful)}
         tables["merge"] = merge_state(self.merge)
         for j, join in enumerate(self._joins):
             for side, bloom in enumerate(join.blooms):
@@ -494,12 +508,19 @@ class IncrementalSketch:
 
     def changed_entries(self) -> int:
         """Groups and top-k entries changed since the state was last stored or restored."""
-        return sum(len(n.operator.dirty) for n in self._stateful)
+        return sum(
+            n.operator.changed_count() if isinstance(n.operator, ColumnarAggregate) else len(n.operator.dirty)
+            for n in self._stateful
+        )
 
     def state_entries(self) -> int:
         """Groups and top-k entries in the state."""
         sizes = [
-            len(n.operator.groups) if isinstance(n, _Aggregate) else len(n.operator.rows)
+            n.operator.size()
+            if isinstance(n.operator, ColumnarAggregate)
+            else len(n.operator.groups)
+            if isinstance(n.operator, AggregateOperator)
+            else len(n.operator.rows)
             for n in self._stateful
         ]
         return sum(sizes)
@@ -509,9 +530,11 @@ class IncrementalSketch:
         (IMP 9.4.3) bounds."""
         total = 0
         for node in self._stateful:
-            if isinstance(node, _TopK):
+            if isinstance(node.operator, TopKOperator):
                 total += len(node.operator.rows)
                 continue
+            if isinstance(node.operator, ColumnarAggregate):
+                continue  # count, sum and avg keep no values
             groups = node.operator.groups
             if isinstance(groups, StoredGroups):  # counted without reading the groups in
                 untouched = groups.untouched_rows()
@@ -526,7 +549,10 @@ class IncrementalSketch:
     def mark_stored(self) -> None:
         """The state as it is now has been stored: later changes are counted from here."""
         for node in self._stateful:
-            node.operator.dirty.clear()
+            if isinstance(node.operator, ColumnarAggregate):
+                node.operator.mark_stored()
+            else:
+                node.operator.dirty.clear()
         for join in self._joins:
             for bloom in join.blooms:
                 if bloom is not None:
@@ -546,7 +572,9 @@ class IncrementalSketch:
                 raise ValueError(f"state holds {sorted(tables)}, the plan needs {sorted(expected)}")
         for i, node in enumerate(self._stateful):
             operator_layers = [tables[f"op{i}"] for tables in layers]
-            if isinstance(node, _Aggregate):  # read group by group, as they are used
+            if isinstance(node.operator, ColumnarAggregate):
+                node.operator.restore(operator_layers)
+            elif isinstance(node.operator, AggregateOperator):  # groups read as they are used
                 restore_aggregate(node.operator, operator_layers)
             else:
                 restore_topk(node.operator, operator_layers)

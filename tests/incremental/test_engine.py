@@ -104,9 +104,13 @@ def oracle(sql: str, attribute: str, current: pa.Table) -> set[int]:
     return {partition.fragment_of(data[i][attribute]) for _, i in lineage}
 
 
-def new_sketch(sql: str, attribute: str, keep_top: int | None = None) -> IncrementalSketch:
+def new_sketch(
+    sql: str, attribute: str, keep_top: int | None = None, columnar: bool = True
+) -> IncrementalSketch:
     plan = to_ir(sql, {"t.facts": SPARK_TYPES}).plan
-    return IncrementalSketch(plan, {"t.facts": PARTITIONS[attribute]}, {"t.facts": SCHEMA}, keep_top)
+    return IncrementalSketch(
+        plan, {"t.facts": PARTITIONS[attribute]}, {"t.facts": SCHEMA}, keep_top, columnar=columnar
+    )
 
 
 def through_ipc(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
@@ -127,8 +131,9 @@ def restarted(
     sketch: IncrementalSketch, sql: str, attribute: str, layers: list[dict[str, pa.Table]]
 ) -> IncrementalSketch:
     """A new engine from stored layers (a whole state, then changes), written and read back as
-    Arrow IPC; it must hold exactly the old engine's state."""
-    fresh = new_sketch(sql, attribute, sketch.keep_top)
+    Arrow IPC; it must hold exactly the old engine's state. It keeps aggregation state the other
+    way (arrays or objects): each reads the other's files."""
+    fresh = new_sketch(sql, attribute, sketch.keep_top, columnar=not sketch.columnar)
     fresh.restore([through_ipc(layer) for layer in layers])
     assert canonical(fresh.state_tables()) == canonical(sketch.state_tables())
     assert fresh.sketch() == sketch.sketch()
@@ -138,11 +143,12 @@ def restarted(
 def run_history(sql: str, attribute: str, seed: int, batches: int, keep_top: int | None = None) -> int:
     """Random batches, the sketch checked against the oracle after each; with ``keep_top``, a
     batch that exhausts the kept values is answered by a recapture (a fresh engine), as
-    maintenance does. Returns how many recaptures that took."""
+    maintenance does. Half the seeds start with aggregation state in arrays, half as objects;
+    the restart halfway switches. Returns how many recaptures that took."""
     rng = np.random.default_rng(seed)
     current = rows(rng, np.arange(60))
     next_id = 60
-    sketch = new_sketch(sql, attribute, keep_top)
+    sketch = new_sketch(sql, attribute, keep_top, columnar=bool(seed % 2))
     sketch.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())})
     recaptures = 0
     assert sketch.sketch().get("t.facts", set()) == oracle(sql, attribute, current)
@@ -170,7 +176,7 @@ def run_history(sql: str, attribute: str, seed: int, batches: int, keep_top: int
         except KeptValuesExhaustedError:
             assert keep_top, "only top-m state runs out"
             recaptures += 1
-            sketch = new_sketch(sql, attribute, keep_top)
+            sketch = new_sketch(sql, attribute, keep_top, columnar=sketch.columnar)
             sketch.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())})
             layers = [sketch.state_tables()]
             sketch.mark_stored()
