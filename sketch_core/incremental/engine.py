@@ -15,6 +15,7 @@ row groups by their statistics).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -650,7 +651,15 @@ class IncrementalSketch:
     def sketch(self) -> dict[str, set[int]]:
         return self.merge.sketch()
 
+    @functools.cached_property
+    def _delta_filters(self) -> dict[str, pc.Expression]:
+        return self._compute_delta_filters()
+
     def delta_filters(self) -> dict[str, pc.Expression]:
+        """:meth:`_compute_delta_filters`, translated once per engine (they depend on the plan)."""
+        return dict(self._delta_filters)
+
+    def _compute_delta_filters(self) -> dict[str, pc.Expression]:
         """Per table, a condition every delta row that can matter passes (IMP 9.4.2).
 
         A scan with a selection right above it is stateless up to there: a delta row failing
