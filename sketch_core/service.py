@@ -32,13 +32,15 @@ from sketch_core.errors import (
     UnsafeAttributeError,
     UnsupportedQueryError,
 )
-from sketch_core.incremental.engine import Frontier, IncrementalSketch
+from sketch_core.incremental.engine import Frontier, IncrementalSketch, RowDelta
 from sketch_core.incremental.partials import Partials
 from sketch_core.maintenance import (
+    DeltaSummarizer,
     MaintainedSketch,
     StateStore,
     Summarizer,
     advance,
+    big_delta_covered,
     build_engine,
     store_state,
 )
@@ -59,6 +61,7 @@ from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
 from sketch_core.rewrites.use import Condition, instrument_use
 from sketch_core.spark.capture import register_annotated_view, run_capture
+from sketch_core.spark.delta_partials import delta_partials
 from sketch_core.spark.partitioning import compute_range_partition
 from sketch_core.spark.session import build_session
 from sketch_core.spark.state_init import compute_frontier_partials
@@ -128,6 +131,9 @@ class MaintenanceRun:
     strategy: str  # "incremental", "full" or "none"
     delta_rows: int
     seconds: float
+    # Where an incremental run computed its aggregations' deltas: "in-process", or "spark"
+    # (IMP Sec. 8's set-oriented strategy, for deltas above the in-process threshold).
+    where: str = "in-process"
 
 
 MAINTENANCE_STRATEGIES = ("auto", "incremental", "full")
@@ -412,11 +418,14 @@ class SketchService:
         """Bring sketches (one, or all) to the latest commit, each as a new version.
 
         ``incremental`` runs IMP's incremental operators over the table deltas, starting from
-        the operator state stored with the sketch's newest version (built in-process from the
-        snapshot when there is none yet); ``full`` recaptures on Spark; ``auto`` goes
-        incremental up to ``settings.incremental_max_delta_rows`` changed rows and for queries
-        the incremental engine supports, and recaptures otherwise. Earlier versions stay, for
-        queries pinned to older snapshots.
+        the operator state stored with the sketch's newest version (computed on Spark from the
+        snapshot when there is none yet): in-process up to ``settings.incremental_max_delta_rows``
+        changed rows; above that, the aggregations over stateless subtrees that join or keep
+        min/max get their deltas from Spark queries over the delta rows and the pinned
+        snapshots (the rest of the plan still runs in-process). ``full`` recaptures on Spark.
+        ``auto`` goes incremental up to the threshold, and above it when every changed table is
+        read only under such aggregations (or join-free ones with array state), and recaptures
+        otherwise or for queries the incremental engine does not support. Earlier versions stay, for queries pinned to older snapshots.
         """
         if strategy not in MAINTENANCE_STRATEGIES:
             raise ConfigurationError(
@@ -472,12 +481,17 @@ class SketchService:
         if not pending:
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
+        big = delta_rows > self.settings.incremental_max_delta_rows
         chosen = strategy
-        if strategy == "auto":
-            chosen = "incremental" if delta_rows <= self.settings.incremental_max_delta_rows else "full"
+        if strategy == "auto" and big:
+            chosen = (
+                "incremental"
+                if self._big_delta_covered(definition, record, {c.table for c in pending})
+                else "full"
+            )
         if chosen == "incremental":
             try:
-                return self._maintain_incremental(definition, record, target)
+                return self._maintain_incremental(definition, record, target, on_spark=big)
             except KeptValuesExhaustedError as exc:  # top-m ran out: recapture, whatever was asked
                 log.info("%s: recapturing: %s", name, exc)
             except (UnsupportedQueryError, StateMissingError) as exc:
@@ -500,16 +514,62 @@ class SketchService:
             name, record.version, version.version, "full", delta_rows, time.perf_counter() - started
         )
 
+    def _big_delta_covered(
+        self, definition: SketchDefinition, record: VersionRecord, changed: set[str]
+    ) -> bool:
+        """Whether a big delta of these tables is reduced set-at-a-time (by Spark, or by
+        aggregations with array state: see ``maintenance.big_delta_covered``). Decided on the
+        plan alone: no state is read."""
+        pins = {t: self.tables.pin(t, record.sequence) for t in referenced_tables(definition.query_sql)}
+        parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
+        partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
+        try:
+            engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()})
+        except UnsupportedQueryError:
+            return False
+        return big_delta_covered(engine, changed)
+
+    def _delta_summarizer(self, definition: SketchDefinition, used: list[bool]) -> DeltaSummarizer:
+        """Computes frontier aggregations' deltas on Spark; sets ``used[0]`` when it runs."""
+        partitions = {t: self._partition(pid) for t, pid in definition.partition_ids.items()}
+        identified = {t: (record.partition_id, p) for t, (record, p) in partitions.items()}
+        attributes = {t: p.attribute for t, (_, p) in partitions.items()}
+
+        def summarize(
+            frontier: list[Frontier],
+            before: Mapping[str, PinnedSnapshot],
+            after: Mapping[str, PinnedSnapshot],
+            deltas: Mapping[str, RowDelta],
+        ) -> dict[int, Partials]:
+            used[0] = True
+            return delta_partials(
+                self.spark,
+                frontier,
+                attributes,
+                {t: p for t, (_, p) in partitions.items()},
+                self._sources(before, identified),
+                self._sources(after, identified),
+                deltas,
+            )
+
+        return summarize
+
     def _maintain_incremental(
-        self, definition: SketchDefinition, record: VersionRecord, target: int
+        self, definition: SketchDefinition, record: VersionRecord, target: int, on_spark: bool = False
     ) -> MaintenanceRun:
         started = time.perf_counter()
         name = definition.name
         delta_rows = 0
+        spark_used = [False]
         try:
             maintained = self._engine_at(definition, record)
             _, delta_rows, pins = advance(
-                self.tables, maintained, target, self.settings.delta_pushdown, self.settings.join_bloom
+                self.tables,
+                maintained,
+                target,
+                self.settings.delta_pushdown,
+                self.settings.join_bloom,
+                self._delta_summarizer(definition, spark_used) if on_spark else None,
             )
             # Files first, then the one transaction that publishes the version (invariant 3),
             # which also records the run: it is too short to be worth a "running" row.
@@ -538,8 +598,13 @@ class SketchService:
             raise
         self._keep_engine(name, published.version, maintained)
         seconds = time.perf_counter() - started
-        log.info("maintained %s incrementally to version %d in %.2fs", name, published.version, seconds)
-        return MaintenanceRun(name, record.version, published.version, "incremental", delta_rows, seconds)
+        where = "spark" if spark_used[0] else "in-process"
+        log.info(
+            "maintained %s incrementally (%s) to version %d in %.2fs", name, where, published.version, seconds
+        )
+        return MaintenanceRun(
+            name, record.version, published.version, "incremental", delta_rows, seconds, where
+        )
 
     def _engine_at(self, definition: SketchDefinition, record: VersionRecord) -> MaintainedSketch:
         """The engine at ``record``'s version: the one this process kept, else restored from the

@@ -377,6 +377,10 @@ def _stateless(node: _Node) -> bool:
     )
 
 
+def _nodes_under(node: _Node) -> list[_Node]:
+    return [node, *(n for child in _children(node) for n in _nodes_under(child))]
+
+
 def _scans_under(node: _Node) -> list[_Scan]:
     if isinstance(node, _Scan):
         return [node]
@@ -395,6 +399,9 @@ class Frontier:
     specs: tuple[ArgumentSpec, ...]
     group_types: tuple[pa.DataType, ...]
     argument_types: dict[int, pa.DataType]  # aggregate index -> its argument's type
+    tables: tuple[str, ...] = ()  # the table of each scan in the subtree (repeats: self joins)
+    joins: bool = False  # the subtree joins
+    arrays: bool = False  # the aggregation keeps its state in arrays (count, sum, avg)
 
 
 def _source_condition(scan: _Scan, condition: exp.Expr) -> pc.Expression | None:
@@ -434,6 +441,7 @@ class IncrementalSketch:
         plan = push_selections(plan)  # comma joins: no cross products in memory
         self.keep_top = keep_top or None
         self.columnar = columnar
+        self.blooms_dropped = False  # since the state was last stored (see load)
         self.partitions = {t.lower(): p for t, p in partitions.items()}
         self.schemas = {t.lower(): s for t, s in schemas.items()}
         self._sketched = {id(s) for s in positive_scans(plan) if s.table in self.partitions}
@@ -549,6 +557,7 @@ class IncrementalSketch:
 
     def mark_stored(self) -> None:
         """The state as it is now has been stored: later changes are counted from here."""
+        self.blooms_dropped = False
         for node in self._stateful:
             if isinstance(node.operator, ColumnarAggregate):
                 node.operator.mark_stored()
@@ -609,6 +618,9 @@ class IncrementalSketch:
                         tuple(operator.argument_specs()),
                         tuple(operator.group_types),
                         argument_types,
+                        tuple(s.node.table for s in _scans_under(node.child)),
+                        any(isinstance(n, _Join) for n in _nodes_under(node.child)),
+                        isinstance(operator, ColumnarAggregate),
                     )
                 )
                 return
@@ -631,11 +643,22 @@ class IncrementalSketch:
     ) -> SketchDelta:
         """Initialize from the empty database to a snapshot: the frontier aggregations (by
         index) from their partial aggregates over the snapshot, every other scan from
-        ``deltas`` (the whole tables of :meth:`tables_outside`)."""
+        ``deltas`` (the whole tables of :meth:`tables_outside`).
+
+        Equally, advance by one batch whose frontier deltas were summarized elsewhere: then
+        ``partials`` are over the subtrees' deltas (a signed sum, :func:`.partials.combined`) and
+        ``deltas`` hold the changes of the tables read outside the frontier. The joins inside
+        those subtrees did not see their deltas, so their Bloom filters are dropped (rebuilt
+        from the new snapshot when next probed) and :attr:`blooms_dropped` says the next stored
+        state must be whole (in a layer of changes, a missing filter means "unchanged")."""
         for index, summary in partials.items():
             node = self._stateful[index]
             assert isinstance(node, _Aggregate), f"stateful operator {index} is not an aggregation"
             node.loaded = node.operator.load(summary)
+            for join in self._joins:
+                if any(join is inner for inner in _nodes_under(node.child)) and join.blooms != [None, None]:
+                    join.blooms = [None, None]
+                    self.blooms_dropped = True
         return self.apply(deltas, reader)
 
     def apply(

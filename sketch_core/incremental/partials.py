@@ -141,3 +141,37 @@ def compute_partials(
                 by_value, [*group_names, VALUE, FRAGMENT], [COUNT]
             )
     return partials
+
+
+def _signed(table: pa.Table, keys: Sequence[str], sign: int) -> pa.Table:
+    if sign == 1:
+        return table
+    return pa.table(
+        {c: table.column(c) if c in keys else pc.negate(table.column(c)) for c in table.column_names}
+    )
+
+
+def _combined_table(tables: Sequence[tuple[pa.Table, int]], keys: Sequence[str]) -> pa.Table:
+    present = [(t, s) for t, s in tables if t.num_rows]
+    if not present:
+        return tables[0][0]
+    merged = pa.concat_tables([_signed(t, keys, s) for t, s in present], promote_options="permissive")
+    return _sum_by(merged, keys, [c for c in merged.column_names if c not in keys])
+
+
+def combined(parts: Sequence[tuple[Partials, int]]) -> Partials:
+    """The signed sum of partial aggregates of the same aggregation (each part with sign +1 or
+    -1): partial aggregates add, so those of a bag difference are the difference of those of
+    its two sides. Every table of the parts is summed by its keys."""
+    first = parts[0][0]
+    groups = [c for c in first.groups.column_names if c.startswith("__g")]
+    result = Partials(_combined_table([(p.groups, s) for p, s in parts], groups))
+    for j in first.values:
+        result.values[j] = _combined_table([(p.values[j], s) for p, s in parts], [*groups, VALUE])
+    for a in first.counters:
+        result.counters[a] = _combined_table([(p.counters[a], s) for p, s in parts], [*groups, FRAGMENT])
+    for key in first.at_value:
+        result.at_value[key] = _combined_table(
+            [(p.at_value[key], s) for p, s in parts], [*groups, VALUE, FRAGMENT]
+        )
+    return result

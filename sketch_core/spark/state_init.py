@@ -9,7 +9,7 @@ the snapshot's rows are never read in-process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from sketch_core.algebra.ir import Project, Scan, column
 from sketch_core.algebra.printer import to_sql
 from sketch_core.incremental.engine import Frontier
-from sketch_core.incremental.partials import COUNT, FRAGMENT, ROWS, VALUE, Partials, group_column
+from sketch_core.incremental.partials import COUNT, FRAGMENT, ROWS, VALUE, Partials, combined, group_column
 from sketch_core.rewrites.capture import instrument_annotations
 
 
@@ -175,3 +175,20 @@ def compute_frontier_partials(
         result = spark.sql(partials_query(item, attributes, source, keep_top)).toArrow()
         found[item.index] = split_partials(item, result)
     return found
+
+
+def signed_partials(
+    spark: SparkSession,
+    item: Frontier,
+    attributes: Mapping[str, str],
+    terms: Sequence[tuple[Callable[[Scan], str], int]],
+) -> Partials:
+    """The signed sum of ``item``'s partial aggregates over several inputs: one Spark query per
+    (source, sign) term (the delta of its subtree is such a sum, see
+    :func:`sketch_core.incremental.partials.combined`). Values are never cut here: a delta's
+    values all count."""
+    parts = [
+        (split_partials(item, spark.sql(partials_query(item, attributes, source)).toArrow()), sign)
+        for source, sign in terms
+    ]
+    return combined(parts)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 
 from sketch_core.incremental.annotated import FRAGMENTS
-from sketch_core.incremental.partials import ArgumentSpec, compute_partials
+from sketch_core.incremental.partials import ArgumentSpec, combined, compute_partials
 
 
 def by_group(table: pa.Table) -> dict[object, dict[str, object]]:
@@ -62,3 +63,38 @@ def test_a_global_aggregate_has_one_group() -> None:
         [], {0: pa.array([1, 2])}, [ArgumentSpec(0, False, False)], pa.array([1, 1]), {}
     )
     assert partials.groups.to_pylist() == [{"__rows": 2, "nn0": 2, "sum0": 3}]
+
+
+def test_partials_of_a_difference_are_the_difference_of_partials() -> None:
+    """combined([(A, +1), (B, -1)]) equals the partials of A's rows and B's rows negated."""
+    rng = np.random.default_rng(3)
+
+    def batch(n: int) -> tuple[list[pa.Array], dict[int, pa.Array], pa.Array, dict[str, pa.Array]]:
+        keys = [pa.array(rng.choice(["p", "q", "r"], n).tolist())]
+        price = pa.array(
+            [Decimal(int(c)).scaleb(-2) for c in rng.integers(-999, 999, n)], pa.decimal128(12, 2)
+        )
+        low = pa.array(rng.integers(0, 5, n))
+        fragments = pa.array([[int(f)] for f in rng.integers(0, 4, n)], FRAGMENTS)
+        return keys, {0: price, 1: low}, pa.array(np.ones(n, np.int64)), {"__ps_1": fragments}
+
+    specs = [ArgumentSpec(0, False, False), ArgumentSpec(1, True, True)]
+    a, b = batch(40), batch(30)
+    direct = compute_partials(
+        [pa.concat_arrays([a[0][0], b[0][0]])],
+        {j: pa.concat_arrays([a[1][j], b[1][j]]) for j in (0, 1)},
+        specs,
+        pa.concat_arrays([a[2], pa.array(-b[2].to_numpy())]),
+        {"__ps_1": pa.concat_arrays([a[3]["__ps_1"], b[3]["__ps_1"]])},
+    )
+    difference = combined(
+        [(compute_partials(*a[:2], specs, *a[2:]), 1), (compute_partials(*b[:2], specs, *b[2:]), -1)]
+    )
+
+    def rows(table: pa.Table) -> list[tuple[object, ...]]:
+        return sorted(tuple(r.values()) for r in table.to_pylist())
+
+    assert by_group(difference.groups) == by_group(direct.groups)
+    assert rows(difference.values[1]) == rows(direct.values[1])
+    assert rows(difference.counters["__ps_1"]) == rows(direct.counters["__ps_1"])
+    assert rows(difference.at_value[(1, "__ps_1")]) == rows(direct.at_value[(1, "__ps_1")])

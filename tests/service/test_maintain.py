@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from sketch_core.datasets import synthetic_table
@@ -140,7 +141,7 @@ def test_auto_recaptures_above_the_delta_threshold_and_for_unsupported_queries(
 ) -> None:
     svc = spark_svc
     sketch_name = f"{table.split('.')[0]}_sketch"
-    sql = HAVING.format(t=table)
+    sql = f"SELECT key, b FROM {table} WHERE c > 0 ORDER BY b DESC, key LIMIT 5"  # no aggregation
     svc.capture(sql, name=sketch_name, attributes={table: "a"}, fragments=40)
     DeltaGenerator(svc.tables, table, ("key",), seed=8).inserts(50).apply(svc.tables)
     original = svc.settings
@@ -377,3 +378,102 @@ def test_top_m_state_from_spark_equals_the_state_built_in_process(
     assert all(len(kept) <= 4 for groups in values(in_process).values() for kept, _ in groups)
     assert any(partial for groups in values(in_process).values() for _, partial in groups)
     assert from_spark.sketch() == in_process.sketch()
+
+
+JOINED = (
+    "SELECT f.a, SUM(f.b) AS s, COUNT(*) AS n, AVG(o.d) AS od FROM {t} f JOIN {o} o ON f.a = o.a "
+    "WHERE o.b > -1000 GROUP BY f.a HAVING SUM(f.b) > 100"
+)
+
+
+def state_rows(engine: IncrementalSketch) -> dict[str, list[str]]:
+    """The operators' state, the order of rows and of entries within a row aside (join Bloom
+    filters are a cache: left out)."""
+
+    def row_text(row: dict[str, Any]) -> str:
+        return repr({k: sorted(map(repr, v)) if isinstance(v, list) else v for k, v in row.items()})
+
+    return {
+        name: sorted(row_text(row) for row in table.to_pylist())
+        for name, table in engine.state_tables().items()
+        if not name.startswith("bloom")
+    }
+
+
+def rows_with_keys(keys: list[int], b: int, key_start: int) -> pa.Table:
+    """Synthetic rows whose group attribute ``a`` takes the given (new) values."""
+    rows = synthetic_table(len(keys), 1, seed=25, key_start=key_start)
+    rows = rows.set_column(rows.schema.get_field_index("a"), "a", pa.array(keys, pa.int64()))
+    return rows.set_column(rows.schema.get_field_index("b"), "b", pa.array([b] * len(keys), pa.int64()))
+
+
+@pytest.mark.parametrize("template", [HAVING, TOPK, JOINED], ids=["having", "topk", "join"])
+def test_big_deltas_are_maintained_on_spark_and_equal_a_fresh_capture(
+    spark_svc: SketchService, table: str, ns: str, template: str
+) -> None:
+    """Above the in-process threshold the deltas of aggregations that join or keep min/max
+    come from Spark (one term per changed table: both sides of the join change). After every
+    run the state equals one built from the snapshot in-process, and the sketch a fresh capture;
+    the in-process runs after a Spark run show that the Bloom filters it made stale were
+    dropped."""
+    other = f"{ns}.dims"
+    svc = sibling(spark_svc, incremental_max_delta_rows=30)
+    svc.tables.create(other, synthetic_table(300, 60, seed=21), sort_by=["a"])
+    sql = template.format(t=table, o=other)
+    name = f"{ns}_spark_delta"
+    tables = {table: "a", other: "a"} if template == JOINED else {table: "a"}
+    svc.capture(sql, name=name, attributes=tables, fragments=40, with_state=True)
+    definition = svc.sketches.definition(name)
+    partitions = {t: svc.range_partition(t, a, 40)[1] for t, a in tables.items()}
+    facts = DeltaGenerator(svc.tables, table, ("key",), seed=22)
+    dims = DeltaGenerator(svc.tables, other, ("key",), seed=23)
+    steps = [  # facts delta rows, whether the dimension table changes, where the run goes
+        (6, False, "in-process"),  # builds the join's Bloom filters
+        (80, True, "spark"),  # new join keys 1000.. on the dimension side
+        (0, False, "in-process"),  # facts rows with those keys: a stale filter would drop them
+        (120, True, "spark"),
+        (90, False, "spark"),
+    ]
+    for step, (size, dims_change, expected) in enumerate(steps):
+        if size:
+            facts.mixed(size).apply(svc.tables)
+        if step == 2:
+            svc.tables.append(table, rows_with_keys([1000, 1001, 1002], 10_000, key_start=10**7))
+        if dims_change:
+            dims.mixed(12).apply(svc.tables)
+            svc.tables.append(other, rows_with_keys([1000 + step, 1001], 0, key_start=10**7 + 10 * step))
+        (run,) = svc.maintain(name, strategy="incremental")
+        if template == HAVING:  # join-free, with array state: reduced in-process whatever the size
+            expected = "in-process"
+        assert (run.strategy, run.where) == ("incremental", expected), f"step {step}"
+        sequence = svc.latest_sequence()
+        kept = svc.kept_engine(name)
+        assert kept is not None
+        fresh = build_engine(svc.tables, definition, partitions, sequence).engine
+        assert state_rows(kept) == state_rows(fresh), f"step {step}"
+        assert maintained(svc, name) == fresh_fragments(svc, sql, name, sequence), f"step {step}"
+    # A restart from the stored state (whole after a Spark step with joins) agrees too.
+    again = sibling(svc)
+    facts.inserts(4).apply(svc.tables)
+    (run,) = again.maintain(name, strategy="incremental")
+    assert run.where == "in-process"
+    assert maintained(again, name) == fresh_fragments(again, sql, name, again.latest_sequence())
+
+
+def test_auto_goes_to_spark_above_the_threshold_only_where_spark_covers_the_delta(
+    spark_svc: SketchService, table: str, ns: str
+) -> None:
+    svc = sibling(spark_svc, incremental_max_delta_rows=30)
+    covered, covered_sql = captured(svc, table, "auto_covered", TOPK)
+    arrays, arrays_sql = captured(svc, table, "auto_arrays", HAVING)
+    rows_topk = f"SELECT key, b FROM {table} WHERE c > 0 ORDER BY b DESC, key LIMIT 5"
+    uncovered = f"{ns}_auto_uncovered"
+    svc.capture(rows_topk, name=uncovered, attributes={table: "a"}, fragments=40)
+    DeltaGenerator(svc.tables, table, ("key",), seed=24).mixed(80).apply(svc.tables)
+    by_name = {r.name: r for r in svc.maintain(strategy="auto") if r.name in (covered, uncovered, arrays)}
+    assert (by_name[covered].strategy, by_name[covered].where) == ("incremental", "spark")
+    assert (by_name[arrays].strategy, by_name[arrays].where) == ("incremental", "in-process")
+    assert by_name[uncovered].strategy == "full"  # a top-k over the table itself: no aggregation
+    sequence = svc.latest_sequence()
+    assert maintained(svc, covered) == fresh_fragments(svc, covered_sql, covered, sequence)
+    assert maintained(svc, arrays) == fresh_fragments(svc, arrays_sql, arrays, sequence)
