@@ -425,7 +425,8 @@ class SketchService:
         snapshots (the rest of the plan still runs in-process). ``full`` recaptures on Spark.
         ``auto`` goes incremental up to the threshold, and above it when every changed table is
         read only under such aggregations (or join-free ones with array state), and recaptures
-        otherwise or for queries the incremental engine does not support. Earlier versions stay, for queries pinned to older snapshots.
+        otherwise or for queries the incremental engine does not support. Earlier versions
+        stay, for queries pinned to older snapshots.
         """
         if strategy not in MAINTENANCE_STRATEGIES:
             raise ConfigurationError(

@@ -11,6 +11,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from sketch_core.incremental.annotated import MULTIPLICITY, AnnotatedDelta
 
 
@@ -38,14 +41,23 @@ class MergeState:
     def apply(self, rows: AnnotatedDelta) -> SketchDelta:
         """Add the delta's rows to the counters; returns the fragments that changed membership."""
         before = {t: set(c) for t, c in self.counters.items()}
-        multiplicities = rows.table.column(MULTIPLICITY).to_numpy()
+        multiplicities = rows.table.column(MULTIPLICITY).combine_chunks()
         for annotation in rows.annotations:
             table = self.tables[annotation]
             counter = self.counters.setdefault(table, Counter())
-            fragments = rows.table.column(annotation).to_pylist()
-            for n, ids in zip(multiplicities.tolist(), fragments, strict=True):
-                for fragment in ids or ():
-                    counter[fragment] += n
+            # Summed per fragment with Arrow first: one step per fragment, not per row.
+            lists = rows.table.column(annotation).combine_chunks()
+            flat = pa.table(
+                {
+                    "f": pc.list_flatten(lists),
+                    "n": pc.take(multiplicities, pc.list_parent_indices(lists)).cast(pa.int64()),
+                }
+            )
+            sums = flat.group_by("f", use_threads=False).aggregate([("n", "sum")])
+            for fragment, n in zip(
+                sums.column("f").to_pylist(), sums.column("n_sum").to_pylist(), strict=True
+            ):
+                counter[fragment] += n
         added: dict[str, set[int]] = {}
         removed: dict[str, set[int]] = {}
         for table, counter in self.counters.items():
