@@ -70,6 +70,7 @@ class Measurement:
     kept_values: int  # min/max values and top-k rows in the state
     state_bytes: int
     without_values: int | None = None  # kept values with the optimization off (top-m)
+    where: str = "in-process"  # where the incremental run reduced the delta (or "spark")
 
     @property
     def speedup(self) -> float:
@@ -83,12 +84,17 @@ def _state_bytes(svc: SketchService, name: str) -> int:
     return sum(f.stat().st_size for d in svc.state_store.chain(record.state_ref) for f in d.glob("*"))
 
 
+WHERE: dict[str, str] = {}  # sketch -> where its last timed run reduced the delta
+
+
 def _timed_maintain(svc: SketchService, name: str) -> float:
+    svc.collect_garbage([name])  # not timed: done between runs (it is throttled in maintain)
     began = time.perf_counter()
     (run,) = svc.maintain(name, strategy="incremental")
     seconds = time.perf_counter() - began
     if run.strategy != "incremental":  # top-m ran out: the time is a recapture's
         print(f"  {name}: {run.strategy} instead of incremental", flush=True)
+    WHERE[name] = run.where
     return seconds
 
 
@@ -191,6 +197,7 @@ def run(rows: int, home: Path, groups: tuple[int, ...], fractions: tuple[float, 
                         _kept_values(base, name),
                         _state_bytes(base, name),
                         without_values,
+                        WHERE.get(name, "in-process"),
                     )
                     compared = (
                         f" (without {COMPARED[label]} {without_s:7.3f}s)" if without_s is not None else ""
@@ -226,20 +233,24 @@ def report(results: list[Measurement], rows: int, partial: bool) -> Path:
         "",
         f"Sketch on the group attribute, {FRAGMENTS} fragments; mixed deltas (half inserts, half a",
         "deleted run of rows). Full = a fresh capture on Spark at the same snapshot; incremental =",
-        "`svc.maintain(strategy='incremental')` continuing from the engine the previous run kept. Same run.",
+        "`svc.maintain(strategy='incremental')` continuing from the engine the previous run kept "
+        "(garbage collection between runs, untimed); `where`: in-process, or the delta's partial",
+        "aggregates computed on Spark (above 100,000 changed rows, for aggregations that join or keep",
+        "min/max). Same run.",
         "`without` = the same delta size maintained with the query's optimization off: push-down",
         f"(selective), the join Bloom filter (joinsel), top-{TOP_M} (minmax: a second sketch keeping",
         "every value, which takes the same delta).",
         "",
-        "| groups | query | delta | rows | incremental s | full s | full / incremental | "
+        "| groups | query | delta | rows | incremental s | where | full s | full / incremental | "
         "without s | state groups | kept values (without) | state files |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for m in results:
         without = f"{m.without_s:.3f}" if m.without_s is not None else "-"
         values = f"{m.kept_values:,}" + (f" ({m.without_values:,})" if m.without_values is not None else "")
         lines.append(
             f"| {m.groups:,} | {m.query} | {m.fraction:.1%} | {m.delta_rows:,} | {m.incremental_s:.3f} | "
+            f"{m.where} | "
             f"{m.full_s:.3f} | {m.speedup:.1f}x | {without} | {m.state_entries:,} | {values} | "
             f"{m.state_bytes / 2**20:.1f} MiB |"
         )

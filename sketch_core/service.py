@@ -434,12 +434,19 @@ class SketchService:
                 hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
             )
         names = [name] if name is not None else [d.name for d in self.sketches.definitions()]
-        runs = [self._maintain_one(n, strategy) for n in names]
+        runs = []
+        for each in names:
+            try:
+                runs.append(self._maintain_one(each, strategy))
+            except SketchNotFoundError:
+                if name is not None:
+                    raise
+                # Defined but never published (its capture died): nothing to maintain from.
+                log.warning("%s has no published version: not maintained", each)
         # Collected at most once per tenth of the retention time (expired versions linger at most
         # that much longer); a collection lists every state directory.
         due = time.monotonic() - self._collected_at >= self.settings.retain_seconds / 10
         if due and any(r.strategy != "none" for r in runs):
-            self._collected_at = time.monotonic()
             try:
                 self.collect_garbage(names)
             except Exception as exc:  # the runs stand; garbage waits for the next collection
@@ -455,6 +462,7 @@ class SketchService:
         version reads them (directly or as the base of its layers) and they are older than that
         too, which also clears what runs that died before publishing left behind.
         """
+        self._collected_at = time.monotonic()  # the next automatic collection waits from here
         names = list(names) if names is not None else [d.name for d in self.sketches.definitions()]
         expired = {
             n: self.sketches.expire_versions(n, self.settings.retain_versions, self.settings.retain_seconds)

@@ -128,7 +128,7 @@ def split_partials(frontier: Frontier, result: pa.Table) -> Partials:
     keys = {g: result.column(g).cast(t) for g, t in zip(groups, frontier.group_types, strict=True)}
 
     def rows_of(chosen: _Set) -> pa.Array:
-        mask = pa.array([True] * result.num_rows)
+        mask = pa.array([True] * result.num_rows, pa.bool_())
         for c in extras:
             mask = pc.and_(mask, pc.equal(result.column(_flag(c)), 0 if c in chosen.extra else 1))
         return mask

@@ -470,7 +470,7 @@ def test_auto_goes_to_spark_above_the_threshold_only_where_spark_covers_the_delt
     uncovered = f"{ns}_auto_uncovered"
     svc.capture(rows_topk, name=uncovered, attributes={table: "a"}, fragments=40)
     DeltaGenerator(svc.tables, table, ("key",), seed=24).mixed(80).apply(svc.tables)
-    by_name = {r.name: r for r in svc.maintain(strategy="auto") if r.name in (covered, uncovered, arrays)}
+    by_name = {n: svc.maintain(n, strategy="auto")[0] for n in (covered, uncovered, arrays)}
     assert (by_name[covered].strategy, by_name[covered].where) == ("incremental", "spark")
     assert (by_name[arrays].strategy, by_name[arrays].where) == ("incremental", "in-process")
     assert by_name[uncovered].strategy == "full"  # a top-k over the table itself: no aggregation
