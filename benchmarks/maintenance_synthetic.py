@@ -235,8 +235,8 @@ def report(results: list[Measurement], rows: int, partial: bool) -> Path:
         "deleted run of rows). Full = a fresh capture on Spark at the same snapshot; incremental =",
         "`svc.maintain(strategy='incremental')` continuing from the engine the previous run kept "
         "(garbage collection between runs, untimed); `where`: in-process, or the delta's partial",
-        "aggregates computed on Spark (above 100,000 changed rows, for aggregations that join or keep",
-        "min/max). Same run.",
+        "aggregates computed on Spark (above `SKETCH_SPARK_DELTA_ROWS` changed rows, for aggregations",
+        "that join or keep min/max). Same run.",
         "`without` = the same delta size maintained with the query's optimization off: push-down",
         f"(selective), the join Bloom filter (joinsel), top-{TOP_M} (minmax: a second sketch keeping",
         "every value, which takes the same delta).",

@@ -73,8 +73,13 @@ class Settings:
     adaptive_after: int = 3
     # Tables with fewer data files than this are not sketched by default: nothing to skip.
     min_files_to_sketch: int = 2
-    # strategy="auto" maintains incrementally up to this many changed rows, else recaptures.
+    # strategy="auto" maintains incrementally up to this many changed rows; above, only where
+    # the plan reduces a big delta set-at-a-time (see SketchService.maintain), else recaptures.
     incremental_max_delta_rows: int = 100_000
+    # Above this many changed rows, aggregations that join or keep min/max get their deltas'
+    # partial aggregates from Spark (IMP Sec. 8). High by default: on a 2-core machine local
+    # Spark was slower than the in-process engine at every delta measured (up to 1M rows).
+    spark_delta_rows: int = 10_000_000
     # Incremental engines kept in memory after a run, so the next run of the same sketch in this
     # process starts from them instead of reloading the stored state (0: always reload).
     engine_cache_entries: int = 8
@@ -118,6 +123,7 @@ class Settings:
             adaptive_after=_int_env("SKETCH_ADAPTIVE_AFTER", 3),
             min_files_to_sketch=_int_env("SKETCH_MIN_FILES_TO_SKETCH", 2),
             incremental_max_delta_rows=_int_env("SKETCH_INCREMENTAL_MAX_DELTA_ROWS", 100_000),
+            spark_delta_rows=_int_env("SKETCH_SPARK_DELTA_ROWS", 10_000_000),
             engine_cache_entries=_int_env("SKETCH_ENGINE_CACHE_ENTRIES", 8, minimum=0),
             delta_pushdown=_choice_env("SKETCH_DELTA_PUSHDOWN", "on", ("on", "off")) == "on",
             join_bloom=_choice_env("SKETCH_JOIN_BLOOM", "on", ("on", "off")) == "on",

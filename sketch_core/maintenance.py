@@ -77,10 +77,17 @@ def summarizable(frontier: Sequence[Frontier], changed: Iterable[str]) -> list[F
     ]
 
 
-def big_delta_covered(engine: IncrementalSketch, changed: Iterable[str]) -> bool:
-    """Whether every changed table is read only under frontier aggregations (each reduced on
-    Spark or with arrays), so that no big delta goes row by row through in-process operators."""
-    return not set(changed) & engine.tables_outside(engine.frontier())
+def big_delta_covered(engine: IncrementalSketch, changed: Iterable[str], on_spark: bool) -> bool:
+    """Whether every changed table is read only under frontier aggregations that reduce a big
+    delta set-at-a-time: join-free ones with array state (in-process, with Arrow) and, when
+    ``on_spark``, the :func:`summarizable` ones. Then no big delta goes row by row through
+    in-process operators or joins."""
+    changed = set(changed)
+    frontier = engine.frontier()
+    reducing = [f for f in frontier if f.arrays and not f.joins]
+    if on_spark:
+        reducing += summarizable(frontier, changed)
+    return not changed & engine.tables_outside(reducing)
 
 
 def build_engine(

@@ -419,12 +419,13 @@ class SketchService:
 
         ``incremental`` runs IMP's incremental operators over the table deltas, starting from
         the operator state stored with the sketch's newest version (computed on Spark from the
-        snapshot when there is none yet): in-process up to ``settings.incremental_max_delta_rows``
-        changed rows; above that, the aggregations over stateless subtrees that join or keep
-        min/max get their deltas from Spark queries over the delta rows and the pinned
-        snapshots (the rest of the plan still runs in-process). ``full`` recaptures on Spark.
-        ``auto`` goes incremental up to the threshold, and above it when every changed table is
-        read only under such aggregations (or join-free ones with array state), and recaptures
+        snapshot when there is none yet), in-process; above ``settings.spark_delta_rows``
+        changed rows, the aggregations over stateless subtrees that join or keep min/max get
+        their deltas from Spark queries over the delta rows and the pinned snapshots (the rest
+        of the plan still runs in-process). ``full`` recaptures on Spark. ``auto`` goes
+        incremental up to ``settings.incremental_max_delta_rows`` changed rows, and above that
+        when every changed table is read only under aggregations that reduce a big delta
+        set-at-a-time (join-free ones with array state; the ones Spark takes), and recaptures
         otherwise or for queries the incremental engine does not support. Earlier versions
         stay, for queries pinned to older snapshots.
         """
@@ -490,17 +491,15 @@ class SketchService:
         if not pending:
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
-        big = delta_rows > self.settings.incremental_max_delta_rows
+        on_spark = delta_rows > self.settings.spark_delta_rows
         chosen = strategy
-        if strategy == "auto" and big:
-            chosen = (
-                "incremental"
-                if self._big_delta_covered(definition, record, {c.table for c in pending})
-                else "full"
-            )
+        if strategy == "auto" and delta_rows > self.settings.incremental_max_delta_rows:
+            changed = {c.table for c in pending}
+            covered = self._big_delta_covered(definition, record, changed, on_spark)
+            chosen = "incremental" if covered else "full"
         if chosen == "incremental":
             try:
-                return self._maintain_incremental(definition, record, target, on_spark=big)
+                return self._maintain_incremental(definition, record, target, on_spark=on_spark)
             except KeptValuesExhaustedError as exc:  # top-m ran out: recapture, whatever was asked
                 log.info("%s: recapturing: %s", name, exc)
             except (UnsupportedQueryError, StateMissingError) as exc:
@@ -524,7 +523,7 @@ class SketchService:
         )
 
     def _big_delta_covered(
-        self, definition: SketchDefinition, record: VersionRecord, changed: set[str]
+        self, definition: SketchDefinition, record: VersionRecord, changed: set[str], on_spark: bool
     ) -> bool:
         """Whether a big delta of these tables is reduced set-at-a-time (by Spark, or by
         aggregations with array state: see ``maintenance.big_delta_covered``). Decided on the
@@ -536,7 +535,7 @@ class SketchService:
             engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()})
         except UnsupportedQueryError:
             return False
-        return big_delta_covered(engine, changed)
+        return big_delta_covered(engine, changed, on_spark)
 
     def _delta_summarizer(self, definition: SketchDefinition, used: list[bool]) -> DeltaSummarizer:
         """Computes frontier aggregations' deltas on Spark; sets ``used[0]`` when it runs."""

@@ -417,7 +417,7 @@ def test_big_deltas_are_maintained_on_spark_and_equal_a_fresh_capture(
     the in-process runs after a Spark run show that the Bloom filters it made stale were
     dropped."""
     other = f"{ns}.dims"
-    svc = sibling(spark_svc, incremental_max_delta_rows=30)
+    svc = sibling(spark_svc, spark_delta_rows=30)
     svc.tables.create(other, synthetic_table(300, 60, seed=21), sort_by=["a"])
     sql = template.format(t=table, o=other)
     name = f"{ns}_spark_delta"
@@ -463,7 +463,7 @@ def test_big_deltas_are_maintained_on_spark_and_equal_a_fresh_capture(
 def test_auto_goes_to_spark_above_the_threshold_only_where_spark_covers_the_delta(
     spark_svc: SketchService, table: str, ns: str
 ) -> None:
-    svc = sibling(spark_svc, incremental_max_delta_rows=30)
+    svc = sibling(spark_svc, incremental_max_delta_rows=30, spark_delta_rows=30)
     covered, covered_sql = captured(svc, table, "auto_covered", TOPK)
     arrays, arrays_sql = captured(svc, table, "auto_arrays", HAVING)
     rows_topk = f"SELECT key, b FROM {table} WHERE c > 0 ORDER BY b DESC, key LIMIT 5"
@@ -477,3 +477,10 @@ def test_auto_goes_to_spark_above_the_threshold_only_where_spark_covers_the_delt
     sequence = svc.latest_sequence()
     assert maintained(svc, covered) == fresh_fragments(svc, covered_sql, covered, sequence)
     assert maintained(svc, arrays) == fresh_fragments(svc, arrays_sql, arrays, sequence)
+    # Without Spark for big deltas, min/max state would take this one row by row: recaptured.
+    no_spark = sibling(svc, spark_delta_rows=10**9)
+    DeltaGenerator(svc.tables, table, ("key",), seed=26).mixed(80).apply(svc.tables)
+    (run,) = no_spark.maintain(covered, strategy="auto")
+    assert run.strategy == "full"
+    (run,) = no_spark.maintain(arrays, strategy="auto")
+    assert (run.strategy, run.where) == ("incremental", "in-process")
