@@ -558,6 +558,7 @@ class SketchService:
                 self._sources(before, identified),
                 self._sources(after, identified),
                 deltas,
+                self.settings.warehouse / "_sketch_scratch",
             )
 
         return summarize
