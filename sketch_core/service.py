@@ -61,7 +61,7 @@ from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
 from sketch_core.rewrites.use import Condition, instrument_use
 from sketch_core.spark.capture import register_annotated_view, run_capture
-from sketch_core.spark.delta_partials import delta_partials
+from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, collect_scratch, delta_partials
 from sketch_core.spark.partitioning import compute_range_partition
 from sketch_core.spark.session import build_session
 from sketch_core.spark.state_init import compute_frontier_partials
@@ -470,7 +470,9 @@ class SketchService:
             for n in names
         }
         live = [ref for refs in self.sketches.state_refs().values() for ref in refs]
-        removed = self.state_store.collect(live, older_than=time.time() - self.settings.retain_seconds)
+        older_than = time.time() - self.settings.retain_seconds
+        removed = self.state_store.collect(live, older_than=older_than)
+        removed += collect_scratch(self.settings.warehouse / SCRATCH_DIRECTORY, older_than)
         report = GarbageReport({n: v for n, v in expired.items() if v}, removed)
         if report.versions or removed:
             log.info("collected %d versions and %d state directories", report.version_count, removed)
@@ -558,7 +560,7 @@ class SketchService:
                 self._sources(before, identified),
                 self._sources(after, identified),
                 deltas,
-                self.settings.warehouse / "_sketch_scratch",
+                self.settings.warehouse / SCRATCH_DIRECTORY,
             )
 
         return summarize

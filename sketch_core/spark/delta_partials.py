@@ -32,6 +32,18 @@ from sketch_core.spark.annotate import annotate_fragments
 from sketch_core.spark.state_init import signed_partials
 
 Source = Callable[[Scan], str]
+SCRATCH_DIRECTORY = "_sketch_scratch"  # under the warehouse: one directory per run
+
+
+def collect_scratch(scratch: Path, older_than: float) -> int:
+    """Delete the scratch directories of runs that died before removing their own (older than
+    ``older_than``, epoch seconds: a live run's are younger). Returns how many."""
+    if not scratch.is_dir():
+        return 0
+    stale = [d for d in scratch.iterdir() if d.is_dir() and d.stat().st_mtime < older_than]
+    for directory in stale:
+        shutil.rmtree(directory, ignore_errors=True)
+    return len(stale)
 
 
 class _DeltaViews:

@@ -7,6 +7,9 @@ and the query with the sketch returns what it returns without one.
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.engine import IncrementalSketch
 from sketch_core.maintenance import build_engine
 from sketch_core.service import MaintenanceRun, SketchService
+from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY
 from tests.oracles.results import sorted_rows
 
 HAVING = "SELECT a, SUM(b) AS s, COUNT(*) AS n FROM {t} WHERE c > -40 GROUP BY a HAVING SUM(b) > 300"
@@ -452,7 +456,7 @@ def test_big_deltas_are_maintained_on_spark_and_equal_a_fresh_capture(
         fresh = build_engine(svc.tables, definition, partitions, sequence).engine
         assert state_rows(kept) == state_rows(fresh), f"step {step}"
         assert maintained(svc, name) == fresh_fragments(svc, sql, name, sequence), f"step {step}"
-    scratch = svc.settings.warehouse / "_sketch_scratch"  # the delta rows handed to Spark
+    scratch = svc.settings.warehouse / SCRATCH_DIRECTORY  # the delta rows handed to Spark
     assert not scratch.exists() or not any(p.is_file() for p in scratch.rglob("*"))
     # A restart from the stored state (whole after a Spark step with joins) agrees too.
     again = sibling(svc)
@@ -486,3 +490,16 @@ def test_auto_goes_to_spark_above_the_threshold_only_where_spark_covers_the_delt
     assert run.strategy == "full"
     (run,) = no_spark.maintain(arrays, strategy="auto")
     assert (run.strategy, run.where) == ("incremental", "in-process")
+
+
+def test_scratch_left_by_a_run_that_died_is_collected_once_old(spark_svc: SketchService, ns: str) -> None:
+    scratch = spark_svc.settings.warehouse / SCRATCH_DIRECTORY
+    old, young = scratch / f"{ns}_old", scratch / f"{ns}_young"
+    for directory in (old, young):
+        directory.mkdir(parents=True)
+        (directory / "t.inserted.parquet").write_bytes(b"rows")
+    long_ago = time.time() - 2 * spark_svc.settings.retain_seconds
+    os.utime(old, (long_ago, long_ago))
+    spark_svc.collect_garbage([])
+    assert not old.exists() and young.exists()
+    shutil.rmtree(young)
