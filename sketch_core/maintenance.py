@@ -90,6 +90,22 @@ def big_delta_covered(engine: IncrementalSketch, changed: Iterable[str], on_spar
     return not changed & engine.tables_outside(reducing)
 
 
+def plan_engine(
+    tables: TableService,
+    definition: SketchDefinition,
+    partitions: Mapping[str, RangePartition],
+    sequence: int,
+    keep_top: int | None = None,
+) -> tuple[IncrementalSketch, dict[str, PinnedSnapshot]]:
+    """The engine for ``definition``'s plan, with no state yet, and the tables it reads pinned
+    at ``sequence``."""
+    names = referenced_tables(definition.query_sql)
+    pins = {name: tables.pin(name, sequence) for name in sorted(names)}
+    parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
+    engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()}, keep_top)
+    return engine, pins
+
+
 def build_engine(
     tables: TableService,
     definition: SketchDefinition,
@@ -104,10 +120,8 @@ def build_engine(
     loaded from partial aggregates it computes; whatever else the plan reads is read
     in-process (the columns and rows the plan can use). ``keep_top``: see
     :class:`IncrementalSketch`."""
-    names = referenced_tables(definition.query_sql)
-    pins = {name: tables.pin(name, sequence) for name in sorted(names)}
-    parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
-    engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()}, keep_top)
+    engine, pins = plan_engine(tables, definition, partitions, sequence, keep_top)
+    names = set(pins)
     if state is not None:
         engine.restore(state)
         return MaintainedSketch(engine, sequence, tuple(sorted(names)))

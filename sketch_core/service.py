@@ -42,6 +42,7 @@ from sketch_core.maintenance import (
     advance,
     big_delta_covered,
     build_engine,
+    plan_engine,
     store_state,
 )
 from sketch_core.metastore.commits import CommitLog
@@ -238,6 +239,13 @@ class SketchService:
             self._partitions[partition_id] = (stored, parsed)
         return self._partitions[partition_id]
 
+    def _identified_partitions(self, definition: SketchDefinition) -> dict[str, tuple[int, RangePartition]]:
+        """Per table the sketch partitions: (partition id, partition)."""
+        return {t: (pid, self._partition(pid)[1]) for t, pid in definition.partition_ids.items()}
+
+    def _range_partitions(self, definition: SketchDefinition) -> dict[str, RangePartition]:
+        return {t: p for t, (_, p) in self._identified_partitions(definition).items()}
+
     def latest_sequence(self) -> int:
         return self.commit_log.latest_sequence()
 
@@ -331,7 +339,7 @@ class SketchService:
         """The incremental engine of a sketch at ``sequence``, its aggregations' state computed
         on Spark; None for queries the engine does not support (they are recaptured)."""
         definition = self.sketches.definition(name)
-        partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
+        partitions = self._range_partitions(definition)
         try:
             return build_engine(
                 self.tables, definition, partitions, sequence, summarize=self.spark_summarizer(definition)
@@ -530,20 +538,19 @@ class SketchService:
         """Whether a big delta of these tables is reduced set-at-a-time (by Spark, or by
         aggregations with array state: see ``maintenance.big_delta_covered``). Decided on the
         plan alone: no state is read."""
-        pins = {t: self.tables.pin(t, record.sequence) for t in referenced_tables(definition.query_sql)}
-        parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
-        partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
         try:
-            engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()})
+            engine, _ = plan_engine(
+                self.tables, definition, self._range_partitions(definition), record.sequence
+            )
         except UnsupportedQueryError:
             return False
         return big_delta_covered(engine, changed, on_spark)
 
     def _delta_summarizer(self, definition: SketchDefinition, used: list[bool]) -> DeltaSummarizer:
         """Computes frontier aggregations' deltas on Spark; sets ``used[0]`` when it runs."""
-        partitions = {t: self._partition(pid) for t, pid in definition.partition_ids.items()}
-        identified = {t: (record.partition_id, p) for t, (record, p) in partitions.items()}
-        attributes = {t: p.attribute for t, (_, p) in partitions.items()}
+        identified = self._identified_partitions(definition)
+        partitions = {t: p for t, (_, p) in identified.items()}
+        attributes = {t: p.attribute for t, p in partitions.items()}
 
         def summarize(
             frontier: list[Frontier],
@@ -556,7 +563,7 @@ class SketchService:
                 self.spark,
                 frontier,
                 attributes,
-                {t: p for t, (_, p) in partitions.items()},
+                partitions,
                 self._sources(before, identified),
                 self._sources(after, identified),
                 deltas,
@@ -624,7 +631,7 @@ class SketchService:
         kept = self._engines.pop(definition.name, None)
         if kept is not None and kept[0] == record.version:
             return kept[1]
-        partitions = {t: self._partition(pid)[1] for t, pid in definition.partition_ids.items()}
+        partitions = self._range_partitions(definition)
         if record.state_ref:
             state = self.state_store.read(record.state_ref)
             return build_engine(
@@ -644,9 +651,8 @@ class SketchService:
     def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
         """Computes an incremental engine's frontier aggregations' state on Spark, for
         :func:`sketch_core.maintenance.build_engine`."""
-        partitions = {t: self._partition(pid) for t, pid in definition.partition_ids.items()}
-        identified = {t: (record.partition_id, p) for t, (record, p) in partitions.items()}
-        attributes = {t: p.attribute for t, (_, p) in partitions.items()}
+        identified = self._identified_partitions(definition)
+        attributes = {t: p.attribute for t, (_, p) in identified.items()}
 
         def summarize(frontier: list[Frontier], pins: Mapping[str, PinnedSnapshot]) -> dict[int, Partials]:
             source = self._sources(pins, identified)

@@ -162,18 +162,19 @@ class _Counters:
         np.cumsum(lengths, out=offsets[1:])
         return offsets, np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
 
+    def _fragments(self, positions: np.ndarray) -> pa.Array:
+        return pa.array(((self.codes[positions] & _LOW32) - _OFFSET).astype(np.int32))
+
     def lists(self, ids: np.ndarray) -> pa.Array:
         """The fragments of each group (``ids`` ascending), as ``list<int32>``."""
         offsets, positions = self._slices(ids)
-        fragments = ((self.codes[positions] & _LOW32) - _OFFSET).astype(np.int32)
-        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(fragments))
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), self._fragments(positions))
 
     def stored(self, ids: np.ndarray) -> pa.Array:
         """The counters of each group (``ids`` ascending) as stored: ``list<struct<f, n>>``."""
         offsets, positions = self._slices(ids)
-        fragments = ((self.codes[positions] & _LOW32) - _OFFSET).astype(np.int32)
         entries = pa.StructArray.from_arrays(
-            [pa.array(fragments), pa.array(self.counts[positions], pa.int64())], names=["f", "n"]
+            [self._fragments(positions), pa.array(self.counts[positions], pa.int64())], names=["f", "n"]
         )
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), entries).cast(_COUNTS)
 
@@ -378,7 +379,6 @@ class ColumnarAggregate(AggregateShape):
             )
             changed |= ~(equal | both_null)
         gone, came = changed & old_exists, changed & new_exists
-        new_lists = {a: c.lists(ids) for a, c in self.counters.items()}
         return self._emit(
             [
                 (
@@ -390,7 +390,7 @@ class ColumnarAggregate(AggregateShape):
                 (
                     ids[came],
                     _picked(new_values, came),
-                    {a: v.filter(pa.array(came)) for a, v in new_lists.items()},
+                    {a: c.lists(ids[came]) for a, c in self.counters.items()},
                     1,
                 ),
             ]

@@ -195,6 +195,50 @@ class _Aggregate(_Node):
     def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
         return _keep_keys(self.operator.current(), keys)
 
+    # -- state: the operator's, kept in arrays or as objects --------------------------------------
+    def state_table(self, changes_only: bool) -> pa.Table:
+        if isinstance(self.operator, ColumnarAggregate):
+            return self.operator.state_table(changes_only)
+        return aggregate_state(self.operator, changes_only)
+
+    def restore(self, layers: Sequence[pa.Table]) -> None:
+        if isinstance(self.operator, ColumnarAggregate):
+            self.operator.restore(layers)
+        else:  # groups read as they are used
+            restore_aggregate(self.operator, layers)
+
+    def changed_entries(self) -> int:
+        if isinstance(self.operator, ColumnarAggregate):
+            return self.operator.changed_count()
+        return len(self.operator.dirty)
+
+    def entries(self) -> int:
+        if isinstance(self.operator, ColumnarAggregate):
+            return self.operator.size()
+        return len(self.operator.groups)
+
+    def mark_stored(self) -> None:
+        if isinstance(self.operator, ColumnarAggregate):
+            self.operator.mark_stored()
+        else:
+            self.operator.dirty.clear()
+
+    def ordered_values(self) -> int:
+        """Values kept in min/max state, over every group."""
+        if isinstance(self.operator, ColumnarAggregate):
+            return 0  # count, sum and avg keep no values
+        total = 0
+        groups = self.operator.groups
+        if isinstance(groups, StoredGroups):  # counted without reading the groups in
+            untouched = groups.untouched_rows()
+            for name in untouched.column_names:
+                if name.endswith("_values"):
+                    total += pc.sum(pc.list_value_length(untouched.column(name))).as_py() or 0
+            groups = groups.loaded
+        for group in groups.values():
+            total += sum(len(a.values) for a in group.accumulators if a.values is not None)
+        return total
+
 
 class _TopK(_Node):
     def __init__(self, node: TopK, child: _Node, keep: int | None = None):
@@ -207,6 +251,26 @@ class _TopK(_Node):
 
     def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
         return _keep_keys(self.operator.current(), keys)
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_table(self, changes_only: bool) -> pa.Table:
+        return topk_state(self.operator, changes_only)
+
+    def restore(self, layers: Sequence[pa.Table]) -> None:
+        restore_topk(self.operator, layers)
+
+    def changed_entries(self) -> int:
+        return len(self.operator.dirty)
+
+    def entries(self) -> int:
+        return len(self.operator.rows)
+
+    def mark_stored(self) -> None:
+        self.operator.dirty.clear()
+
+    def ordered_values(self) -> int:
+        """Top-k entries kept."""
+        return len(self.operator.rows)
 
 
 class _Union(_Node):
@@ -321,16 +385,6 @@ class _Join(_Node):
             left_now = self.left.current(ctx, left_keys or None)
             right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
-
-
-def _state_table(
-    operator: AggregateOperator | ColumnarAggregate | TopKOperator, changes_only: bool
-) -> pa.Table:
-    if isinstance(operator, ColumnarAggregate):
-        return operator.state_table(changes_only)
-    if isinstance(operator, AggregateOperator):
-        return aggregate_state(operator, changes_only)
-    return topk_state(operator, changes_only)
 
 
 def _join_free(node: _Node) -> bool:
@@ -504,7 +558,7 @@ class IncrementalSketch:
         """The state as Arrow tables: ``op<i>`` per stateful operator, and ``merge``. With
         ``changes_only``, the operators' tables hold only what changed since the state was last
         stored or restored (:meth:`mark_stored`); the merge table is always whole (it is small)."""
-        tables = {f"op{i}": _state_table(n.operator, changes_only) for i, n in enumerate(self._stateful)}
+        tables = {f"op{i}": n.state_table(changes_only) for i, n in enumerate(self._stateful)}
         tables["merge"] = merge_state(self.merge)
         for j, join in enumerate(self._joins):
             for side, bloom in enumerate(join.blooms):
@@ -517,52 +571,22 @@ class IncrementalSketch:
 
     def changed_entries(self) -> int:
         """Groups and top-k entries changed since the state was last stored or restored."""
-        return sum(
-            n.operator.changed_count() if isinstance(n.operator, ColumnarAggregate) else len(n.operator.dirty)
-            for n in self._stateful
-        )
+        return sum(n.changed_entries() for n in self._stateful)
 
     def state_entries(self) -> int:
         """Groups and top-k entries in the state."""
-        sizes = [
-            n.operator.size()
-            if isinstance(n.operator, ColumnarAggregate)
-            else len(n.operator.groups)
-            if isinstance(n.operator, AggregateOperator)
-            else len(n.operator.rows)
-            for n in self._stateful
-        ]
-        return sum(sizes)
+        return sum(n.entries() for n in self._stateful)
 
     def ordered_values(self) -> int:
         """Values kept in min/max state, over every group, plus top-k entries: what top-m
         (IMP 9.4.3) bounds."""
-        total = 0
-        for node in self._stateful:
-            if isinstance(node.operator, TopKOperator):
-                total += len(node.operator.rows)
-                continue
-            if isinstance(node.operator, ColumnarAggregate):
-                continue  # count, sum and avg keep no values
-            groups = node.operator.groups
-            if isinstance(groups, StoredGroups):  # counted without reading the groups in
-                untouched = groups.untouched_rows()
-                for name in untouched.column_names:
-                    if name.endswith("_values"):
-                        total += pc.sum(pc.list_value_length(untouched.column(name))).as_py() or 0
-                groups = groups.loaded
-            for group in groups.values():
-                total += sum(len(a.values) for a in group.accumulators if a.values is not None)
-        return total
+        return sum(n.ordered_values() for n in self._stateful)
 
     def mark_stored(self) -> None:
         """The state as it is now has been stored: later changes are counted from here."""
         self.blooms_dropped = False
         for node in self._stateful:
-            if isinstance(node.operator, ColumnarAggregate):
-                node.operator.mark_stored()
-            else:
-                node.operator.dirty.clear()
+            node.mark_stored()
         for join in self._joins:
             for bloom in join.blooms:
                 if bloom is not None:
@@ -581,13 +605,7 @@ class IncrementalSketch:
             if not expected <= set(tables) <= expected | blooms:  # filters are optional
                 raise ValueError(f"state holds {sorted(tables)}, the plan needs {sorted(expected)}")
         for i, node in enumerate(self._stateful):
-            operator_layers = [tables[f"op{i}"] for tables in layers]
-            if isinstance(node.operator, ColumnarAggregate):
-                node.operator.restore(operator_layers)
-            elif isinstance(node.operator, AggregateOperator):  # groups read as they are used
-                restore_aggregate(node.operator, operator_layers)
-            else:
-                restore_topk(node.operator, operator_layers)
+            node.restore([tables[f"op{i}"] for tables in layers])
         for depth, tables in enumerate(layers):
             for j, join in enumerate(self._joins):
                 for side in (0, 1):
@@ -655,8 +673,9 @@ class IncrementalSketch:
             node = self._stateful[index]
             assert isinstance(node, _Aggregate), f"stateful operator {index} is not an aggregation"
             node.loaded = node.operator.load(summary)
+            under = _nodes_under(node.child)
             for join in self._joins:
-                if any(join is inner for inner in _nodes_under(node.child)) and join.blooms != [None, None]:
+                if any(join is inner for inner in under) and join.blooms != [None, None]:
                     join.blooms = [None, None]
                     self.blooms_dropped = True
         return self.apply(deltas, reader)
@@ -674,15 +693,12 @@ class IncrementalSketch:
     def sketch(self) -> dict[str, set[int]]:
         return self.merge.sketch()
 
-    @functools.cached_property
-    def _delta_filters(self) -> dict[str, pc.Expression]:
-        return self._compute_delta_filters()
-
     def delta_filters(self) -> dict[str, pc.Expression]:
-        """:meth:`_compute_delta_filters`, translated once per engine (they depend on the plan)."""
+        """:attr:`_delta_filters`, translated once per engine (they depend on the plan only)."""
         return dict(self._delta_filters)
 
-    def _compute_delta_filters(self) -> dict[str, pc.Expression]:
+    @functools.cached_property
+    def _delta_filters(self) -> dict[str, pc.Expression]:
         """Per table, a condition every delta row that can matter passes (IMP 9.4.2).
 
         A scan with a selection right above it is stateless up to there: a delta row failing
