@@ -24,7 +24,9 @@ app = typer.Typer(help="Provenance-based data skipping for Spark reports.", no_a
 tables_app = typer.Typer(help="Create and change Iceberg tables; every change gets a commit number.")
 server_app = typer.Typer(help="The private PostgreSQL server used when SKETCH_METASTORE_URL is unset.")
 app.add_typer(tables_app, name="tables")
+policy_app = typer.Typer(help="Maintenance policies: when intermittent maintenance runs for a sketch.")
 app.add_typer(server_app, name="server")
+app.add_typer(policy_app, name="policy")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -180,7 +182,9 @@ def status(name: Annotated[str | None, typer.Argument(help="Only this sketch.")]
     """List sketches: newest version, staleness, size and last run."""
     with _errors(), _service() as svc:
         rows = svc.status(name)
-    view = Table("sketch", "version", "seq", "behind", "delta rows", "tables (fragments kept)", "last run")
+    view = Table(
+        "sketch", "version", "seq", "behind", "delta rows", "tables (fragments kept)", "last run", "policy"
+    )
     for s in rows:
         tables = "\n".join(
             f"{t.table}.{t.attribute}: {t.fragments}/{t.fragment_count} ({t.selectivity:.1%})"
@@ -196,8 +200,17 @@ def status(name: Annotated[str | None, typer.Argument(help="Only this sketch.")]
             str(s.delta_rows_pending),
             tables or "-",
             last,
+            _policy_cell(s.policy, s.policy_explicit, s.last_decision),
         )
     console.print(view)
+
+
+def _policy_cell(policy: str, explicit: bool, decision: Any) -> str:
+    text = policy if explicit else f"{policy} (default)"
+    if decision is not None:
+        verdict = "fired" if decision.fired else "waits"
+        text += f"\nlast check {decision.decided_at:%Y-%m-%d %H:%M:%S}: {verdict}: {decision.reason}"
+    return text
 
 
 @app.command()
@@ -338,3 +351,64 @@ def server_status() -> None:
 
 if __name__ == "__main__":
     app()
+
+
+@policy_app.command("set")
+def policy_set(
+    name: Annotated[str, typer.Argument(help="The sketch.")],
+    delta_rows: Annotated[int | None, typer.Option(help="Fire once this many rows changed.")] = None,
+    elapsed: Annotated[float | None, typer.Option(help="Fire once this many seconds passed.")] = None,
+    before_report: Annotated[
+        list[str] | None, typer.Option(help="Fire when this report is announced (repeatable).")
+    ] = None,
+    lead: Annotated[float, typer.Option(help="Seconds ahead of a report's due time.")] = 0.0,
+    combine: Annotated[str, typer.Option(help="any or all of the conditions.")] = "any",
+) -> None:
+    """Attach a maintenance policy to a sketch (replacing its current one)."""
+    from sketch_core.policy import Policy
+
+    with _errors(), _service() as svc:
+        policy = Policy(delta_rows, elapsed, tuple(before_report or ()), lead, combine)
+        svc.set_policy(name, policy)
+    console.print(f"{name}: {policy.describe()}")
+
+
+@policy_app.command("clear")
+def policy_clear(name: Annotated[str, typer.Argument(help="The sketch.")]) -> None:
+    """Detach a sketch's policy: it falls back to the default (maintain when stale)."""
+    with _errors(), _service() as svc:
+        svc.set_policy(name, None)
+        policy, _ = svc.policy(name)
+    console.print(f"{name}: {policy.describe()} (default)")
+
+
+@policy_app.command("check")
+def policy_check(
+    name: Annotated[str | None, typer.Argument(help="Only this sketch (default: all).")] = None,
+    run: Annotated[bool, typer.Option(help="Also maintain the sketches whose policy fires.")] = False,
+) -> None:
+    """Check policies now (no Spark): which sketches are due for maintenance, and why."""
+    with _errors(), _service() as svc:
+        checks = svc.check_policies([name] if name else None)
+        view = Table("sketch", "policy", "fires", "reason")
+        for c in checks:
+            label = c.policy.describe() + ("" if c.explicit else " (default)")
+            view.add_row(c.name, label, "yes" if c.fire else "no", c.decision.reason)
+        console.print(view)
+        if run:
+            for check in checks:
+                if check.fire:
+                    for r in svc.maintain(check.name):
+                        console.print(f"{r.name}: {r.strategy} {r.from_version} -> {r.to_version}")
+
+
+@policy_app.command("announce")
+def policy_announce(
+    report: Annotated[str, typer.Argument(help="The report about to run.")],
+    in_seconds: Annotated[float, typer.Option(help="Due this many seconds from now.")] = 0.0,
+) -> None:
+    """Announce a report: policies that name it fire at their next check."""
+    due = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=in_seconds)
+    with _errors(), _service() as svc:
+        stored = svc.announce_report(report, due)
+    console.print(f"{report}: due {stored:%Y-%m-%d %H:%M:%S %Z}")

@@ -301,3 +301,16 @@ class NoSafeAttributeError(SketchError):
             f"no safe sketch attribute for {', '.join(self.tables) or 'any table'}: {reasons}",
             hint="pass attributes={table: column} with a group-by column, or run the query without a sketch",
         )
+
+
+class PolicyError(SketchError):
+    """A maintenance policy that cannot be evaluated (no condition, a bad threshold or name)."""
+
+    def __init__(self, problem: str, spec: object) -> None:
+        self.problem = problem
+        self.spec = spec
+        super().__init__(
+            f"invalid maintenance policy {spec!r}: {problem}",
+            hint="give at least one of delta_rows >= 1, elapsed_seconds > 0, before_reports; "
+            "combine is 'any' or 'all'",
+        )

@@ -9,6 +9,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -48,6 +49,7 @@ from sketch_core.maintenance import (
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
+from sketch_core.metastore.policies import PolicyRepository
 from sketch_core.metastore.sketches import (
     FinishedRun,
     PartitionRecord,
@@ -57,6 +59,7 @@ from sketch_core.metastore.sketches import (
 )
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
+from sketch_core.policy import DEFAULT_POLICY, Decision, Policy, evaluate
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
 from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
@@ -141,6 +144,21 @@ MAINTENANCE_STRATEGIES = ("auto", "incremental", "full")
 
 
 @dataclass(frozen=True)
+class PolicyCheck:
+    """One sketch's policy, checked: whether it fires now, and why."""
+
+    name: str
+    policy: Policy
+    explicit: bool  # False: the sketch has no policy of its own and got DEFAULT_POLICY
+    decision: Decision
+    checked_at: datetime
+
+    @property
+    def fire(self) -> bool:
+        return self.decision.fire
+
+
+@dataclass(frozen=True)
 class QueryResult:
     table: pa.Table
     sketch: tuple[str, int] | None
@@ -177,6 +195,7 @@ class SketchService:
         self.commit_log = CommitLog(engine)
         self.tables = TableService(catalog, self.commit_log, settings)
         self.sketches = SketchRepository(engine)
+        self.policies = PolicyRepository(engine)
         self.state_store = StateStore(settings.warehouse / "_sketch_state")
         self._spark = spark
         # Stored partitions are immutable (a new computation gets a new id), so parsing one
@@ -503,10 +522,12 @@ class SketchService:
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
         on_spark = delta_rows > self.settings.spark_delta_rows
         chosen = strategy
-        if strategy == "auto" and delta_rows > self.settings.incremental_max_delta_rows:
-            changed = {c.table for c in pending}
-            covered = self._big_delta_covered(definition, record, changed, on_spark)
-            chosen = "incremental" if covered else "full"
+        if strategy == "auto":
+            chosen = "incremental"
+            if delta_rows > self.settings.incremental_max_delta_rows:
+                changed = {c.table for c in pending}
+                covered = self._big_delta_covered(definition, record, changed, on_spark)
+                chosen = "incremental" if covered else "full"
         if chosen == "incremental":
             try:
                 return self._maintain_incremental(definition, record, target, on_spark=on_spark)
@@ -684,6 +705,64 @@ class SketchService:
         while len(self._engines) > self.settings.engine_cache_entries:
             self._engines.popitem(last=False)
 
+    # -- policies ---------------------------------------------------------------------------------
+    def set_policy(self, name: str, policy: Policy | Mapping[str, Any] | None) -> None:
+        """Attach a maintenance policy to a sketch (a :class:`Policy` or its JSON form); None
+        detaches it, and the sketch falls back to ``DEFAULT_POLICY`` (maintain when stale)."""
+        if policy is not None and not isinstance(policy, Policy):
+            policy = Policy.from_json(policy)
+        self.policies.set_policy(name, policy.to_json() if policy is not None else None)
+
+    def policy(self, name: str) -> tuple[Policy, bool]:
+        """The sketch's policy, and whether it is its own (False: ``DEFAULT_POLICY``)."""
+        stored = self.policies.policy(name)
+        return (Policy.from_json(stored), True) if stored is not None else (DEFAULT_POLICY, False)
+
+    def check_policies(
+        self, names: Sequence[str] | None = None, now: datetime | None = None, record: bool = True
+    ) -> list[PolicyCheck]:
+        """Check the policies of these sketches (default: all) at ``now`` (default: the clock).
+        Metastore queries only, no Spark; each decision is logged with its reason (``record``)."""
+        now = now if now is not None else datetime.now(UTC)
+        if now.tzinfo is None:
+            raise ConfigurationError(
+                f"now={now.isoformat()} has no time zone", hint="pass an aware datetime (e.g. UTC)"
+            )
+        names = list(names) if names is not None else [d.name for d in self.sketches.definitions()]
+        checks = []
+        for name in names:
+            policy, explicit = self.policy(name)
+            facts = self.policies.facts(name, policy.before_reports)
+            decision = evaluate(policy, facts, now)
+            if record:
+                self.policies.record_decision(name, decision.fire, decision.reason, policy.to_json(), now)
+            checks.append(PolicyCheck(name, policy, explicit, decision, now))
+        return checks
+
+    def maintain_due(
+        self, names: Sequence[str] | None = None, strategy: str = "auto", now: datetime | None = None
+    ) -> list[MaintenanceRun]:
+        """Maintain the sketches (default: all) whose policy fires at ``now``."""
+        due = [c.name for c in self.check_policies(names, now) if c.fire]
+        runs = []
+        for name in due:
+            runs.extend(self.maintain(name, strategy))
+        return runs
+
+    def announce_report(self, report: str, due_at: datetime | None = None) -> datetime:
+        """Record that ``report`` is about to run (at ``due_at``, default now): the policies that
+        name it fire at their next check (see :class:`Policy`)."""
+        if not isinstance(report, str) or not 0 < len(report) <= 200:
+            raise ConfigurationError(
+                f"report name {report!r} is not 1 to 200 characters",
+                hint="name the report as its policy does",
+            )
+        if due_at is not None and due_at.tzinfo is None:
+            raise ConfigurationError(
+                f"due_at {due_at.isoformat()} has no time zone", hint="pass an aware datetime (e.g. UTC)"
+            )
+        return self.policies.announce(report, due_at)
+
     def sketch(self, name: str, version: int | None = None) -> SketchVersion:
         """The newest version of a sketch (or the given one)."""
         record = self.sketches.version(name, version=version)
@@ -708,7 +787,7 @@ class SketchService:
         """Every sketch (or one): newest version, how far behind the tables it is, its size per
         table and its last maintenance run."""
         definitions = [self.sketches.definition(name)] if name else self.sketches.definitions()
-        return [sketch_status(self.sketches, self.commit_log, d) for d in definitions]
+        return [sketch_status(self.sketches, self.policies, self.commit_log, d) for d in definitions]
 
     def _resolve(self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot]) -> _UsableSketch:
         sketched: dict[str, tuple[RangePartition, BitMap]] = {}

@@ -13,7 +13,9 @@ from typing import Any
 from pyroaring import BitMap
 
 from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.policies import DecisionRecord, PolicyRepository
 from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
+from sketch_core.policy import DEFAULT_POLICY, Policy
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class SketchStatus:
     delta_rows_pending: int  # rows those commits added or deleted
     tables: tuple[TableSketchStatus, ...]
     last_run: RunSummary | None
+    policy: str  # Policy.describe() of the sketch's policy
+    policy_explicit: bool  # False: DEFAULT_POLICY, the sketch has none of its own
+    last_decision: DecisionRecord | None  # the newest policy check, with its reason
 
     @property
     def fresh(self) -> bool:
@@ -58,9 +63,13 @@ class SketchStatus:
 
 
 def sketch_status(
-    sketches: SketchRepository, commits: CommitLog, definition: SketchDefinition
+    sketches: SketchRepository, policies: PolicyRepository, commits: CommitLog, definition: SketchDefinition
 ) -> SketchStatus:
     record = sketches.version(definition.name)
+    stored = policies.policy(definition.name)
+    policy = Policy.from_json(stored) if stored is not None else DEFAULT_POLICY
+    decisions = policies.decisions(definition.name, limit=1)
+    policy_fields = (policy.describe(), stored is not None, decisions[0] if decisions else None)
     runs = sketches.runs(definition.name)
     last = runs[-1] if runs else None
     last_run = (
@@ -70,7 +79,17 @@ def sketch_status(
     )
     if record is None:
         return SketchStatus(
-            definition.name, definition.query_sql, definition.params, None, None, 0, 0, 0, (), last_run
+            definition.name,
+            definition.query_sql,
+            definition.params,
+            None,
+            None,
+            0,
+            0,
+            0,
+            (),
+            last_run,
+            *policy_fields,
         )
     behind = [c for c in commits.commits(after_seq=record.sequence) if c.table in record.table_snapshots]
     tables = []
@@ -91,4 +110,5 @@ def sketch_status(
         sum(c.added_rows + c.deleted_rows for c in behind),
         tuple(sorted(tables, key=lambda s: s.table)),
         last_run,
+        *policy_fields,
     )

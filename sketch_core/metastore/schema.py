@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (
     ARRAY,
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -113,4 +114,32 @@ maintenance_runs = Table(
     Column("error", Text),
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
+)
+
+sketch_policies = Table(
+    "sketch_policies",
+    metadata,
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id"), primary_key=True),
+    Column("policy", JSONB, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+policy_decisions = Table(
+    "policy_decisions",
+    metadata,
+    Column("decision_id", BigInteger, primary_key=True),
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id"), nullable=False),
+    Column("fired", Boolean, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("policy", JSONB, nullable=False),
+    Column("decided_at", DateTime(timezone=True), nullable=False),
+)
+
+report_announcements = Table(
+    "report_announcements",
+    metadata,
+    Column("announcement_id", BigInteger, primary_key=True),
+    Column("report", Text, nullable=False),
+    Column("due_at", DateTime(timezone=True), nullable=False),
+    Column("announced_at", DateTime(timezone=True), nullable=False),
 )

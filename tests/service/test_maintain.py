@@ -490,6 +490,13 @@ def test_auto_goes_to_spark_above_the_threshold_only_where_spark_covers_the_delt
     assert run.strategy == "full"
     (run,) = no_spark.maintain(arrays, strategy="auto")
     assert (run.strategy, run.where) == ("incremental", "in-process")
+    # Up to the threshold, auto maintains incrementally whatever the plan.
+    assert svc.maintain(uncovered, strategy="auto")[0].strategy == "full"  # catch up first
+    DeltaGenerator(svc.tables, table, ("key",), seed=27).mixed(10).apply(svc.tables)
+    (run,) = svc.maintain(uncovered, strategy="auto")
+    assert (run.strategy, run.where) == ("incremental", "in-process")
+    sequence = svc.latest_sequence()
+    assert maintained(svc, uncovered) == fresh_fragments(svc, rows_topk, uncovered, sequence)
 
 
 def test_scratch_left_by_a_run_that_died_is_collected_once_old(spark_svc: SketchService, ns: str) -> None:

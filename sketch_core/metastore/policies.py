@@ -1,0 +1,139 @@
+"""Repository for maintenance policies, their decisions, and report announcements.
+
+Reading a sketch's policy facts is three small queries on one connection: its newest version,
+the commits to its tables since, and the announcements of the reports its policy names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from sketch_core.errors import SketchNotFoundError
+from sketch_core.metastore import schema as t
+from sketch_core.policy.evaluate import Announcement, PolicyFacts
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    fired: bool
+    reason: str
+    policy: dict[str, Any]
+    decided_at: datetime
+
+
+def _sketch_id(conn: Connection, name: str) -> int:
+    value = conn.execute(select(t.sketches.c.sketch_id).where(t.sketches.c.name == name)).scalar()
+    if value is None:
+        raise SketchNotFoundError(name)
+    return int(value)
+
+
+class PolicyRepository:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- policies --------------------------------------------------------------------------------
+    def set_policy(self, name: str, policy: dict[str, Any] | None) -> None:
+        """Attach ``policy`` (its JSON form) to the sketch, replacing any; None detaches it."""
+        with self.engine.begin() as conn:
+            sketch_id = _sketch_id(conn, name)
+            p = t.sketch_policies
+            if policy is None:
+                conn.execute(p.delete().where(p.c.sketch_id == sketch_id))
+                return
+            statement = pg_insert(p).values(sketch_id=sketch_id, policy=policy, updated_at=func.now())
+            conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=[p.c.sketch_id], set_={"policy": policy, "updated_at": func.now()}
+                )
+            )
+
+    def policy(self, name: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            sketch_id = _sketch_id(conn, name)
+            p = t.sketch_policies
+            value = conn.execute(select(p.c.policy).where(p.c.sketch_id == sketch_id)).scalar()
+        return dict(value) if value is not None else None
+
+    # -- facts -----------------------------------------------------------------------------------
+    def facts(self, name: str, reports: Sequence[str] = ()) -> PolicyFacts:
+        """What the sketch's policy is checked against (see :class:`PolicyFacts`)."""
+        v, c, tb = t.sketch_versions.c, t.table_commits.c, t.tables.c
+        with self.engine.connect() as conn:
+            sketch_id = _sketch_id(conn, name)
+            newest = conn.execute(
+                select(v.seq, v.created_at, v.table_snapshots)
+                .where(v.sketch_id == sketch_id)
+                .order_by(v.version.desc())
+                .limit(1)
+            ).first()
+            if newest is None:
+                return PolicyFacts(None, 0, 0)
+            sequence, published_at, snapshots = newest
+            commits, rows = conn.execute(
+                select(func.count(), func.coalesce(func.sum(c.added_rows + c.deleted_rows), 0))
+                .select_from(t.table_commits.join(t.tables, tb.table_id == c.table_id))
+                .where(c.seq > sequence, tb.name.in_(list(snapshots)))
+            ).one()
+            announcements: list[Announcement] = []
+            if reports:
+                a = t.report_announcements.c
+                rows_ = conn.execute(
+                    select(a.report, a.due_at, a.announced_at).where(
+                        a.report.in_(list(reports)), a.announced_at > published_at
+                    )
+                ).all()
+                announcements = [Announcement(r, due, at) for r, due, at in rows_]
+        return PolicyFacts(published_at, int(commits), int(rows), tuple(announcements))
+
+    # -- decisions -------------------------------------------------------------------------------
+    def record_decision(
+        self, name: str, fired: bool, reason: str, policy: dict[str, Any], at: datetime
+    ) -> None:
+        """Log a decision. A check that again does not fire updates the previous not-fired row
+        instead of adding one, so a sensor polling every few seconds does not grow the log."""
+        d = t.policy_decisions
+        with self.engine.begin() as conn:
+            sketch_id = _sketch_id(conn, name)
+            last = conn.execute(
+                select(d.c.decision_id, d.c.fired)
+                .where(d.c.sketch_id == sketch_id)
+                .order_by(d.c.decision_id.desc())
+                .limit(1)
+            ).first()
+            values = {"fired": fired, "reason": reason, "policy": policy, "decided_at": at}
+            if last is not None and not fired and not last.fired:
+                conn.execute(update(d).where(d.c.decision_id == last.decision_id).values(**values))
+            else:
+                conn.execute(insert(d).values(sketch_id=sketch_id, **values))
+
+    def decisions(self, name: str, limit: int = 20) -> list[DecisionRecord]:
+        """The sketch's newest decisions, newest first."""
+        d = t.policy_decisions
+        with self.engine.connect() as conn:
+            sketch_id = _sketch_id(conn, name)
+            rows = conn.execute(
+                select(d.c.fired, d.c.reason, d.c.policy, d.c.decided_at)
+                .where(d.c.sketch_id == sketch_id)
+                .order_by(d.c.decision_id.desc())
+                .limit(limit)
+            ).all()
+        return [DecisionRecord(bool(f), r, dict(p), at) for f, r, p, at in rows]
+
+    # -- report announcements ---------------------------------------------------------------------
+    def announce(self, report: str, due_at: datetime | None = None) -> datetime:
+        """Record that ``report`` is about to run (due ``due_at``, default now); returns the due
+        time as stored."""
+        a = t.report_announcements
+        with self.engine.begin() as conn:
+            due = due_at if due_at is not None else func.clock_timestamp()
+            stored: datetime = conn.execute(
+                insert(a).values(report=report, due_at=due).returning(a.c.due_at)
+            ).scalar_one()
+        return stored

@@ -1,0 +1,6 @@
+"""Maintenance policies: when intermittent maintenance brings a sketch up to date (pure logic)."""
+
+from sketch_core.policy.evaluate import Decision, PolicyFacts, evaluate
+from sketch_core.policy.policy import DEFAULT_POLICY, Policy
+
+__all__ = ["DEFAULT_POLICY", "Decision", "Policy", "PolicyFacts", "evaluate"]

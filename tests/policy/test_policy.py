@@ -1,0 +1,140 @@
+"""Policies and their evaluation (pure): conditions, any/all, a controllable clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sketch_core.errors import PolicyError
+from sketch_core.policy import DEFAULT_POLICY, Policy, PolicyFacts, evaluate
+from sketch_core.policy.evaluate import Announcement
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+def facts(
+    rows: int = 0, commits: int | None = None, published: datetime | None = T0, **kw: Any
+) -> PolicyFacts:
+    return PolicyFacts(published, commits if commits is not None else (1 if rows else 0), rows, **kw)
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ({}, "no condition"),
+        ({"delta_rows": 0}, "delta_rows must be"),
+        ({"delta_rows": 2.5}, "delta_rows must be"),
+        ({"delta_rows": True}, "delta_rows must be"),
+        ({"elapsed_seconds": -1}, "elapsed_seconds must be"),
+        ({"elapsed_seconds": float("nan")}, "elapsed_seconds must be"),
+        ({"before_reports": [""]}, "report names"),
+        ({"before_reports": ["x" * 201]}, "report names"),
+        ({"delta_rows": 5, "combine": "most"}, "combine must be"),
+        ({"delta_rows": 5, "report_lead_seconds": -3}, "report_lead_seconds"),
+        ({"delta_rows": 5, "when": "now"}, "unknown keys when"),
+    ],
+)
+def test_bad_policies_are_refused_naming_the_problem(spec: dict[str, Any], problem: str) -> None:
+    with pytest.raises(PolicyError) as raised:
+        Policy.from_json(spec)
+    assert problem in raised.value.problem
+    assert raised.value.hint and "delta_rows" in raised.value.hint
+
+
+def test_json_round_trip_and_description() -> None:
+    policy = Policy(delta_rows=1000, elapsed_seconds=5400, before_reports=("daily",), combine="all")
+    assert Policy.from_json(policy.to_json()) == policy
+    assert policy.describe() == "all of: delta rows >= 1,000; 1h30m elapsed; before report 'daily'"
+    assert Policy(before_reports="daily").before_reports == ("daily",)  # a name, not its letters
+    assert DEFAULT_POLICY.describe() == "delta rows >= 1"
+
+
+def test_delta_rows_threshold() -> None:
+    policy = Policy(delta_rows=100)
+    assert not evaluate(policy, facts(99), T0).fire
+    decision = evaluate(policy, facts(100), T0)
+    assert decision.fire
+    assert "delta rows 100 >= 100" in decision.reason
+
+
+def test_elapsed_time_uses_the_given_clock() -> None:
+    policy = Policy(elapsed_seconds=3600)
+    pending = facts(rows=1)
+    assert not evaluate(policy, pending, T0 + timedelta(minutes=59)).fire
+    decision = evaluate(policy, pending, T0 + timedelta(hours=1))
+    assert decision.fire
+    assert "1h since its version >= 1h" in decision.reason
+
+
+def test_nothing_pending_never_fires_and_no_version_never_fires() -> None:
+    policy = Policy(elapsed_seconds=1)
+    later = T0 + timedelta(days=3)
+    quiet = evaluate(policy, facts(0), later)
+    assert not quiet.fire and "up to date" in quiet.reason
+    never = evaluate(policy, facts(10, published=None), later)
+    assert not never.fire and "capture" in never.reason
+
+
+def test_any_and_all() -> None:
+    rows_only = facts(500)
+    either = Policy(delta_rows=100, elapsed_seconds=3600, combine="any")
+    both = Policy(delta_rows=100, elapsed_seconds=3600, combine="all")
+    assert evaluate(either, rows_only, T0).fire
+    waiting = evaluate(both, rows_only, T0 + timedelta(minutes=10))
+    assert not waiting.fire
+    assert waiting.reason.startswith("not all met: 10m since its version < 1h")
+    assert evaluate(both, rows_only, T0 + timedelta(hours=2)).fire
+
+
+def test_before_report_fires_once_due_and_only_for_announcements_after_the_version() -> None:
+    policy = Policy(before_reports=("daily",), report_lead_seconds=600)
+    due = T0 + timedelta(hours=1)
+    fresh = Announcement("daily", due, T0 + timedelta(minutes=1))
+    served = Announcement("daily", T0, T0 - timedelta(minutes=1))  # before the version: answered
+    other = Announcement("weekly", T0, T0 + timedelta(minutes=1))
+    pending = facts(7, announcements=(fresh, served, other))
+    early = evaluate(policy, pending, due - timedelta(minutes=20))
+    assert not early.fire and "not yet due" in early.reason
+    assert evaluate(policy, pending, due - timedelta(minutes=10)).fire  # within the lead
+    only_old = facts(7, announcements=(served, other))
+    assert not evaluate(policy, only_old, due).fire
+    assert "'daily' not announced" in evaluate(policy, only_old, due).reason
+
+
+conditions = st.fixed_dictionaries(
+    {},
+    optional={
+        "delta_rows": st.integers(1, 1000),
+        "elapsed_seconds": st.floats(1, 10_000),
+        "before_reports": st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=2, unique=True),
+    },
+).filter(bool)
+
+
+@given(
+    spec=conditions,
+    combine=st.sampled_from(["any", "all"]),
+    rows=st.integers(0, 2000),
+    minutes=st.integers(0, 400),
+    announced=st.lists(st.sampled_from(["a", "b"]), max_size=2),
+)
+def test_any_fires_iff_one_condition_holds_and_all_iff_every_one(
+    spec: dict[str, Any], combine: str, rows: int, minutes: int, announced: list[str]
+) -> None:
+    policy = Policy.from_json({**spec, "combine": combine})
+    now = T0 + timedelta(minutes=minutes)
+    marks = tuple(Announcement(r, T0, T0 + timedelta(seconds=1)) for r in announced)
+    decision = evaluate(policy, facts(rows, announcements=marks), now)
+    held = []
+    if policy.delta_rows is not None:
+        held.append(rows >= policy.delta_rows)
+    if policy.elapsed_seconds is not None:
+        held.append(minutes * 60 >= policy.elapsed_seconds)
+    held += [r in announced for r in policy.before_reports]
+    expected = rows > 0 and (any(held) if combine == "any" else all(held))
+    assert decision.fire == expected
+    assert [c.met for c in decision.conditions] == (held if rows > 0 else [])

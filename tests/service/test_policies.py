@@ -1,0 +1,117 @@
+"""Maintenance policies against the real metastore: stored per sketch, checked with a
+controllable clock (metastore queries only), logged with their reasons, acted on."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from sketch_core.datasets import synthetic_table
+from sketch_core.errors import PolicyError, SketchNotFoundError
+from sketch_core.metastore import schema
+from sketch_core.policy import DEFAULT_POLICY, Policy
+from sketch_core.service import SketchService
+from tests.service.test_maintain import captured, fresh_fragments, maintained
+
+
+@pytest.fixture
+def sketch(spark_svc: SketchService, ns: str) -> tuple[str, str, str]:
+    table = f"{ns}.facts"
+    spark_svc.tables.create(table, synthetic_table(3000, 40, seed=9), sort_by=["a"])
+    name, sql = captured(spark_svc, table, "policy")
+    return table, name, sql
+
+
+def test_default_policy_and_nothing_to_do(spark_svc: SketchService, sketch: tuple[str, str, str]) -> None:
+    _, name, _ = sketch
+    assert spark_svc.policy(name) == (DEFAULT_POLICY, False)
+    (check,) = spark_svc.check_policies([name])
+    assert not check.fire and not check.explicit
+    assert "up to date" in check.decision.reason
+
+
+def test_combined_policy_fires_on_the_given_clock_and_maintenance_follows(
+    spark_svc: SketchService, sketch: tuple[str, str, str]
+) -> None:
+    svc = spark_svc
+    table, name, sql = sketch
+    svc.set_policy(name, {"delta_rows": 50, "elapsed_seconds": 3600, "combine": "all"})
+    published = svc.policies.facts(name).published_at
+    assert published is not None
+    svc.tables.append(table, synthetic_table(30, 40, seed=10, key_start=10_000))
+    (check,) = svc.check_policies([name], now=published + timedelta(hours=2))
+    assert not check.fire and "delta rows 30 < 50" in check.decision.reason
+    svc.tables.append(table, synthetic_table(30, 40, seed=11, key_start=20_000))
+    early = published + timedelta(minutes=5)
+    assert not svc.check_policies([name], now=early)[0].fire
+    assert svc.maintain_due([name], now=early) == []
+    late = published + timedelta(hours=2)
+    (run,) = svc.maintain_due([name], now=late)
+    assert run.strategy == "incremental"
+    sequence = svc.sketch(name).sequence
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, sequence)
+    after = svc.check_policies([name], now=late + timedelta(hours=5))[0]
+    assert not after.fire and "up to date" in after.decision.reason
+
+
+def test_before_report_fires_once_per_announcement(
+    spark_svc: SketchService, sketch: tuple[str, str, str]
+) -> None:
+    svc = spark_svc
+    table, name, _ = sketch
+    svc.set_policy(name, Policy(before_reports=("daily_revenue",)))
+    svc.tables.append(table, synthetic_table(20, 40, seed=12, key_start=30_000))
+    assert "not announced" in svc.check_policies([name])[0].decision.reason
+    svc.announce_report("daily_revenue")
+    assert [r.name for r in svc.maintain_due([name])] == [name]
+    svc.tables.append(table, synthetic_table(20, 40, seed=13, key_start=40_000))
+    # The announcement was answered by the version it caused: it does not fire again.
+    (check,) = svc.check_policies([name])
+    assert not check.fire and "not announced" in check.decision.reason
+
+
+def test_decisions_are_logged_without_growing_on_every_poll(
+    spark_svc: SketchService, sketch: tuple[str, str, str]
+) -> None:
+    svc = spark_svc
+    table, name, _ = sketch
+    svc.set_policy(name, Policy(delta_rows=1000))
+    svc.tables.append(table, synthetic_table(10, 40, seed=14, key_start=50_000))
+    for _ in range(5):
+        svc.check_policies([name])
+    svc.set_policy(name, Policy(delta_rows=5))
+    svc.check_policies([name])
+    decisions = svc.policies.decisions(name)
+    assert [d.fired for d in decisions] == [True, False]
+    assert "delta rows 10 >= 5" in decisions[0].reason
+    assert "delta rows 10 < 1,000" in decisions[1].reason
+    (status,) = svc.status(name)
+    assert status.policy == "delta rows >= 5" and status.policy_explicit
+    assert status.last_decision is not None and status.last_decision.fired
+
+
+def test_bad_policy_keeps_the_stored_one_and_drop_removes_it(
+    spark_svc: SketchService, sketch: tuple[str, str, str]
+) -> None:
+    svc = spark_svc
+    _, name, _ = sketch
+    svc.set_policy(name, Policy(delta_rows=7))
+    with pytest.raises(PolicyError):
+        svc.set_policy(name, {"delta_rows": -1})
+    assert svc.policy(name) == (Policy(delta_rows=7), True)
+    with pytest.raises(SketchNotFoundError):
+        svc.set_policy("no_such_sketch", Policy(delta_rows=7))
+    svc.check_policies([name])
+    with svc.engine.connect() as conn:
+        sketch_id = conn.execute(
+            select(schema.sketches.c.sketch_id).where(schema.sketches.c.name == name)
+        ).scalar_one()
+    svc.drop_sketch(name)
+    with svc.engine.connect() as conn:
+        for table in (schema.sketch_policies, schema.policy_decisions):
+            left = conn.execute(select(func.count()).where(table.c.sketch_id == sketch_id)).scalar_one()
+            assert left == 0, table.name
+    with pytest.raises(SketchNotFoundError):
+        svc.policy(name)
