@@ -21,6 +21,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope as SqlglotScope
+from sqlglot.optimizer.scope import traverse_scope
 
 from sketch_core.algebra.ir import (
     AggCall,
@@ -639,6 +641,15 @@ def _column_refs(tree: exp.Expr) -> dict[str, set[str]]:
 def to_ir(sql: str, schemas: TableSchemas, params: Mapping[str, Any] | None = None) -> ParsedQuery:
     """Parse Spark SQL over ``ns.table`` names into the IR; ``schemas`` lists each table's columns."""
     tree = bind_parameters(parse_sql(sql), params)
+    # Checked before anything else: a window's aggregate would pass for a GROUP BY's, and a
+    # select list that is fine under ROLLUP is refused as not grouped.
+    window = next(tree.find_all(exp.Window), None)
+    if window is not None:
+        raise UnsupportedQueryError("window function", _where(window))
+    for group in tree.find_all(exp.Group):
+        nested = any(isinstance(e, exp.Rollup | exp.Cube | exp.GroupingSets) for e in group.expressions)
+        if nested or group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
+            raise UnsupportedQueryError("ROLLUP/CUBE/GROUPING SETS", _where(group))
     lowered = {name.lower(): cols for name, cols in schemas.items()}
     for table in tree.find_all(exp.Table):
         if table.args.get("db") and f"{table.db}.{table.name}".lower() not in lowered:
@@ -652,3 +663,66 @@ def to_ir(sql: str, schemas: TableSchemas, params: Mapping[str, Any] | None = No
     builder = _Builder(lowered, _column_refs(qualified))
     built = builder.query(qualified, {}, top=True)
     return ParsedQuery(built.rel, built.visible, tree.sql(dialect="spark"))
+
+
+# Verdicts that turn on which table a column belongs to, which stand-in schemas cannot know.
+_DEPENDS_ON_COLUMN_OWNERS = frozenset({"correlated IN subquery", "uncorrelated EXISTS"})
+
+
+def check_supported(sql: str) -> None:
+    """Refuse, without any table schema, a query the front end cannot support.
+
+    For checks before the tables can be read (an Airflow DAG being parsed): the query must
+    parse, and building its IR over stand-in schemas must not hit an unsupported construct.
+    The stand-ins give each table the columns the query names on it; a column named without a
+    table goes to a source of its own SELECT (a derived table that outputs it, else the first
+    table), so a subquery never looks correlated for want of a schema. Name resolution is left
+    to :func:`to_ir` with the real schemas.
+    """
+    tree = parse_sql(sql)
+    # Placeholders stand for values: any literal shows the structure.
+    tree = tree.transform(lambda n: exp.Literal.number(0) if isinstance(n, exp.Placeholder) else n)
+    try:
+        scopes = traverse_scope(tree)
+    except OptimizeError:
+        return  # sqlglot cannot scope it; to_ir will say what is wrong with the real schemas
+    schemas: dict[str, dict[str, str]] = {}
+    known: dict[str, str] = {}  # column -> alias of the table a single-source scope reads it from
+    claimed: set[int] = set()  # columns already placed by an inner scope (listed first)
+    for scope in scopes:
+        tables = {
+            alias: f"{source.db}.{source.name}".lower()
+            for alias, source in scope.sources.items()
+            if isinstance(source, exp.Table) and source.args.get("db")
+        }
+        for table in tables.values():
+            schemas.setdefault(table, {})
+        derived = {
+            alias: {name.lower() for name in source.expression.named_selects}
+            for alias, source in scope.sources.items()
+            if isinstance(source, SqlglotScope) and isinstance(source.expression, exp.Query)
+        }
+        for col in scope.columns:
+            if id(col) in claimed or not col.name or isinstance(col.this, exp.Star):
+                continue
+            claimed.add(id(col))
+            name = col.name.lower()
+            alias = col.table
+            if not alias:
+                alias = next((a for a, names in derived.items() if name in names), "")
+                alias = alias or (known.get(name, "") if known.get(name) in tables else "")
+                alias = alias or next(iter(tables), "")
+                if alias in tables and len(scope.sources) > 1:
+                    col.set("table", exp.to_identifier(alias))
+            if alias in tables:
+                schemas[tables[alias]][name] = "double"
+                if len(scope.sources) == 1:
+                    known.setdefault(name, alias)
+    stand_ins = {table: list(cols.items()) or [("_", "double")] for table, cols in schemas.items()}
+    try:
+        to_ir(tree.sql(dialect="spark"), stand_ins)
+    except UnsupportedQueryError as exc:
+        if exc.construct not in _DEPENDS_ON_COLUMN_OWNERS:
+            raise
+    except QueryError:
+        return  # a resolution problem of the stand-in schemas, not of the query's structure

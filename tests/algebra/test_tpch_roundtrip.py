@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sketch_core.algebra.frontend import to_ir
+from sketch_core.algebra.frontend import check_supported, to_ir
 from sketch_core.algebra.printer import to_sql
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
-from sketch_core.errors import UnsupportedQueryError
+from sketch_core.errors import QueryError, UnsupportedQueryError
 from sketch_core.service import SketchService
 from sketch_core.spark.views import bind_tables, register_view, table_schemas
 from tests.oracles.results import rounded
@@ -49,3 +49,37 @@ def test_printed_ir_returns_the_same_rows(tpch_svc: SketchService, number: int) 
     assert [c.lower() for c in tpch_svc.spark.sql(printed).columns] == [
         c.lower() for c in parsed.output_names
     ]
+
+
+@pytest.mark.parametrize("number", sorted(TPCH_QUERIES))
+def test_the_schema_free_check_agrees_with_the_front_end(number: int) -> None:
+    """check_supported (what a DAG runs when it is parsed, before any table can be read) names
+    the same construct as to_ir with the real schemas, and never refuses a supported query."""
+    if number in UNSUPPORTED:
+        with pytest.raises(UnsupportedQueryError) as info:
+            check_supported(TPCH_QUERIES[number])
+        assert info.value.construct == UNSUPPORTED[number]
+    else:
+        check_supported(TPCH_QUERIES[number])
+
+
+@pytest.mark.parametrize(
+    ("sql", "construct"),
+    [
+        ("SELECT a, SUM(b) OVER (PARTITION BY a) AS w FROM s.t", "window function"),
+        ("SELECT x.a FROM s.t x FULL OUTER JOIN s.u y ON x.a = y.a", "FULL OUTER JOIN"),
+        ("SELECT a FROM s.t INTERSECT SELECT a FROM s.u", "INTERSECT"),
+        ("SELECT a, b FROM s.t GROUP BY ROLLUP (a, b)", "ROLLUP/CUBE/GROUPING SETS"),
+        ("INSERT INTO s.t SELECT * FROM s.u", "Insert statement"),
+    ],
+)
+def test_the_schema_free_check_refuses_structures(sql: str, construct: str) -> None:
+    with pytest.raises(UnsupportedQueryError) as info:
+        check_supported(sql)
+    assert info.value.construct == construct
+
+
+def test_the_schema_free_check_accepts_parameters_and_refuses_bad_syntax() -> None:
+    check_supported("SELECT a, COUNT(*) AS n FROM s.t WHERE b > :low GROUP BY a HAVING COUNT(*) > :k")
+    with pytest.raises(QueryError, match="does not parse"):
+        check_supported("SELEC a FROM s.t")
