@@ -23,9 +23,9 @@ bench: setup
 	$(BIN)/python -m benchmarks.maintenance_synthetic --rows $(SYNTHETIC_ROWS)
 
 lint: setup
-	$(BIN)/ruff check sketch_core tests benchmarks
-	$(BIN)/ruff format --check sketch_core tests benchmarks
-	$(BIN)/mypy sketch_core
+	$(BIN)/ruff check sketch_core plugins dags tests benchmarks
+	$(BIN)/ruff format --check sketch_core plugins dags tests benchmarks
+	$(BIN)/mypy
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
 test: setup lint

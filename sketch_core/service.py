@@ -749,6 +749,20 @@ class SketchService:
             runs.extend(self.maintain(name, strategy))
         return runs
 
+    def report_sketches(self, sql: str | None = None, report: str | None = None) -> list[str]:
+        """The sketches a report uses: those captured for its query's template (any binding of
+        its parameters), and those whose policy names the report."""
+        names: set[str] = set()
+        if sql is not None:
+            names |= {d.name for d in self.sketches.definitions(template_key(sql))}
+        if report is not None:
+            names |= {
+                name
+                for name, spec in self.policies.policies().items()
+                if report in Policy.from_json(spec).before_reports
+            }
+        return sorted(names)
+
     def announce_report(self, report: str, due_at: datetime | None = None) -> datetime:
         """Record that ``report`` is about to run (at ``due_at``, default now): the policies that
         name it fire at their next check (see :class:`Policy`)."""

@@ -61,6 +61,17 @@ class PolicyRepository:
             value = conn.execute(select(p.c.policy).where(p.c.sketch_id == sketch_id)).scalar()
         return dict(value) if value is not None else None
 
+    def policies(self) -> dict[str, dict[str, Any]]:
+        """Every stored policy, by sketch name."""
+        p, sk = t.sketch_policies.c, t.sketches.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(sk.name, p.policy).select_from(
+                    t.sketch_policies.join(t.sketches, sk.sketch_id == p.sketch_id)
+                )
+            ).all()
+        return {name: dict(policy) for name, policy in rows}
+
     # -- facts -----------------------------------------------------------------------------------
     def facts(self, name: str, reports: Sequence[str] = ()) -> PolicyFacts:
         """What the sketch's policy is checked against (see :class:`PolicyFacts`)."""

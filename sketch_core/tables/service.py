@@ -181,6 +181,9 @@ class TableService:
         )
 
     # -- reads -------------------------------------------------------------------------------
+    def exists(self, name: str) -> bool:
+        return self.commit_log.get_table(normalize_table_name(name)) is not None
+
     def list(self) -> list[TableRecord]:
         return self.commit_log.list_tables()
 

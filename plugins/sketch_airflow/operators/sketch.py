@@ -1,0 +1,336 @@
+"""Operators over a sketch metastore: capture after loads, policy-driven maintenance, refresh
+before reports, and reports that run with skipping.
+
+Each operator only stores its arguments in ``__init__`` (plus checks that need no I/O: a query
+given inline is checked for unsupported constructs when the DAG is parsed), gets its hook
+lazily, and hands the work to :class:`sketch_core.service.SketchService`. Errors that a retry
+cannot fix (an unsupported query, an unknown sketch, a bad policy) fail the task without
+retrying; transient ones (the metastore unreachable) are raised for Airflow to retry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from sketch_airflow.assets import SKETCH_VERSIONS, emit_version
+from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
+from sketch_core.algebra.frontend import check_supported
+from sketch_core.errors import SketchError
+from sketch_core.policy import Policy
+from sketch_core.service import MaintenanceRun, SketchService
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+OUTPUT_FORMATS = ("parquet", "csv", "json")
+
+
+def _is_template(value: str) -> bool:
+    """Whether ``value`` is rendered before use (Jinja, or a ``.sql`` file to be read)."""
+    return "{{" in value or "{%" in value or value.strip().lower().endswith(".sql")
+
+
+def _policy(policy: Policy | Mapping[str, Any] | None) -> Policy | None:
+    if policy is None or isinstance(policy, Policy):
+        return policy
+    return Policy.from_json(policy)
+
+
+@contextlib.contextmanager
+def failing_without_retry_on_bad_input() -> Iterator[None]:
+    """A sketch error no retry can fix fails the task at once; transient ones propagate."""
+    try:
+        yield
+    except SketchError as exc:
+        if exc.transient:
+            raise
+        raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _SketchOperator(BaseOperator):
+    ui_color = "#e8f4ea"
+
+    def __init__(self, *, sketch_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sketch_conn_id = sketch_conn_id
+        self._hook: SketchMetastoreHook | None = None
+
+    def _get_hook(self) -> SketchMetastoreHook:
+        if self._hook is None:
+            self._hook = SketchMetastoreHook(sketch_conn_id=self.sketch_conn_id)
+        return self._hook
+
+    def _service(self) -> SketchService:
+        return self._get_hook().get_conn()
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.close()
+
+
+def _published(
+    context: Context, outlets: Sequence[Any], svc: SketchService, runs: Sequence[MaintenanceRun]
+) -> list[dict[str, Any]]:
+    """Emit an asset event per version the runs published; the runs' summaries (for XCom)."""
+    for run in runs:
+        if run.strategy != "none" and run.to_version is not None:
+            emit_version(context, outlets, run.name, run.to_version, svc.sketch(run.name).sequence)
+    return [_run_summary(r) for r in runs]
+
+
+def _run_summary(run: MaintenanceRun) -> dict[str, Any]:
+    return {
+        "name": run.name,
+        "strategy": run.strategy,
+        "from_version": run.from_version,
+        "to_version": run.to_version,
+        "delta_rows": run.delta_rows,
+        "seconds": round(run.seconds, 3),
+        "where": run.where,
+    }
+
+
+class CaptureSketchOperator(_SketchOperator):
+    """Capture a provenance sketch for ``sql`` (run after the loads of its tables).
+
+    :param sql: Spark SQL over ``ns.table`` names, or a ``.sql`` file (templated).
+    :param name: the sketch's name (templated; default: derived from the query).
+    :param parameters: values for the query's ``:name`` placeholders (templated).
+    :param attributes: ``{table: attribute}`` to partition on (default: chosen safely).
+    :param fragments: fragments per partition (int, or ``{table: int}``).
+    :param policy: the maintenance policy to attach (a ``Policy`` or its JSON form).
+    """
+
+    template_fields: Sequence[str] = ("sql", "name", "parameters")
+    template_ext: Sequence[str] = (".sql",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "parameters": "json"}
+
+    def __init__(
+        self,
+        *,
+        sql: str,
+        name: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        attributes: Mapping[str, str] | None = None,
+        fragments: int | Mapping[str, int] | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("outlets", [SKETCH_VERSIONS])
+        super().__init__(**kwargs)
+        if not _is_template(sql):
+            check_supported(sql)  # a DAG with an unsupported query fails to parse, naming it
+        self.sql = sql
+        self.name = name
+        self.parameters = parameters
+        self.attributes = attributes
+        self.fragments = fragments
+        self.policy = _policy(policy)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        with failing_without_retry_on_bad_input():
+            svc = self._service()
+            check_supported(self.sql)
+            version = svc.capture(
+                self.sql,
+                name=self.name,
+                params=dict(self.parameters or {}),
+                attributes=dict(self.attributes) if self.attributes else None,
+                fragments=dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments,
+            )
+            if self.policy is not None:
+                svc.set_policy(version.name, self.policy)
+        emit_version(context, self.outlets, version.name, version.version, version.sequence)
+        self.log.info(
+            "captured %s version %d at sequence %d", version.name, version.version, version.sequence
+        )
+        return {
+            "name": version.name,
+            "version": version.version,
+            "sequence": version.sequence,
+            "fragments": {t: len(ids) for t, ids in version.fragments.items()},
+        }
+
+
+class MaintainSketchesOperator(_SketchOperator):
+    """Maintain sketches: those whose policy fires (``policy_driven``, the default), or all.
+
+    :param names: only these sketches (templated; default: every sketch).
+    :param strategy: ``auto`` (default), ``incremental`` or ``full``.
+    :param policy_driven: check each sketch's policy first and maintain only those that fire.
+    """
+
+    template_fields: Sequence[str] = ("names", "strategy")
+
+    def __init__(
+        self,
+        *,
+        names: Sequence[str] | None = None,
+        strategy: str = "auto",
+        policy_driven: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("outlets", [SKETCH_VERSIONS])
+        super().__init__(**kwargs)
+        self.names = names
+        self.strategy = strategy
+        self.policy_driven = policy_driven
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        with failing_without_retry_on_bad_input():
+            svc = self._service()
+            names = list(self.names) if self.names is not None else None
+            if self.policy_driven:
+                runs = svc.maintain_due(names, self.strategy)
+            elif names is None:
+                runs = svc.maintain(None, self.strategy)
+            else:
+                runs = [r for n in names for r in svc.maintain(n, self.strategy)]
+        summaries = _published(context, self.outlets, svc, runs)
+        self.log.info("maintained %d sketches: %s", len(runs), summaries)
+        return summaries
+
+
+class RefreshSketchesOperator(_SketchOperator):
+    """Bring a report's sketches to the latest snapshots right before it runs.
+
+    The sketches are those captured for the report's query template (``sql``), those named,
+    and those whose policy names ``report`` (which is announced first, so policy checks see it
+    too). Each is maintained with ``strategy`` (``auto``: incremental, or recapture where
+    incremental maintenance does not apply or the delta is too big for it).
+    """
+
+    template_fields: Sequence[str] = ("sql", "report", "names")
+    template_ext: Sequence[str] = (".sql",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql"}
+
+    def __init__(
+        self,
+        *,
+        sql: str | None = None,
+        report: str | None = None,
+        names: Sequence[str] | None = None,
+        strategy: str = "auto",
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("outlets", [SKETCH_VERSIONS])
+        super().__init__(**kwargs)
+        if sql is None and report is None and not names:
+            raise ValueError("RefreshSketchesOperator needs sql, report or names to find the sketches")
+        if sql is not None and not _is_template(sql):
+            check_supported(sql)
+        self.sql = sql
+        self.report = report
+        self.names = names
+        self.strategy = strategy
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:
+        with failing_without_retry_on_bad_input():
+            svc = self._service()
+            if self.report:
+                svc.announce_report(self.report)
+            names = set(self.names or ()) | set(svc.report_sketches(self.sql, self.report))
+            runs = [r for n in sorted(names) for r in svc.maintain(n, self.strategy)]
+        summaries = _published(context, self.outlets, svc, runs)
+        self.log.info("refreshed %d sketches: %s", len(runs), summaries)
+        return summaries
+
+
+class SketchedQueryOperator(_SketchOperator):
+    """Run a report with skipping and write its result.
+
+    :param sql: Spark SQL, or a ``.sql`` file (templated).
+    :param parameters: values for ``:name`` placeholders (templated).
+    :param output_path: a file to write the result to (templated); the format follows
+        ``output_format`` (``parquet``, ``csv`` or ``json`` lines).
+    :param output_table: an Iceberg table (``ns.table``) to write the result to, replacing
+        its rows (created on first use).
+    :param snapshot: a commit sequence number to read at (default: the latest).
+    :param use_sketches: False runs the plain query (for comparisons).
+
+    The return value (pushed to XCom) holds the statistics: rows, files read of total, the
+    sketch version used, the commit sequence read, and the seconds taken.
+    """
+
+    template_fields: Sequence[str] = ("sql", "parameters", "output_path", "output_table")
+    template_ext: Sequence[str] = (".sql",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "parameters": "json"}
+
+    def __init__(
+        self,
+        *,
+        sql: str,
+        parameters: Mapping[str, Any] | None = None,
+        output_path: str | None = None,
+        output_format: str = "parquet",
+        output_table: str | None = None,
+        snapshot: int | None = None,
+        use_sketches: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if output_format not in OUTPUT_FORMATS:
+            raise ValueError(
+                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}"
+            )
+        if not _is_template(sql):
+            check_supported(sql)
+        self.sql = sql
+        self.parameters = parameters
+        self.output_path = output_path
+        self.output_format = output_format
+        self.output_table = output_table
+        self.snapshot = snapshot
+        self.use_sketches = use_sketches
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        with failing_without_retry_on_bad_input():
+            svc = self._service()
+            result = svc.query(
+                self.sql, dict(self.parameters or {}), snapshot=self.snapshot, use_sketches=self.use_sketches
+            )
+            if self.output_path:
+                write_result(result.table, Path(self.output_path), self.output_format)
+            if self.output_table:
+                if svc.tables.exists(self.output_table):
+                    svc.tables.overwrite(self.output_table, result.table)
+                else:
+                    svc.tables.create(self.output_table, result.table)
+        stats = {
+            "rows": result.table.num_rows,
+            "files_read": result.files_read,
+            "files_total": result.files_total,
+            "sketch": list(result.sketch) if result.sketch else None,
+            "sequence": result.sequence,
+            "seconds": round(result.seconds, 3),
+            "output_path": self.output_path,
+            "output_table": self.output_table,
+        }
+        self.log.info("report: %s", stats)
+        return stats
+
+
+def write_result(table: Any, path: Path, output_format: str) -> None:
+    """Write a result table; the file appears complete or not at all (written aside, renamed)."""
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    if output_format == "parquet":
+        pq.write_table(table, partial)
+    elif output_format == "csv":
+        pacsv.write_csv(table, partial)
+    else:
+        import json
+
+        with partial.open("w") as out:
+            for row in table.to_pylist():
+                out.write(json.dumps(row, default=str) + "\n")
+    partial.replace(path)

@@ -1,0 +1,143 @@
+"""The example DAGs: DagBag imports them; dag.test() runs each against the real metastore and
+local Spark, and the sketch versions they publish give the same results as the plain queries."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from airflow.dag_processing.dagbag import DagBag
+from airflow.models.xcom import XComModel
+from airflow.utils.session import create_session
+from pyspark.sql import SparkSession
+from sketch_airflow.example import DEMO_SKETCH, DEMO_TABLE, REPORT_PARAMETERS, REPORT_SQL
+
+from sketch_core.datasets.deltas import DeltaGenerator
+from sketch_core.service import SketchService
+from tests.airflow.conftest import REPO
+from tests.oracles.results import sorted_rows
+from tests.service.test_maintain import maintained
+
+EXAMPLES = ("intermittent_maintenance", "load_then_capture", "refresh_before_report", "sketch_admin")
+
+
+@pytest.fixture(scope="module")
+def dagbag() -> DagBag:
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def test_every_example_dag_imports(dagbag: DagBag) -> None:
+    assert dagbag.import_errors == {}
+    assert sorted(dagbag.dags) == sorted(EXAMPLES)
+
+
+def test_a_dag_with_an_unsupported_query_fails_to_parse_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text(
+        textwrap.dedent(
+            """
+            import pendulum
+            from airflow.sdk import DAG
+            from sketch_airflow.operators.sketch import CaptureSketchOperator
+
+            with DAG("bad", start_date=pendulum.datetime(2026, 1, 1), schedule=None):
+                CaptureSketchOperator(
+                    task_id="capture",
+                    sql="SELECT a, SUM(b) OVER (PARTITION BY a) AS w FROM demo.facts",
+                )
+            """
+        )
+    )
+    bag = DagBag(dag_folder=str(tmp_path))
+    assert "bad" not in bag.dags
+    (error,) = bag.import_errors.values()
+    assert "UnsupportedQueryError" in error and "window function" in error
+
+
+def xcom(run: Any, task_id: str) -> Any:
+    """What ``task_id`` returned in ``run`` (its XCom)."""
+    query = XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key="return_value")
+    with create_session() as session:
+        row = session.scalars(query).first()
+        assert row is not None, f"{task_id} pushed no XCom"
+        return XComModel.deserialize_value(row)
+
+
+def fresh_capture(svc: SketchService, sequence: int) -> dict[str, set[int]]:
+    """The report's sketch captured afresh at ``sequence`` on the same partitions."""
+    version = svc.sketch(DEMO_SKETCH)
+    check = svc.capture(
+        REPORT_SQL,
+        name=f"{DEMO_SKETCH}_check",
+        params=REPORT_PARAMETERS,
+        attributes={t: a for t, (a, _) in version.partitions.items()},
+        fragments={t: c for t, (_, c) in version.partitions.items()},
+        snapshot=sequence,
+    )
+    svc.drop_sketch(check.name)
+    return {t: set(ids) for t, ids in check.fragments.items()}
+
+
+def plain_and_sketched(svc: SketchService) -> tuple[list[Any], list[Any], Any]:
+    plain = svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches=False)
+    sketched = svc.query(REPORT_SQL, REPORT_PARAMETERS)
+    return sorted_rows(plain.table), sorted_rows(sketched.table), sketched
+
+
+def test_example_dags_end_to_end(
+    dagbag: DagBag,
+    airflow_db: None,
+    sketch_conn: str,
+    spark_svc: SketchService,
+    spark: SparkSession,
+    tmp_path: Path,
+) -> None:
+    svc = spark_svc
+    if svc.tables.exists(DEMO_TABLE):
+        pytest.fail(f"{DEMO_TABLE} exists already: these tests own the demo namespace")
+    # Load, then capture: a version is published, and the report with it equals the plain one.
+    run = dagbag.dags["load_then_capture"].test(run_conf={"initial_rows": 8000, "seed": 3})
+    assert run.state == "success"
+    captured = xcom(run, "capture")
+    assert captured["name"] == DEMO_SKETCH and captured["version"] == 1
+    plain, sketched, result = plain_and_sketched(svc)
+    assert plain == sketched and result.sketch == (DEMO_SKETCH, 1)
+    assert result.files_read < result.files_total
+
+    # Loads below the policy's 2,000 rows: the maintenance DAG's sensor would wait. Above: it
+    # fires at once and the sketches whose policy fires are maintained.
+    generator = DeltaGenerator(svc.tables, DEMO_TABLE, ("key",), seed=4)
+    generator.inserts(1500).apply(svc.tables)
+    generator.deletes(700).apply(svc.tables)
+    run = dagbag.dags["intermittent_maintenance"].test()
+    assert run.state == "success"
+    (maintenance,) = xcom(run, "maintain_due")
+    assert maintenance["name"] == DEMO_SKETCH and maintenance["strategy"] == "incremental"
+    assert maintenance["to_version"] == 2
+    sequence = svc.sketch(DEMO_SKETCH).sequence
+    assert sequence == svc.latest_sequence()
+    assert maintained(svc, DEMO_SKETCH) == fresh_capture(svc, sequence)
+
+    # A small load, then the report's refresh brings the sketch up to date before it runs.
+    generator.mixed(300).apply(svc.tables)
+    run = dagbag.dags["refresh_before_report"].test(run_conf={"output_dir": str(tmp_path)})
+    assert run.state == "success"
+    (refresh,) = xcom(run, "refresh_sketches")
+    assert (refresh["strategy"], refresh["to_version"]) == ("incremental", 3)
+    stats = xcom(run, "report")
+    assert stats["sketch"] == [DEMO_SKETCH, 3] and stats["files_read"] < stats["files_total"]
+    written = pq.read_table(stats["output_path"])
+    plain, sketched, _ = plain_and_sketched(svc)
+    assert sorted_rows(written) == plain == sketched
+
+    # The admin DAG: maintain (nothing to do), drop, capture again.
+    admin = dagbag.dags["sketch_admin"]
+    assert admin.test(run_conf={"action": "maintain", "name": DEMO_SKETCH}).state == "success"
+    assert svc.sketch(DEMO_SKETCH).version == 3
+    assert admin.test(run_conf={"action": "drop", "name": DEMO_SKETCH}).state == "success"
+    assert DEMO_SKETCH not in {d.name for d in svc.sketches.definitions()}
+    conf = {"action": "capture", "name": DEMO_SKETCH, "sql": REPORT_SQL, "parameters": REPORT_PARAMETERS}
+    assert admin.test(run_conf=conf).state == "success"
+    assert svc.sketch(DEMO_SKETCH).version == 1
