@@ -46,6 +46,14 @@ fi
 if [ "$(id -u)" = 0 ] && ! command -v runuser >/dev/null; then
   apt_install util-linux
 fi
+# Headless Chromium for the UI test (skipped where it cannot be installed).
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt_install chromium
+  else
+    log "chromium not found: the browser test of the sketches page will be skipped"
+  fi
+fi
 
 PYTHON=${PYTHON:-}
 if [ -z "$PYTHON" ]; then

@@ -56,6 +56,7 @@ class SketchStatus:
     policy: str  # Policy.describe() of the sketch's policy
     policy_explicit: bool  # False: DEFAULT_POLICY, the sketch has none of its own
     last_decision: DecisionRecord | None  # the newest policy check, with its reason
+    table_snapshots: dict[str, int | None]  # the Iceberg snapshot per table the version is valid for
 
     @property
     def fresh(self) -> bool:
@@ -90,6 +91,7 @@ def sketch_status(
             (),
             last_run,
             *policy_fields,
+            {},
         )
     behind = [c for c in commits.commits(after_seq=record.sequence) if c.table in record.table_snapshots]
     tables = []
@@ -111,4 +113,5 @@ def sketch_status(
         tuple(sorted(tables, key=lambda s: s.table)),
         last_run,
         *policy_fields,
+        dict(record.table_snapshots),
     )

@@ -43,8 +43,15 @@ def _airflow_database() -> tuple[Databases, bool]:
 
 _DATABASES, _STARTED_SERVER = _airflow_database()
 _URL = _DATABASES.create("airflow_test")
+_HOME = Path(tempfile.mkdtemp(prefix="airflow-home-"))
+# Users of Airflow's simple auth manager, for the UI tests: an admin and a viewer.
+PASSWORDS = {"admin": "admin-test-password", "viewer": "viewer-test-password"}
+(_HOME / "passwords.json").write_text(json.dumps(PASSWORDS))
 os.environ.update(
-    AIRFLOW_HOME=tempfile.mkdtemp(prefix="airflow-home-"),
+    AIRFLOW_HOME=str(_HOME),
+    AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer",
+    AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(_HOME / "passwords.json"),
+    AIRFLOW__API_AUTH__JWT_SECRET="sketch-tests-jwt-secret-not-for-production-" + "0" * 40,
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=_URL,
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC=_URL.replace("+psycopg", "+psycopg_async"),
     AIRFLOW__CORE__LOAD_EXAMPLES="False",

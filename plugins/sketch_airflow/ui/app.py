@@ -1,0 +1,64 @@
+"""The sketches page as a FastAPI app, mounted by the plugin in Airflow's API server at
+``/sketches`` and shown in Airflow's navigation. Every route needs an Airflow user (the UI's
+session cookie, or a bearer token), so the page is behind Airflow's own authentication."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import HTMLResponse
+
+from sketch_airflow.hooks.sketch import SketchMetastoreHook
+from sketch_airflow.ui.chart import Point
+from sketch_airflow.ui.page import render_page
+from sketch_core.service import SketchService
+
+URL_PREFIX = "/sketches"
+
+
+def _airflow_user() -> Callable[..., Any]:
+    # Imported lazily: Airflow's API security module needs the API server's configuration.
+    from airflow.api_fastapi.core_api.security import get_user
+
+    return get_user
+
+
+def maintenance_points(svc: SketchService, names: list[str]) -> list[Point]:
+    return [
+        Point(name, run["strategy"], int(run["delta_rows"]), float(run["seconds"]))
+        for name in names
+        for run in svc.sketches.runs(name)
+        if run["status"] == "succeeded" and run["seconds"] is not None
+    ]
+
+
+def create_app(service: Callable[[], SketchService] | None = None) -> FastAPI:
+    """``service``: where the page reads from (default: the ``sketch_default`` connection)."""
+    app = FastAPI(title="Provenance sketches", docs_url=None, redoc_url=None, openapi_url=None)
+    hook: list[SketchMetastoreHook] = []
+
+    def current_service() -> SketchService:
+        if service is not None:
+            return service()
+        if not hook:
+            hook.append(SketchMetastoreHook())
+        return hook[0].get_conn()
+
+    user_dependency = Depends(_airflow_user())
+
+    @app.get("/", response_class=HTMLResponse)
+    def page(user: Any = user_dependency) -> str:
+        svc = current_service()
+        statuses = svc.status()
+        points = maintenance_points(svc, [s.name for s in statuses])
+        return render_page(statuses, points, user.get_name())
+
+    @app.get("/api/sketches")
+    def sketches(user: Any = user_dependency) -> list[dict[str, Any]]:
+        statuses = current_service().status()
+        return [{**asdict(s), "fresh": s.fresh} for s in statuses]
+
+    return app
