@@ -30,22 +30,29 @@ def ensure_java() -> None:
 _JIT_ALL_METHODS = "-XX:-DontCompileHugeMethods"
 
 
-def build_session(settings: Settings, app_name: str = "sketch-skipping") -> SparkSession:
-    """A session configured for small, quick local jobs (few shuffle partitions, no UI)."""
+def build_session(
+    settings: Settings, app_name: str = "sketch-skipping", *, submitted: bool = False
+) -> SparkSession:
+    """A session configured for small, quick local jobs (few shuffle partitions, no UI).
+
+    ``submitted``: the process was started by spark-submit, which chose the master, the driver's
+    memory and the Python of the executors; only the session's own settings are added.
+    """
     ensure_java()
     # Executors must run this interpreter, which has pyarrow and the project installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if settings.spark_master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Under spark-submit, its --master and --name stand.
+    builder = SparkSession.builder if submitted else SparkSession.builder.master(settings.spark_master)
+    if not submitted:
+        builder = builder.appName(app_name)
     builder = (
-        SparkSession.builder.master(settings.spark_master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
+        builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(settings.spark_shuffle_partitions))
         .config("spark.default.parallelism", str(settings.spark_shuffle_partitions))
-        .config("spark.driver.memory", settings.spark_driver_memory)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.parquet.filterPushdown", "true")
@@ -63,7 +70,9 @@ def build_session(settings: Settings, app_name: str = "sketch-skipping") -> Spar
         .config("spark.driver.extraJavaOptions", _JIT_ALL_METHODS)
         .config("spark.executor.extraJavaOptions", _JIT_ALL_METHODS)
     )
-    if settings.spark_master.startswith("local"):
+    if not submitted:
+        builder = builder.config("spark.driver.memory", settings.spark_driver_memory)
+    if not submitted and settings.spark_master.startswith("local"):
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from sketch_core.config import Settings
 from sketch_core.localstack.postgres import PrivatePostgres
+from sketch_core.spark.session import ensure_java
 from tests.conftest import Databases
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,3 +118,91 @@ def sketch_conn(settings: Settings) -> Iterator[str]:
     os.environ[variable] = connection_json(settings)
     yield "sketch_default"
     os.environ.pop(variable, None)
+
+
+# -- a Spark standalone cluster on loopback, for spark-submit --------------------------------------
+
+
+SPARK_BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Cluster:
+    master_url: str
+    host: str
+    port: int
+    master_log: Path
+
+    def applications(self) -> list[str]:
+        """Names of the applications the master registered so far."""
+        lines = self.master_log.read_text(errors="replace").splitlines()
+        return [line.split("Registering app ", 1)[1].strip() for line in lines if "Registering app " in line]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _start(args: list[str], log: Path, ready: str, timeout: float = 90) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(SPARK_BIN / "spark-class"), *args], stdout=out, stderr=subprocess.STDOUT, env=env
+        )
+    deadline = time.monotonic() + timeout
+    while ready not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"{args[0]} did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+    return process
+
+
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    ensure_java()
+    logs = tmp_path_factory.mktemp("spark-cluster")
+    port = _free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    master = _start(
+        [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(_free_port()),
+        ],
+        logs / "master.log",
+        "I have been elected leader",
+    )
+    try:
+        worker = _start(
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                master_url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "2",
+                "--memory",
+                "2g",
+                "--webui-port",
+                str(_free_port()),
+                "--work-dir",
+                str(logs / "work"),
+            ],
+            logs / "worker.log",
+            "Successfully registered with master",
+        )
+        try:
+            yield Cluster(master_url, "127.0.0.1", port, logs / "master.log")
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+    finally:
+        master.terminate()
+        master.wait(timeout=30)

@@ -11,6 +11,7 @@ retrying; transient ones (the metastore unreachable) are raised for Airflow to r
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -20,10 +21,11 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from sketch_airflow.assets import SKETCH_VERSIONS, emit_version
 from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
-from sketch_core.algebra.frontend import check_supported
-from sketch_core.errors import SketchError
+from sketch_airflow.hooks.submit import submit_job
+from sketch_core.algebra.frontend import check_supported, encode_params
+from sketch_core.errors import ConfigurationError, InfrastructureError, SketchError
 from sketch_core.policy import Policy
-from sketch_core.service import MaintenanceRun, SketchService
+from sketch_core.service import MaintenanceRun, SketchService, SketchVersion
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -137,13 +139,17 @@ class CaptureSketchOperator(_SketchOperator):
         with failing_without_retry_on_bad_input():
             svc = self._service()
             check_supported(self.sql)
-            version = svc.capture(
-                self.sql,
-                name=self.name,
-                params=dict(self.parameters or {}),
-                attributes=dict(self.attributes) if self.attributes else None,
-                fragments=dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments,
-            )
+            submit_conn = self._get_hook().spark_submit_conn_id()
+            if submit_conn is None:
+                version = svc.capture(
+                    self.sql,
+                    name=self.name,
+                    params=dict(self.parameters or {}),
+                    attributes=dict(self.attributes) if self.attributes else None,
+                    fragments=dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments,
+                )
+            else:
+                version = self._submitted_capture(svc, submit_conn)
             if self.policy is not None:
                 svc.set_policy(version.name, self.policy)
         emit_version(context, self.outlets, version.name, version.version, version.sequence)
@@ -156,6 +162,30 @@ class CaptureSketchOperator(_SketchOperator):
             "sequence": version.sequence,
             "fragments": {t: len(ids) for t, ids in version.fragments.items()},
         }
+
+    def _submitted_capture(self, svc: SketchService, spark_conn_id: str) -> SketchVersion:
+        """Capture through spark-submit (the sketch connection's ``spark_submit_conn_id``)."""
+        if not self.name:
+            raise ConfigurationError(
+                "a capture through spark-submit needs a sketch name", hint="pass name= to the operator"
+            )
+        args = ["capture", "--sql", self.sql, "--name", self.name]
+        args += ["--params", json.dumps(encode_params(self.parameters))]
+        if self.attributes:
+            args += ["--attributes", json.dumps(dict(self.attributes))]
+        if self.fragments is not None:
+            fragments = dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments
+            args += ["--fragments", json.dumps(fragments)]
+        before = svc.sketches.version(self.name) if self.name in _names(svc) else None
+        submit_job(svc.settings, spark_conn_id, args, self.name)
+        version = svc.sketch(self.name)
+        if before is not None and version.version == before.version:
+            raise InfrastructureError(f"the capture job for {self.name} published no new version")
+        return version
+
+
+def _names(svc: SketchService) -> set[str]:
+    return {d.name for d in svc.sketches.definitions()}
 
 
 class MaintainSketchesOperator(_SketchOperator):

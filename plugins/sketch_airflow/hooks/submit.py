@@ -1,0 +1,39 @@
+"""Running ``python -m sketch_core.jobs`` through the Spark provider's ``SparkSubmitHook``, on
+any master its connection names (a standalone cluster, YARN, Kubernetes)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+from sketch_core.config import Settings
+from sketch_core.jobs.run import JOB_SCRIPT
+
+
+def submit_job(settings: Settings, spark_conn_id: str, args: Sequence[str], name: str) -> None:
+    """spark-submit the job in client mode: the driver runs beside the worker task, reads the
+    metastore and warehouse from its environment, and publishes what it computes there; the
+    submitter reads the outcome from the metastore. Raises when the job fails."""
+    env: dict[str, Any] = {
+        "SKETCH_METASTORE_URL": settings.require_metastore_url(),
+        "SKETCH_WAREHOUSE": str(settings.warehouse),
+        "SKETCH_SPARK_SHUFFLE_PARTITIONS": str(settings.spark_shuffle_partitions),
+        "SKETCH_FRAGMENTS": str(settings.fragments),
+        # The driver and the executors run this interpreter: it has the project installed.
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    conf = {"spark.pyspark.python": sys.executable, **settings.extra}
+    hook = SparkSubmitHook(
+        conn_id=spark_conn_id,
+        conf=conf,
+        env_vars=env,
+        name=f"sketch-{name}",
+        application_args=list(args),
+        spark_binary=str(Path(sys.executable).with_name("spark-submit")),
+    )
+    hook.submit(str(JOB_SCRIPT))
