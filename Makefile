@@ -10,8 +10,11 @@ PYTEST_ARGS ?=
 setup:
 	@bash scripts/bootstrap.sh
 
+# The story through Airflow: load, capture, loads with inserts and deletes, policy-triggered
+# maintenance, refresh before the report, the report with skipping (`sketch demo` tells the
+# core's story on TPC-H without Airflow).
 demo: setup
-	$(BIN)/sketch demo
+	$(BIN)/python -m sketch_airflow.demo
 
 # Quick benchmarks by default; `make bench SF=1 SYNTHETIC_ROWS=10000000` for the sizes the
 # issues' targets use.

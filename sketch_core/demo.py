@@ -52,7 +52,7 @@ class DemoOutcome:
 
 
 @contextmanager
-def _step(console: Console, label: str) -> Iterator[None]:
+def step(console: Console, label: str) -> Iterator[None]:
     started = time.perf_counter()
     with console.status(f"[bold]{label}[/]..."):
         yield
@@ -64,44 +64,44 @@ def run_demo(
 ) -> DemoOutcome:
     console = console or Console()
     home = settings.warehouse.parent
-    with _step(console, "metastore ready"):
+    with step(console, "metastore ready"):
         stack = resolve(settings, database="sketch_demo")
     try:
-        with _step(console, "schema migrated, Iceberg catalog open"):
+        with step(console, "schema migrated, Iceberg catalog open"):
             svc = SketchService.from_settings(stack.settings)
         console.print(f"  metastore: {svc.engine.url.render_as_string(hide_password=True)}")
         console.print(f"  warehouse: {stack.settings.warehouse}")
-        with _step(console, f"TPC-H SF{scale:g} in Iceberg"):
+        with step(console, f"TPC-H SF{scale:g} in Iceberg"):
             load_tpch(svc.tables, scale, home, progress=lambda msg: console.print(f"  {msg}"))
         for record in svc.tables.list():
             pin = svc.tables.pin(record.name)
             console.print(f"  {record.name:<15} {pin.record_count:>9,} rows in {len(pin.files):>3} files")
-        with _step(console, "Spark session started"):
+        with step(console, "Spark session started"):
             _ = svc.spark
         params = {"segment": "BUILDING"}
         before = svc.latest_sequence()
         svc.query(REPORT_SQL, params=params, use_sketches=False)  # warm-up: JIT and file caches
-        with _step(console, f"report at sequence {before} without a sketch"):
+        with step(console, f"report at sequence {before} without a sketch"):
             first = svc.query(REPORT_SQL, params=params, snapshot=before, use_sketches=False)
         # The demo owns its sketch: a rerun (perhaps with other settings, such as the fragment
         # count) starts it afresh instead of tripping over the previous run's definition.
         if any(d.name == DEMO_SKETCH for d in svc.sketches.definitions()):
             svc.drop_sketch(DEMO_SKETCH)
-        with _step(console, "provenance sketch captured (one Spark job)"):
+        with step(console, "provenance sketch captured (one Spark job)"):
             version = svc.capture(REPORT_SQL, name=DEMO_SKETCH, params=params)
         for table, (attribute, count) in version.partitions.items():
             kept = len(version.fragments[table])
             console.print(f"  {table:<15} on {attribute}: {kept:>5} of {count} fragments hold the provenance")
-        with _step(console, f"report at sequence {before} with the sketch"):
+        with step(console, f"report at sequence {before} with the sketch"):
             sketched = svc.query(REPORT_SQL, params=params, snapshot=before)
-        with _step(console, f"delta committed to tpch.lineitem ({delta_rows} rows: inserts and deletes)"):
+        with step(console, f"delta committed to tpch.lineitem ({delta_rows} rows: inserts and deletes)"):
             generator = DeltaGenerator(svc.tables, "tpch.lineitem", TPCH_SORT_KEYS["lineitem"], seed=before)
             after = generator.mixed(delta_rows).apply(svc.tables)
-        with _step(console, f"report again at the old sequence {before} (pinned, its sketch still valid)"):
+        with step(console, f"report again at the old sequence {before} (pinned, its sketch still valid)"):
             pinned = svc.query(REPORT_SQL, params=params, snapshot=before)
-        with _step(console, f"sketch recaptured for sequence {after}"):
+        with step(console, f"sketch recaptured for sequence {after}"):
             svc.capture(REPORT_SQL, name=DEMO_SKETCH, params=params, snapshot=after)
-        with _step(console, f"report at the new sequence {after} with the new sketch version"):
+        with step(console, f"report at the new sequence {after} with the new sketch version"):
             latest = svc.query(REPORT_SQL, params=params, snapshot=after)
         plain_latest = svc.query(REPORT_SQL, params=params, snapshot=after, use_sketches=False)
         _print_report(console, latest)

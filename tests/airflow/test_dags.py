@@ -10,9 +10,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from airflow.dag_processing.dagbag import DagBag
-from airflow.models.xcom import XComModel
-from airflow.utils.session import create_session
 from pyspark.sql import SparkSession
+from sketch_airflow.demo import read_xcom
 from sketch_airflow.example import DEMO_SKETCH, DEMO_TABLE, REPORT_PARAMETERS, REPORT_SQL
 
 from sketch_core.datasets.deltas import DeltaGenerator
@@ -56,15 +55,6 @@ def test_a_dag_with_an_unsupported_query_fails_to_parse_naming_it(tmp_path: Path
     assert "UnsupportedQueryError" in error and "window function" in error
 
 
-def xcom(run: Any, task_id: str) -> Any:
-    """What ``task_id`` returned in ``run`` (its XCom)."""
-    query = XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key="return_value")
-    with create_session() as session:
-        row = session.scalars(query).first()
-        assert row is not None, f"{task_id} pushed no XCom"
-        return XComModel.deserialize_value(row)
-
-
 def fresh_capture(svc: SketchService, sequence: int) -> dict[str, set[int]]:
     """The report's sketch captured afresh at ``sequence`` on the same partitions."""
     version = svc.sketch(DEMO_SKETCH)
@@ -100,7 +90,7 @@ def test_example_dags_end_to_end(
     # Load, then capture: a version is published, and the report with it equals the plain one.
     run = dagbag.dags["load_then_capture"].test(run_conf={"initial_rows": 8000, "seed": 3})
     assert run.state == "success"
-    captured = xcom(run, "capture")
+    captured = read_xcom(run, "capture")
     assert captured["name"] == DEMO_SKETCH and captured["version"] == 1
     plain, sketched, result = plain_and_sketched(svc)
     assert plain == sketched and result.sketch == (DEMO_SKETCH, 1)
@@ -113,7 +103,7 @@ def test_example_dags_end_to_end(
     generator.deletes(700).apply(svc.tables)
     run = dagbag.dags["intermittent_maintenance"].test()
     assert run.state == "success"
-    (maintenance,) = xcom(run, "maintain_due")
+    (maintenance,) = read_xcom(run, "maintain_due")
     assert maintenance["name"] == DEMO_SKETCH and maintenance["strategy"] == "incremental"
     assert maintenance["to_version"] == 2
     sequence = svc.sketch(DEMO_SKETCH).sequence
@@ -124,9 +114,9 @@ def test_example_dags_end_to_end(
     generator.mixed(300).apply(svc.tables)
     run = dagbag.dags["refresh_before_report"].test(run_conf={"output_dir": str(tmp_path)})
     assert run.state == "success"
-    (refresh,) = xcom(run, "refresh_sketches")
+    (refresh,) = read_xcom(run, "refresh_sketches")
     assert (refresh["strategy"], refresh["to_version"]) == ("incremental", 3)
-    stats = xcom(run, "report")
+    stats = read_xcom(run, "report")
     assert stats["sketch"] == [DEMO_SKETCH, 3] and stats["files_read"] < stats["files_total"]
     written = pq.read_table(stats["output_path"])
     plain, sketched, _ = plain_and_sketched(svc)

@@ -1,0 +1,324 @@
+"""``make demo``: the whole story through Airflow, each step a run of an example DAG.
+
+Load ``demo.facts`` and capture the report's sketch (``load_then_capture``); several loads
+with inserts and deletes, the policy checked after each, and maintenance when it fires
+(``intermittent_maintenance``); a last load, then the refresh before the report and the report
+with skipping (``refresh_before_report``). It ends with a summary: the report's time with and
+without the sketch, maintenance time incremental and full, and whether the results agree.
+
+Airflow runs for real (``dag.test()``) on a metadata database of its own on the same
+PostgreSQL server as the metastore (the private one unless ``SKETCH_METASTORE_URL`` is set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.engine import make_url
+
+from sketch_core.config import Settings
+from sketch_core.datasets.deltas import DeltaGenerator
+from sketch_core.demo import step
+from sketch_core.localstack.stack import LocalStack, resolve
+from sketch_core.service import SketchService
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+TIMED_RUNS = 3
+
+
+@dataclass
+class DemoOutcome:
+    versions: list[int] = field(default_factory=list)  # the sketch's versions, as published
+    maintenance: list[dict[str, Any]] = field(default_factory=list)  # the runs the DAGs made
+    plain_seconds: float = 0.0
+    sketched_seconds: float = 0.0
+    files: tuple[int, int] = (0, 0)  # files read with the sketch, of all
+    incremental_seconds: float = 0.0  # the last incremental run
+    full_seconds: float = 0.0  # a recapture at the same snapshot
+    results_equal: bool = False
+    report_path: str | None = None
+
+
+def _median_seconds(run: Callable[[], Any]) -> float:
+    times = []
+    for _ in range(TIMED_RUNS):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def run_story(
+    svc: SketchService,
+    dags: dict[str, Any],
+    xcom: Callable[[Any, str], Any],
+    *,
+    initial_rows: int,
+    loads: int,
+    output_dir: Path,
+    console: Console,
+) -> DemoOutcome:
+    """The story on an Airflow that is already configured; ``dags``: the example DAGs by id,
+    ``xcom(run, task_id)``: what a task of a finished run returned."""
+    from sketch_airflow.example import DEMO_SKETCH, DEMO_TABLE, REPORT_PARAMETERS, REPORT_SQL
+
+    outcome = DemoOutcome()
+
+    def test(dag_id: str, **conf: Any) -> Any:
+        run = dags[dag_id].test(run_conf=conf or None)
+        if run.state != "success":
+            raise RuntimeError(f"{dag_id} run {run.run_id} ended {run.state}; see the log above")
+        return run
+
+    if svc.tables.exists(DEMO_TABLE):
+        raise RuntimeError(f"{DEMO_TABLE} exists already: the demo starts from an empty metastore")
+    with step(console, f"load_then_capture: {DEMO_TABLE} loaded ({initial_rows:,} rows), sketch captured"):
+        run = test("load_then_capture", initial_rows=initial_rows, seed=1)
+    captured = xcom(run, "capture")
+    outcome.versions.append(captured["version"])
+    policy, _ = svc.policy(DEMO_SKETCH)
+    pin = svc.tables.pin(DEMO_TABLE)
+    console.print(f"  {DEMO_TABLE}: {pin.record_count:,} rows in {len(pin.files)} files")
+    console.print(f"  {DEMO_SKETCH} v{captured['version']}: {captured['fragments']} fragments kept")
+    console.print(f"  policy: {policy.describe()}")
+
+    generator = DeltaGenerator(svc.tables, DEMO_TABLE, ("key",), seed=2)
+    for number in range(1, loads + 1):
+        generator.inserts(1000).apply(svc.tables)
+        generator.deletes(400).apply(svc.tables)
+        (check,) = svc.check_policies([DEMO_SKETCH])
+        verdict = "[bold]fires[/]" if check.fire else "waits"
+        console.print(
+            f"  load {number}: 1,000 inserted, 400 deleted; policy {verdict}: {check.decision.reason}"
+        )
+        if check.fire:
+            with step(console, "intermittent_maintenance: the policy sensor passed, sketch maintained"):
+                run = test("intermittent_maintenance")
+            for summary in xcom(run, "maintain_due"):
+                outcome.maintenance.append(summary)
+                outcome.versions.append(summary["to_version"])
+                console.print(
+                    f"  {summary['name']}: v{summary['from_version']} -> v{summary['to_version']} "
+                    f"{summary['strategy']} over {summary['delta_rows']:,} rows in {summary['seconds']:.2f}s"
+                )
+
+    generator.mixed(300).apply(svc.tables)
+    console.print("  a last load: 150 inserted, 150 deleted (below the policy's threshold)")
+    with step(console, "refresh_before_report: sketch refreshed, report run with skipping"):
+        run = test("refresh_before_report", output_dir=str(output_dir))
+    for summary in xcom(run, "refresh_sketches"):
+        outcome.maintenance.append(summary)
+        if summary["strategy"] != "none":
+            outcome.versions.append(summary["to_version"])
+    stats = xcom(run, "report")
+    outcome.report_path = stats["output_path"]
+    console.print(
+        f"  report: {stats['rows']} rows, {stats['files_read']} of {stats['files_total']} files read, "
+        f"sketch {stats['sketch']}; written to {stats['output_path']}"
+    )
+
+    with step(console, f"timing the report {TIMED_RUNS} times each way, and a recapture"):
+        plain = svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches=False)
+        sketched = svc.query(REPORT_SQL, REPORT_PARAMETERS)
+        outcome.plain_seconds = _median_seconds(
+            lambda: svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches=False)
+        )
+        outcome.sketched_seconds = _median_seconds(lambda: svc.query(REPORT_SQL, REPORT_PARAMETERS))
+        outcome.files = (sketched.files_read, sketched.files_total)
+        version = svc.sketch(DEMO_SKETCH)
+        started = time.perf_counter()
+        recaptured = svc.capture(
+            REPORT_SQL,
+            name=f"{DEMO_SKETCH}_full",
+            params=REPORT_PARAMETERS,
+            attributes={t: a for t, (a, _) in version.partitions.items()},
+            fragments={t: c for t, (_, c) in version.partitions.items()},
+            snapshot=version.sequence,
+        )
+        outcome.full_seconds = time.perf_counter() - started
+        svc.drop_sketch(recaptured.name)
+    incremental = [m for m in outcome.maintenance if m["strategy"] == "incremental"]
+    outcome.incremental_seconds = incremental[-1]["seconds"] if incremental else 0.0
+    import pyarrow.parquet as pq
+
+    written = pq.read_table(stats["output_path"])
+    same_fragments = recaptured.fragments == version.fragments
+    outcome.results_equal = (
+        written.sort_by("a").equals(plain.table.sort_by("a"))
+        and sketched.table.sort_by("a").equals(plain.table.sort_by("a"))
+        and same_fragments
+    )
+    _print_summary(console, outcome)
+    return outcome
+
+
+def _print_summary(console: Console, outcome: DemoOutcome) -> None:
+    table = Table(title="Summary", show_lines=False)
+    table.add_column("what")
+    table.add_column("figure", justify="right")
+    speedup = outcome.plain_seconds / outcome.sketched_seconds if outcome.sketched_seconds else 0.0
+    table.add_row("report without the sketch (median of 3)", f"{outcome.plain_seconds:.2f} s")
+    table.add_row(
+        "report with the sketch (median of 3)", f"{outcome.sketched_seconds:.2f} s ({speedup:.1f}x)"
+    )
+    table.add_row("files read with the sketch", f"{outcome.files[0]} of {outcome.files[1]}")
+    table.add_row("maintenance, incremental (last run)", f"{outcome.incremental_seconds:.2f} s")
+    ratio = outcome.full_seconds / outcome.incremental_seconds if outcome.incremental_seconds else 0.0
+    table.add_row(
+        "maintenance, full recapture (same snapshot)", f"{outcome.full_seconds:.2f} s ({ratio:.0f}x)"
+    )
+    table.add_row("sketch versions published", ", ".join(f"v{v}" for v in outcome.versions))
+    equal = "[green]yes[/]" if outcome.results_equal else "[red]NO[/]"
+    table.add_row("results equal (report file, with and without the sketch; maintained = recaptured)", equal)
+    console.print(table)
+
+
+# -- setting Airflow up ------------------------------------------------------------------------------
+@contextmanager
+def _server(metastore_url: str) -> Iterator[Any]:
+    """An autocommit connection to the metastore's server (its ``postgres`` database)."""
+    import psycopg
+
+    url = make_url(metastore_url)
+    with psycopg.connect(
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        password=url.password,
+        dbname="postgres",
+        autocommit=True,
+    ) as conn:
+        yield conn
+
+
+def _airflow_database_url(metastore_url: str) -> str:
+    """A database beside the metastore's, on the same server, for Airflow's own tables."""
+    url = make_url(metastore_url)
+    name = f"{url.database}_airflow"
+    with _server(metastore_url) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+def _configure_airflow(settings: Settings, home: Path, airflow_url: str) -> None:
+    """Airflow reads its configuration once, when imported: set it first."""
+    metastore = make_url(settings.require_metastore_url())
+    connection = {
+        "conn_type": "sketch_metastore",
+        "host": metastore.host,
+        "port": metastore.port,
+        "login": metastore.username,
+        "password": metastore.password,
+        "schema": metastore.database,
+        # Files of ~1-2 MB: even the demo's table spans enough of them to skip most.
+        "extra": {"warehouse": str(settings.warehouse), "settings": {"target_file_bytes": 4 * 1024 * 1024}},
+    }
+    os.environ.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=airflow_url,
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC=airflow_url.replace("+psycopg", "+psycopg_async"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
+        AIRFLOW_CONN_SKETCH_DEFAULT=json.dumps(connection),
+    )
+
+
+def _drop_database(metastore_url: str, name: str) -> None:
+    with _server(metastore_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sketch_airflow.demo", description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the first load")
+    parser.add_argument("--loads", type=int, default=4, help="loads with inserts and deletes")
+    args = parser.parse_args(argv)
+    console = Console()
+    base = Settings.from_env()
+    home = base.warehouse.parent / "airflow-demo"
+    settings = replace(base, warehouse=home / "warehouse")
+    # A fresh start every time: the story begins with an empty warehouse, and a private
+    # metastore paired with a new warehouse is recreated (see sketch_core.localstack.stack).
+    with step(console, "metastore ready (PostgreSQL), warehouse empty"):
+        stack: LocalStack = resolve(
+            replace(settings, warehouse=_fresh(settings.warehouse)), "sketch_airflow_demo"
+        )
+        _drop_database(stack.settings.require_metastore_url(), "sketch_airflow_demo_airflow")
+    try:
+        airflow_url = _airflow_database_url(stack.settings.require_metastore_url())
+        _configure_airflow(stack.settings, home, airflow_url)
+        with step(console, "Airflow's database migrated"):
+            done = subprocess.run(
+                [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                console.print(done.stdout[-2000:], done.stderr[-2000:])
+                return 1
+        from airflow.dag_processing.dagbag import DagBag
+
+        from sketch_airflow.hooks.sketch import SketchMetastoreHook
+
+        bag = DagBag(dag_folder=str(DAGS))
+        if bag.import_errors:
+            console.print(bag.import_errors)
+            return 1
+        hook = SketchMetastoreHook()
+        svc = hook.get_conn()
+        try:
+            outcome = run_story(
+                svc,
+                bag.dags,
+                read_xcom,
+                initial_rows=args.rows,
+                loads=args.loads,
+                output_dir=home / "reports",
+                console=console,
+            )
+        finally:
+            hook.close()
+        return 0 if outcome.results_equal else 1
+    finally:
+        stack.shutdown()
+
+
+def _fresh(path: Path) -> Path:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def read_xcom(run: Any, task_id: str) -> Any:
+    """What ``task_id`` returned in a finished run."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    query = XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key="return_value")
+    with create_session() as session:
+        row = session.scalars(query).first()
+        if row is None:
+            raise RuntimeError(f"{task_id} of {run.dag_id} returned nothing")
+        return XComModel.deserialize_value(row)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
