@@ -235,6 +235,8 @@ def _configure_airflow(settings: Settings, home: Path, airflow_url: str) -> None
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
         AIRFLOW_CONN_SKETCH_DEFAULT=json.dumps(connection),
+        # The story's own lines, not every task's log: Airflow says only what went wrong.
+        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
     )
 
 

@@ -10,7 +10,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from airflow.dag_processing.dagbag import DagBag
+from airflow.utils.session import create_session
 from pyspark.sql import SparkSession
+from sketch_airflow.assets import sketch_asset, table_asset
 from sketch_airflow.demo import read_xcom
 from sketch_airflow.example import DEMO_SKETCH, DEMO_TABLE, REPORT_PARAMETERS, REPORT_SQL
 
@@ -131,3 +133,24 @@ def test_example_dags_end_to_end(
     conf = {"action": "capture", "name": DEMO_SKETCH, "sql": REPORT_SQL, "parameters": REPORT_PARAMETERS}
     assert admin.test(run_conf=conf).state == "success"
     assert svc.sketch(DEMO_SKETCH).version == 1
+
+    # Every published version was an event of the sketch's asset, and the loads of the table's.
+    events = asset_events(sketch_asset(DEMO_SKETCH).uri)
+    assert [e["version"] for e in events] == [1, 2, 3, 1]
+    assert all(e["sketch"] == DEMO_SKETCH and e["sequence"] >= 1 for e in events)
+    assert len(asset_events(table_asset(DEMO_TABLE).uri)) == 1  # one run of the load task
+
+
+def asset_events(uri: str) -> list[dict[str, Any]]:
+    """The extras of the events of the asset with ``uri``, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = (
+            select(AssetEvent.extra)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetModel.uri == uri)
+            .order_by(AssetEvent.id)
+        )
+        return [dict(extra or {}) for extra in session.scalars(query)]
