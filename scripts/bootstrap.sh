@@ -79,6 +79,9 @@ if [ ! -f "$stamp" ]; then
   log "installing the project and its dependencies into $VENV (takes a few minutes the first time)"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e '.[dev]'
+  # The build leaves an egg-info here; from this directory, Python would then see the project's
+  # entry points twice (Airflow warns of a plugin registered twice). The venv has its own copy.
+  rm -rf ./*.egg-info
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi

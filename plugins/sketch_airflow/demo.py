@@ -92,7 +92,8 @@ def run_story(
     policy, _ = svc.policy(DEMO_SKETCH)
     pin = svc.tables.pin(DEMO_TABLE)
     console.print(f"  {DEMO_TABLE}: {pin.record_count:,} rows in {len(pin.files)} files")
-    console.print(f"  {DEMO_SKETCH} v{captured['version']}: {captured['fragments']} fragments kept")
+    kept = ", ".join(f"{count} fragments of {table}" for table, count in captured["fragments"].items())
+    console.print(f"  {DEMO_SKETCH} v{captured['version']}: keeps {kept}")
     console.print(f"  policy: {policy.describe()}")
 
     generator = DeltaGenerator(svc.tables, DEMO_TABLE, ("key",), seed=2)

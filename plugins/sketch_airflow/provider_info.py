@@ -61,5 +61,4 @@ def get_provider_info() -> dict[str, Any]:
                 },
             }
         ],
-        "plugins": [{"name": "sketch", "plugin-class": "sketch_airflow.plugin.SketchPlugin"}],
     }
