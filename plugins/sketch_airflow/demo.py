@@ -248,7 +248,7 @@ def _drop_database(metastore_url: str, name: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sketch_airflow.demo", description=__doc__)
-    parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the first load")
+    parser.add_argument("--rows", type=int, default=3_000_000, help="rows of the first load")
     parser.add_argument("--loads", type=int, default=4, help="loads with inserts and deletes")
     args = parser.parse_args(argv)
     console = Console()
