@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sketch_airflow.example import DEMO_SKETCH
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.service import SketchService
@@ -90,6 +91,16 @@ def test_page_in_chromium_lists_sketches_and_triggers_the_admin_dag(
     )
     svc.tables.append(table, synthetic_table(25, 40, seed=2, key_start=90_000))
     status = svc.status(name)[0]
+    # And the demo's sketch, as its DAG captures it (appending to demo.facts if it exists).
+    from airflow.dag_processing.dagbag import DagBag
+
+    demo_run = (
+        DagBag(dag_folder=str(REPO / "dags"))
+        .dags["load_then_capture"]
+        .test(run_conf={"initial_rows": 6000, "inserts": 300, "deletes": 100, "seed": 9})
+    )
+    assert demo_run.state == "success"
+    demo = svc.status(DEMO_SKETCH)[0]
     login = httpx.post(
         f"{airflow_server}/auth/token", json={"username": "admin", "password": PASSWORDS["admin"]}
     )
@@ -104,6 +115,11 @@ def test_page_in_chromium_lists_sketches_and_triggers_the_admin_dag(
             )
             page = context.new_page()
             page.goto(f"{airflow_server}/sketches/")
+            demo_row = page.locator(f'tr[data-sketch="{DEMO_SKETCH}"]')
+            assert demo_row.locator("td.version").inner_text() == str(demo.version)
+            assert demo_row.locator("td.behind").inner_text() == "0"
+            assert f"{demo.tables[0].fragments}/{demo.tables[0].fragment_count}" in demo_row.inner_text()
+            assert demo.policy in demo_row.inner_text()  # the demo's policy, attached at capture
             row = page.locator(f'tr[data-sketch="{name}"]')
             assert row.locator("td.version").inner_text() == "1"
             assert row.locator("td.behind").inner_text() == "1"
