@@ -66,6 +66,12 @@ def test_the_page_lists_sketches_with_their_figures(
     assert "delta rows 40 &lt; 10,000" in html
     assert f"{status.tables[0].fragments:,}/30" in html
     assert "Signed in as viewer" in html
+    # The chart shows maintenance runs (not captures, which have no delta).
+    (run,) = svc.maintain(name, "incremental")
+    html = client.get("/sketches/", headers=headers).text
+    escaped = name.replace("<", "&lt;").replace(">", "&gt;")
+    assert html.count('class="run ') >= 1 and 'class="run capture' not in html
+    assert f"{escaped}: incremental, {run.delta_rows:,} rows" in html
 
 
 def test_the_chart_places_runs_by_delta_size_and_time() -> None:

@@ -31,7 +31,8 @@ def maintenance_points(svc: SketchService, names: list[str]) -> list[Point]:
         Point(name, run["strategy"], int(run["delta_rows"]), float(run["seconds"]))
         for name in names
         for run in svc.sketches.runs(name)
-        if run["status"] == "succeeded" and run["seconds"] is not None
+        # Captures have no delta: the chart is about what maintenance costs as deltas grow.
+        if run["status"] == "succeeded" and run["seconds"] is not None and run["strategy"] != "capture"
     ]
 
 

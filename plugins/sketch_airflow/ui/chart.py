@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-COLORS = {"incremental": "#2e7d32", "full": "#c62828", "capture": "#1565c0"}
+COLORS = {"incremental": "#2e7d32", "full": "#c62828"}
 WIDTH, HEIGHT, MARGIN = 560, 260, 48
 
 
