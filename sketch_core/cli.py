@@ -349,10 +349,6 @@ def server_status() -> None:
     console.print(f"data directory: {server.data_dir}")
 
 
-if __name__ == "__main__":
-    app()
-
-
 @policy_app.command("set")
 def policy_set(
     name: Annotated[str, typer.Argument(help="The sketch.")],
@@ -412,3 +408,7 @@ def policy_announce(
     with _errors(), _service() as svc:
         stored = svc.announce_report(report, due)
     console.print(f"{report}: due {stored:%Y-%m-%d %H:%M:%S %Z}")
+
+
+if __name__ == "__main__":
+    app()

@@ -59,7 +59,7 @@ from sketch_core.metastore.sketches import (
 )
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
-from sketch_core.policy import DEFAULT_POLICY, Decision, Policy, evaluate
+from sketch_core.policy import Decision, Policy, effective_policy, evaluate
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
 from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
@@ -715,8 +715,7 @@ class SketchService:
 
     def policy(self, name: str) -> tuple[Policy, bool]:
         """The sketch's policy, and whether it is its own (False: ``DEFAULT_POLICY``)."""
-        stored = self.policies.policy(name)
-        return (Policy.from_json(stored), True) if stored is not None else (DEFAULT_POLICY, False)
+        return effective_policy(self.policies.policy(name))
 
     def check_policies(
         self, names: Sequence[str] | None = None, now: datetime | None = None, record: bool = True

@@ -15,7 +15,7 @@ from pyroaring import BitMap
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.policies import DecisionRecord, PolicyRepository
 from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
-from sketch_core.policy import DEFAULT_POLICY, Policy
+from sketch_core.policy import effective_policy
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,9 @@ def sketch_status(
     sketches: SketchRepository, policies: PolicyRepository, commits: CommitLog, definition: SketchDefinition
 ) -> SketchStatus:
     record = sketches.version(definition.name)
-    stored = policies.policy(definition.name)
-    policy = Policy.from_json(stored) if stored is not None else DEFAULT_POLICY
+    policy, explicit = effective_policy(policies.policy(definition.name))
     decisions = policies.decisions(definition.name, limit=1)
-    policy_fields = (policy.describe(), stored is not None, decisions[0] if decisions else None)
+    policy_fields = (policy.describe(), explicit, decisions[0] if decisions else None)
     runs = sketches.runs(definition.name)
     last = runs[-1] if runs else None
     last_run = (

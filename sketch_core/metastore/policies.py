@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from sketch_core.errors import SketchNotFoundError
 from sketch_core.metastore import schema as t
+from sketch_core.metastore.sketches import sketch_id_of
 from sketch_core.policy.evaluate import Announcement, PolicyFacts
 
 
@@ -27,13 +27,6 @@ class DecisionRecord:
     decided_at: datetime
 
 
-def _sketch_id(conn: Connection, name: str) -> int:
-    value = conn.execute(select(t.sketches.c.sketch_id).where(t.sketches.c.name == name)).scalar()
-    if value is None:
-        raise SketchNotFoundError(name)
-    return int(value)
-
-
 class PolicyRepository:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -42,7 +35,7 @@ class PolicyRepository:
     def set_policy(self, name: str, policy: dict[str, Any] | None) -> None:
         """Attach ``policy`` (its JSON form) to the sketch, replacing any; None detaches it."""
         with self.engine.begin() as conn:
-            sketch_id = _sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             p = t.sketch_policies
             if policy is None:
                 conn.execute(p.delete().where(p.c.sketch_id == sketch_id))
@@ -56,7 +49,7 @@ class PolicyRepository:
 
     def policy(self, name: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
-            sketch_id = _sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             p = t.sketch_policies
             value = conn.execute(select(p.c.policy).where(p.c.sketch_id == sketch_id)).scalar()
         return dict(value) if value is not None else None
@@ -77,7 +70,7 @@ class PolicyRepository:
         """What the sketch's policy is checked against (see :class:`PolicyFacts`)."""
         v, c, tb = t.sketch_versions.c, t.table_commits.c, t.tables.c
         with self.engine.connect() as conn:
-            sketch_id = _sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             newest = conn.execute(
                 select(v.seq, v.created_at, v.table_snapshots)
                 .where(v.sketch_id == sketch_id)
@@ -111,7 +104,7 @@ class PolicyRepository:
         instead of adding one, so a sensor polling every few seconds does not grow the log."""
         d = t.policy_decisions
         with self.engine.begin() as conn:
-            sketch_id = _sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             last = conn.execute(
                 select(d.c.decision_id, d.c.fired)
                 .where(d.c.sketch_id == sketch_id)
@@ -128,7 +121,7 @@ class PolicyRepository:
         """The sketch's newest decisions, newest first."""
         d = t.policy_decisions
         with self.engine.connect() as conn:
-            sketch_id = _sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             rows = conn.execute(
                 select(d.c.fired, d.c.reason, d.c.policy, d.c.decided_at)
                 .where(d.c.sketch_id == sketch_id)

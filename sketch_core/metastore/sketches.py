@@ -23,6 +23,14 @@ from sketch_core.metastore.commits import CommitLog
 t = schema
 
 
+def sketch_id_of(conn: Connection, name: str) -> int:
+    """The id of the sketch called ``name``; SketchNotFoundError when there is none."""
+    value = conn.execute(select(t.sketches.c.sketch_id).where(t.sketches.c.name == name)).scalar()
+    if value is None:
+        raise SketchNotFoundError(name)
+    return int(value)
+
+
 @dataclass(frozen=True)
 class PartitionRecord:
     partition_id: int
@@ -196,7 +204,7 @@ class SketchRepository:
     ) -> VersionRecord | None:
         """The newest version recorded for exactly these table snapshots (design invariant 1)."""
         with self.engine.connect() as conn:
-            sketch_id = self._sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             number = conn.execute(
                 select(func.max(t.sketch_versions.c.version)).where(
                     t.sketch_versions.c.sketch_id == sketch_id,
@@ -221,13 +229,6 @@ class SketchRepository:
                 set_={counter.name: counter + 1, "updated_at": func.now()},
             ).returning(t.template_stats.c.misses)
             return int(conn.execute(upsert).scalar_one())
-
-    @staticmethod
-    def _sketch_id(conn: Connection, name: str) -> int:
-        value = conn.execute(select(t.sketches.c.sketch_id).where(t.sketches.c.name == name)).scalar()
-        if value is None:
-            raise SketchNotFoundError(name)
-        return int(value)
 
     def publish_version(
         self,
@@ -324,7 +325,7 @@ class SketchRepository:
     ) -> VersionRecord | None:
         row = self._version_row(conn, name, sequence=sequence, version=version)
         if row is None:
-            self._sketch_id(conn, name)  # raises when the sketch itself is unknown
+            sketch_id_of(conn, name)  # raises when the sketch itself is unknown
             return None
         m = row._mapping
         bitmaps = conn.execute(
@@ -343,7 +344,7 @@ class SketchRepository:
 
     def versions(self, name: str) -> list[int]:
         with self.engine.connect() as conn:
-            sketch_id = self._sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             rows = conn.execute(
                 select(t.sketch_versions.c.version)
                 .where(t.sketch_versions.c.sketch_id == sketch_id)
@@ -356,7 +357,7 @@ class SketchRepository:
         kept) that are older than ``min_age_seconds`` by the database clock; returns their
         numbers."""
         with self.engine.begin() as conn:
-            sketch_id = self._sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             # The publishers' lock: a version being published now is never among the doomed.
             conn.execute(
                 select(t.sketches.c.sketch_id).where(t.sketches.c.sketch_id == sketch_id).with_for_update()
@@ -394,13 +395,13 @@ class SketchRepository:
     def drop(self, name: str) -> None:
         """Remove a sketch with all its versions and runs (partitions stay: others share them)."""
         with self.engine.begin() as conn:
-            sketch_id = self._sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             conn.execute(delete(t.sketches).where(t.sketches.c.sketch_id == sketch_id))
 
     # -- maintenance runs ----------------------------------------------------------------------
     def start_run(self, name: str, strategy: str, from_version: int | None) -> int:
         with self.engine.begin() as conn:
-            sketch_id = self._sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             return int(
                 conn.execute(
                     insert(t.maintenance_runs)
@@ -419,7 +420,7 @@ class SketchRepository:
     def record_run(self, name: str, run: FinishedRun, to_version: int | None) -> None:
         """Record a run that is already over (one that failed before publishing, say)."""
         with self.engine.begin() as conn:
-            self._insert_run(conn, self._sketch_id(conn, name), run, to_version)
+            self._insert_run(conn, sketch_id_of(conn, name), run, to_version)
 
     @staticmethod
     def _insert_run(conn: Connection, sketch_id: int, run: FinishedRun, to_version: int | None) -> None:
@@ -464,7 +465,7 @@ class SketchRepository:
 
     def runs(self, name: str) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
-            sketch_id = self._sketch_id(conn, name)
+            sketch_id = sketch_id_of(conn, name)
             rows = conn.execute(
                 select(t.maintenance_runs)
                 .where(t.maintenance_runs.c.sketch_id == sketch_id)

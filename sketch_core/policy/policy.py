@@ -119,3 +119,9 @@ def _non_negative_number(value: object) -> bool:
 
 # Maintain whenever there is anything to maintain: what a sketch without a policy of its own gets.
 DEFAULT_POLICY = Policy(delta_rows=1)
+
+
+def effective_policy(stored: Mapping[str, Any] | None) -> tuple[Policy, bool]:
+    """The policy a sketch is checked with, from its stored JSON (None: it has none), and
+    whether it is the sketch's own (False: ``DEFAULT_POLICY``)."""
+    return (Policy.from_json(stored), True) if stored is not None else (DEFAULT_POLICY, False)

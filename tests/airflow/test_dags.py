@@ -20,7 +20,7 @@ from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.service import SketchService
 from tests.airflow.conftest import REPO
 from tests.oracles.results import sorted_rows
-from tests.service.test_maintain import maintained
+from tests.service.test_maintain import fresh_fragments, maintained
 
 EXAMPLES = ("intermittent_maintenance", "load_then_capture", "refresh_before_report", "sketch_admin")
 
@@ -55,21 +55,6 @@ def test_a_dag_with_an_unsupported_query_fails_to_parse_naming_it(tmp_path: Path
     assert "bad" not in bag.dags
     (error,) = bag.import_errors.values()
     assert "UnsupportedQueryError" in error and "window function" in error
-
-
-def fresh_capture(svc: SketchService, sequence: int) -> dict[str, set[int]]:
-    """The report's sketch captured afresh at ``sequence`` on the same partitions."""
-    version = svc.sketch(DEMO_SKETCH)
-    check = svc.capture(
-        REPORT_SQL,
-        name=f"{DEMO_SKETCH}_check",
-        params=REPORT_PARAMETERS,
-        attributes={t: a for t, (a, _) in version.partitions.items()},
-        fragments={t: c for t, (_, c) in version.partitions.items()},
-        snapshot=sequence,
-    )
-    svc.drop_sketch(check.name)
-    return {t: set(ids) for t, ids in check.fragments.items()}
 
 
 def plain_and_sketched(svc: SketchService) -> tuple[list[Any], list[Any], Any]:
@@ -110,7 +95,9 @@ def test_example_dags_end_to_end(
     assert maintenance["to_version"] == 2
     sequence = svc.sketch(DEMO_SKETCH).sequence
     assert sequence == svc.latest_sequence()
-    assert maintained(svc, DEMO_SKETCH) == fresh_capture(svc, sequence)
+    assert maintained(svc, DEMO_SKETCH) == fresh_fragments(
+        svc, REPORT_SQL, DEMO_SKETCH, sequence, REPORT_PARAMETERS
+    )
 
     # A small load, then the report's refresh brings the sketch up to date before it runs.
     generator.mixed(300).apply(svc.tables)

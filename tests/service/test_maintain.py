@@ -36,13 +36,20 @@ def table(spark_svc: SketchService, ns: str) -> str:
     return name
 
 
-def fresh_fragments(svc: SketchService, sql: str, name: str, sequence: int) -> dict[str, set[int]]:
+def fresh_fragments(
+    svc: SketchService, sql: str, name: str, sequence: int, params: dict[str, Any] | None = None
+) -> dict[str, set[int]]:
     """A capture of the same query on the same partitions, under another name."""
     version = svc.sketch(name)
     attributes = {t: a for t, (a, _) in version.partitions.items()}
     counts = {t: c for t, (_, c) in version.partitions.items()}
     check = svc.capture(
-        sql, name=f"{name}_check_{sequence}", attributes=attributes, fragments=counts, snapshot=sequence
+        sql,
+        name=f"{name}_check_{sequence}",
+        params=params,
+        attributes=attributes,
+        fragments=counts,
+        snapshot=sequence,
     )
     svc.drop_sketch(check.name)
     return {t: set(ids) for t, ids in check.fragments.items()}

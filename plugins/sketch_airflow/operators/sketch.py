@@ -23,7 +23,7 @@ from sketch_airflow.assets import SKETCH_VERSIONS, emit_version
 from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
 from sketch_airflow.hooks.submit import submit_job
 from sketch_core.algebra.frontend import check_supported, encode_params
-from sketch_core.errors import ConfigurationError, InfrastructureError, SketchError
+from sketch_core.errors import ConfigurationError, InfrastructureError, SketchError, SketchNotFoundError
 from sketch_core.policy import Policy
 from sketch_core.service import MaintenanceRun, SketchService, SketchVersion
 
@@ -146,7 +146,7 @@ class CaptureSketchOperator(_SketchOperator):
                     name=self.name,
                     params=dict(self.parameters or {}),
                     attributes=dict(self.attributes) if self.attributes else None,
-                    fragments=dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments,
+                    fragments=self._fragments(),
                 )
             else:
                 version = self._submitted_capture(svc, submit_conn)
@@ -163,6 +163,9 @@ class CaptureSketchOperator(_SketchOperator):
             "fragments": {t: len(ids) for t, ids in version.fragments.items()},
         }
 
+    def _fragments(self) -> int | dict[str, int] | None:
+        return dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments
+
     def _submitted_capture(self, svc: SketchService, spark_conn_id: str) -> SketchVersion:
         """Capture through spark-submit (the sketch connection's ``spark_submit_conn_id``)."""
         if not self.name:
@@ -174,18 +177,16 @@ class CaptureSketchOperator(_SketchOperator):
         if self.attributes:
             args += ["--attributes", json.dumps(dict(self.attributes))]
         if self.fragments is not None:
-            fragments = dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments
-            args += ["--fragments", json.dumps(fragments)]
-        before = svc.sketches.version(self.name) if self.name in _names(svc) else None
+            args += ["--fragments", json.dumps(self._fragments())]
+        try:
+            before = svc.sketches.version(self.name)
+        except SketchNotFoundError:  # a first capture
+            before = None
         submit_job(svc.settings, spark_conn_id, args, self.name)
         version = svc.sketch(self.name)
         if before is not None and version.version == before.version:
             raise InfrastructureError(f"the capture job for {self.name} published no new version")
         return version
-
-
-def _names(svc: SketchService) -> set[str]:
-    return {d.name for d in svc.sketches.definitions()}
 
 
 class MaintainSketchesOperator(_SketchOperator):
