@@ -18,13 +18,16 @@ def repo(svc: SketchService) -> SketchRepository:
 def test_partitions_are_stored_once_and_reused(svc: SketchService, repo: SketchRepository, ns: str) -> None:
     seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
     assert repo.find_partition(f"{ns}.r", "a", 2) is None
-    first = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
+    first = repo.ensure_partition(f"{ns}.r", "a", 2, {"kind": "int", "cuts": [1]}, seq)
     assert repo.find_partition(f"{ns}.r", "a", 2) == first
-    again = repo.ensure_partition(f"{ns}.r", "a", 2, [[9, 9]], seq + 5)
-    assert again == first and again.boundaries == [[0, 0], [1, 1]]
-    assert repo.ensure_partition(f"{ns}.r", "a", 3, [[0, 1]], seq).partition_id != first.partition_id
+    again = repo.ensure_partition(f"{ns}.r", "a", 2, {"kind": "int", "cuts": [9]}, seq + 5)
+    assert again == first and again.boundaries == {"kind": "int", "cuts": [1]}
+    assert (
+        repo.ensure_partition(f"{ns}.r", "a", 3, {"kind": "int", "cuts": [0, 1]}, seq).partition_id
+        != first.partition_id
+    )
     with pytest.raises(TableNotFoundError):
-        repo.ensure_partition(f"{ns}.missing", "a", 2, [], seq)
+        repo.ensure_partition(f"{ns}.missing", "a", 2, {"kind": "int", "cuts": []}, seq)
 
 
 def _sketch_over_a_table(
@@ -32,7 +35,7 @@ def _sketch_over_a_table(
 ) -> tuple[int, PartitionRecord]:
     """A table ``ns.r``, a partition of it on ``a``, and a sketch ``name`` over it."""
     seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
-    part = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
+    part = repo.ensure_partition(f"{ns}.r", "a", 2, {"kind": "int", "cuts": [1]}, seq)
     repo.ensure_sketch(name, f"SELECT a FROM {ns}.r", params)
     return seq, part
 
@@ -50,7 +53,9 @@ def test_versions_publish_atomically_and_once_per_sequence(
     run_threads(
         [
             lambda: published.append(
-                repo.publish_version(name, seq + 1, {f"{ns}.r": 12}, {part.partition_id: b"x"})
+                repo.publish_version(
+                    name, seq + 1, {f"{ns}.r": 12}, {part.partition_id: BitMap([2]).serialize()}
+                )
             )
             for _ in range(4)
         ]
@@ -100,7 +105,7 @@ def test_dropping_a_sketch_removes_its_versions_and_runs_but_not_partitions(
     svc: SketchService, repo: SketchRepository, ns: str
 ) -> None:
     seq = svc.tables.create(f"{ns}.r", synthetic_table(10, groups=2), sort_by=["key"])
-    part = repo.ensure_partition(f"{ns}.r", "a", 2, [[0, 0], [1, 1]], seq)
+    part = repo.ensure_partition(f"{ns}.r", "a", 2, {"kind": "int", "cuts": [1]}, seq)
     repo.ensure_sketch(f"{ns}_gone", f"SELECT a FROM {ns}.r")
     repo.ensure_sketch(f"{ns}_kept", f"SELECT a FROM {ns}.r")
     for name in (f"{ns}_gone", f"{ns}_kept"):
