@@ -77,7 +77,7 @@ def databases() -> Iterator[Databases]:
     finally:
         dbs.drop_all()
         if started:  # leave no server behind that this session started
-            server.stop()
+            server.stop_unless_in_use()
 
 
 @pytest.fixture

@@ -5,6 +5,11 @@ machine. This module initdb's a cluster into a cache directory once, starts it o
 127.0.0.1 port, reuses it when it is already running, and stops it on request. When run as
 root, the server runs as the ``postgres`` system user, because PostgreSQL refuses to run as root.
 
+Several processes may share the server (a test run, ``make demo``, a second test run). Each
+holds a shared lock on a users file from ``ensure_running`` until it exits, and the one that
+started the server stops it with ``stop_unless_in_use``, which leaves it running while any other
+process still holds that lock: one run finishing must not pull the server from under another.
+
 Authentication is ``trust`` on loopback only: the server is private to this machine and user,
 holds only scratch data, and listens on no Unix socket.
 """
@@ -23,6 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import psycopg
 from psycopg import sql
@@ -34,6 +40,9 @@ log = logging.getLogger(__name__)
 _SYSTEM_USER = "postgres"
 _SUPERUSER = "postgres"
 _START_ATTEMPTS = 3
+# Per process and cluster: the open users file whose shared lock says "this process uses it".
+# The lock goes away with the process, however it ends.
+_IN_USE: dict[Path, IO[str]] = {}
 
 
 def default_data_dir() -> Path:
@@ -101,17 +110,46 @@ class PrivatePostgres:
     def _lock_file(self) -> Path:
         return self.base_dir / f"{self.data_dir.name}.lock"
 
+    @property
+    def _users_file(self) -> Path:
+        return self.base_dir / f"{self.data_dir.name}.users"
+
     # -- public API --------------------------------------------------------------------------
     def ensure_running(self) -> tuple[int, bool]:
         """Start the server unless it runs already. Returns (port, started_by_this_call)."""
         with self._locked():
             self._ensure_initialized()
+            self._mark_in_use()
             port = self._running_port()
             if port is not None:
                 return port, False
             return self._start(), True
 
+    def stop_unless_in_use(self) -> bool:
+        """Stop the server unless another process still uses it; whether it was stopped.
+        This process stops using it either way."""
+        with self._locked():
+            handle = _IN_USE.pop(self.data_dir, None)
+            if handle is not None:
+                handle.close()  # releases this process's shared lock
+            with open(self._users_file, "a") as probe:
+                try:
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    log.info("the private PostgreSQL server is still in use by another process: left running")
+                    return False
+                if self._running_port() is not None:
+                    self._run([self._bin("pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"])
+                return True
+
+    def _mark_in_use(self) -> None:
+        if self.data_dir not in _IN_USE:
+            handle = open(self._users_file, "a")  # noqa: SIM115 -- held open until the process exits
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            _IN_USE[self.data_dir] = handle
+
     def stop(self) -> None:
+        """Stop the server now, whoever uses it (``sketch localstack stop``)."""
         with self._locked():
             if self._running_port() is None:
                 return

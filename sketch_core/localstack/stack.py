@@ -15,9 +15,9 @@ class LocalStack:
     started_server: bool
 
     def shutdown(self) -> None:
-        """Stop the private server if this process started it (nothing is left behind)."""
+        """Stop the private server if this process started it and no other process uses it."""
         if self.server is not None and self.started_server:
-            self.server.stop()
+            self.server.stop_unless_in_use()
 
 
 _MARKER = ".private-metastore"

@@ -69,7 +69,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         sys.modules["airflow.settings"].dispose_orm()
     _DATABASES.drop_all()
     if _STARTED_SERVER and _DATABASES.server is not None:
-        _DATABASES.server.stop()
+        _DATABASES.server.stop_unless_in_use()
 
 
 @pytest.fixture(scope="session")
