@@ -1,7 +1,11 @@
 """Administer one sketch by hand (the UI's buttons trigger this): capture, maintain or drop.
 
-Params: ``action`` (capture, maintain or drop), ``name``, and for capture the ``sql`` with
-its ``parameters``; for maintain the ``strategy``.
+Params: ``action`` (capture, maintain or drop), ``name``; for capture the ``sql`` with its
+``parameters``, and optionally the ``attributes`` to partition on (``{table: attribute}``) and
+the ``fragments`` per partition (0: the default); for maintain the ``strategy``. Capturing
+under the name of an existing sketch recaptures it on the same attributes and fragment counts
+unless others are given. Spark work runs where the connection says (in-process, or
+spark-submitted).
 """
 
 from __future__ import annotations
@@ -12,7 +16,42 @@ import pendulum
 from airflow.sdk import DAG, Param, task
 from sketch_airflow.assets import SKETCH_VERSIONS, emit_version
 from sketch_airflow.hooks.sketch import SketchMetastoreHook
+from sketch_airflow.hooks.submit import maintain_submitting, submit_capture
 from sketch_airflow.operators.sketch import failing_without_retry_on_bad_input
+
+from sketch_core.service import SketchService, SketchVersion
+
+
+def capture(
+    svc: SketchService, submit_conn: str | None, name: str | None, params: dict[str, Any]
+) -> SketchVersion:
+    """Capture, or recapture an existing sketch (same attributes and fragments unless given)."""
+    attributes = params.get("attributes") or None
+    fragments: int | dict[str, int] | None = params.get("fragments") or None
+    if name is not None and name in {d.name for d in svc.sketches.definitions()}:
+        existing = svc.sketch(name)
+        attributes = attributes or {t: a for t, (a, _) in existing.partitions.items()}
+        fragments = fragments or {t: n for t, (_, n) in existing.partitions.items()}
+    if submit_conn is not None:
+        return submit_capture(
+            svc,
+            submit_conn,
+            params["sql"],
+            name,
+            params["parameters"],
+            attributes,
+            fragments,
+            with_state=True,
+        )
+    return svc.capture(
+        params["sql"],
+        name=name,
+        params=params["parameters"],
+        attributes=attributes,
+        fragments=fragments,
+        with_state=True,  # it is to be maintained: the state is computed in the same Spark work
+    )
+
 
 with DAG(
     dag_id="sketch_admin",
@@ -25,6 +64,8 @@ with DAG(
         "name": Param("", type="string", description="The sketch."),
         "sql": Param("", type="string", description="capture: the query."),
         "parameters": Param({}, type="object", description="capture: values of :name placeholders."),
+        "attributes": Param({}, type="object", description="capture: {table: attribute} (default: chosen)."),
+        "fragments": Param(0, type="integer", minimum=0, description="capture: fragments (0: default)."),
         "strategy": Param("auto", enum=["auto", "incremental", "full"]),
     },
 ) as dag:
@@ -36,8 +77,9 @@ with DAG(
             with failing_without_retry_on_bad_input():
                 svc = hook.get_conn()
                 action, name = params["action"], params["name"] or None
+                submit_conn = hook.spark_submit_conn_id()
                 if action == "capture":
-                    version = svc.capture(params["sql"], name=name, params=params["parameters"])
+                    version = capture(svc, submit_conn, name, params)
                     emit_version(context, [SKETCH_VERSIONS], version.name, version.version, version.sequence)
                     return {"action": action, "name": version.name, "version": version.version}
                 if name is None:
@@ -45,7 +87,7 @@ with DAG(
                 if action == "drop":
                     svc.drop_sketch(name)
                     return {"action": action, "name": name}
-                (run,) = svc.maintain(name, params["strategy"])
+                (run,) = maintain_submitting(svc, submit_conn, [name], params["strategy"])
                 if run.strategy != "none" and run.to_version is not None:
                     sequence = svc.sketch(name).sequence
                     emit_version(context, [SKETCH_VERSIONS], name, run.to_version, sequence)

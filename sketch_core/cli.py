@@ -235,6 +235,18 @@ def maintain(
 
 
 @app.command()
+def costs(name: Annotated[str, typer.Argument(help="The sketch.")]) -> None:
+    """Show sketch NAME's cost models, fitted from its recorded runs (IMP Sec. 12)."""
+    with _errors(), _service() as svc:
+        model = svc.cost_model(name)
+    view = Table("operation", "seconds", "driven by")
+    sizes = {"incremental": "delta rows"}
+    for operation, cost in model.costs.items():
+        view.add_row(operation, cost.describe(), sizes.get(operation, "table rows"))
+    console.print(view)
+
+
+@app.command()
 def gc(name: Annotated[str | None, typer.Argument(help="Only this sketch (default: all).")] = None) -> None:
     """Expire old sketch versions and delete state files nothing reads (SKETCH_RETAIN_*)."""
     with _errors(), _service() as svc:

@@ -22,6 +22,7 @@ from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_para
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.config import Settings
+from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
     ConfigurationError,
     KeptValuesExhaustedError,
@@ -45,8 +46,10 @@ from sketch_core.maintenance import (
     build_engine,
     plan_engine,
     store_state,
+    summarizable,
 )
 from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.costs import CostRecords
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
 from sketch_core.metastore.policies import PolicyRepository
@@ -143,6 +146,34 @@ class MaintenanceRun:
 MAINTENANCE_STRATEGIES = ("auto", "incremental", "full")
 
 
+def _check_strategy(strategy: str) -> None:
+    if strategy not in MAINTENANCE_STRATEGIES:
+        raise ConfigurationError(
+            f"unknown maintenance strategy {strategy!r}",
+            hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
+        )
+
+
+@dataclass(frozen=True)
+class MaintenancePlan:
+    """What maintaining a sketch would do: from which version to which commit, how."""
+
+    name: str
+    from_version: int
+    target: int  # the commit sequence number the new version would be valid at
+    strategy: str  # "none" (up to date), "incremental" or "full"
+    delta_rows: int
+    on_spark: bool  # an incremental run that would compute some aggregations' deltas on Spark
+    builds_state: bool  # an incremental run from a version without stored state (built on Spark)
+
+    @property
+    def needs_spark(self) -> bool:
+        """Whether the run needs Spark: a recapture, state to build, or a delta too big for
+        in-process work. (An incremental run may still fall back to a recapture when its
+        kept top-m values run out or its state cannot be read; see ``maintain``.)"""
+        return self.strategy == "full" or self.on_spark or self.builds_state
+
+
 @dataclass(frozen=True)
 class PolicyCheck:
     """One sketch's policy, checked: whether it fires now, and why."""
@@ -196,6 +227,7 @@ class SketchService:
         self.tables = TableService(catalog, self.commit_log, settings)
         self.sketches = SketchRepository(engine)
         self.policies = PolicyRepository(engine)
+        self.costs = CostRecords(engine)
         self.state_store = StateStore(settings.warehouse / "_sketch_state")
         self._spark = spark
         # Stored partitions are immutable (a new computation gets a new id), so parsing one
@@ -317,6 +349,7 @@ class SketchService:
         strategy: str = "capture",
         from_version: int | None = None,
         with_state: bool = False,
+        delta_rows: int = 0,
     ) -> SketchVersion:
         started = time.perf_counter()
         pins = self._pin_query(sql, sequence)
@@ -349,7 +382,12 @@ class SketchService:
             self._keep_engine(name, record.version, maintained)
         seconds = time.perf_counter() - started
         self.sketches.finish_run(
-            run_id, status="succeeded", to_version=record.version, delta_rows=0, seconds=seconds
+            run_id,
+            status="succeeded",
+            to_version=record.version,
+            delta_rows=delta_rows,
+            seconds=seconds,
+            table_rows=sum(pin.record_count for pin in pins.values()),
         )
         log.info("captured %s version %d at sequence %d in %.2fs", name, record.version, sequence, seconds)
         return self._sketch_version(record)
@@ -456,11 +494,7 @@ class SketchService:
         otherwise or for queries the incremental engine does not support. Earlier versions
         stay, for queries pinned to older snapshots.
         """
-        if strategy not in MAINTENANCE_STRATEGIES:
-            raise ConfigurationError(
-                f"unknown maintenance strategy {strategy!r}",
-                hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
-            )
+        _check_strategy(strategy)
         names = [name] if name is not None else [d.name for d in self.sketches.definitions()]
         runs = []
         for each in names:
@@ -505,11 +539,25 @@ class SketchService:
             log.info("collected %d versions and %d state directories", report.version_count, removed)
         return report
 
-    def _maintain_one(self, name: str, strategy: str, target: int | None = None) -> MaintenanceRun:
+    def plan_maintenance(
+        self, name: str, strategy: str = "auto", target: int | None = None
+    ) -> MaintenancePlan:
+        """What ``maintain(name, strategy)`` would do now, decided from the commit log and the
+        query plan alone (no state or data is read, and nothing runs on Spark)."""
+        _check_strategy(strategy)
+        definition, record = self._definition_and_version(name)
+        return self._plan(definition, record, strategy, target)
+
+    def _definition_and_version(self, name: str) -> tuple[SketchDefinition, VersionRecord]:
         definition = self.sketches.definition(name)
         record = self.sketches.version(name)
         if record is None:
             raise SketchNotFoundError(name)
+        return definition, record
+
+    def _plan(
+        self, definition: SketchDefinition, record: VersionRecord, strategy: str, target: int | None
+    ) -> MaintenancePlan:
         target = self.latest_sequence() if target is None else target
         tables = set(referenced_tables(definition.query_sql))
         pending = [
@@ -517,20 +565,52 @@ class SketchService:
             for c in self.commit_log.commits(after_seq=record.sequence, until_seq=target)
             if c.table in tables
         ]
-        if not pending:
-            return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
         on_spark = delta_rows > self.settings.spark_delta_rows
-        chosen = strategy
-        if strategy == "auto":
+        chosen = strategy if pending else "none"
+        if chosen == "auto":
             chosen = "incremental"
             if delta_rows > self.settings.incremental_max_delta_rows:
                 changed = {c.table for c in pending}
                 covered = self._big_delta_covered(definition, record, changed, on_spark)
                 chosen = "incremental" if covered else "full"
+        incremental = chosen == "incremental"
+        if on_spark and incremental:  # only aggregations over a changed table that Spark takes
+            on_spark = self._spark_summarizes(definition, record, {c.table for c in pending})
+        kept = self._engines.get(definition.name)
+        builds_state = incremental and not record.state_ref and not (kept and kept[0] == record.version)
+        return MaintenancePlan(
+            definition.name,
+            record.version,
+            target,
+            chosen,
+            delta_rows,
+            on_spark and incremental,
+            builds_state,
+        )
+
+    def _spark_summarizes(
+        self, definition: SketchDefinition, record: VersionRecord, changed: set[str]
+    ) -> bool:
+        """Whether an incremental run over a big delta of ``changed`` would compute some
+        aggregations' deltas on Spark (True when the plan cannot be built here: it may)."""
+        try:
+            engine, _ = plan_engine(
+                self.tables, definition, self._range_partitions(definition), record.sequence
+            )
+        except UnsupportedQueryError:
+            return True
+        return bool(summarizable(engine.frontier(), changed))
+
+    def _maintain_one(self, name: str, strategy: str, target: int | None = None) -> MaintenanceRun:
+        definition, record = self._definition_and_version(name)
+        plan = self._plan(definition, record, strategy, target)
+        target, chosen, delta_rows = plan.target, plan.strategy, plan.delta_rows
+        if chosen == "none":
+            return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
         if chosen == "incremental":
             try:
-                return self._maintain_incremental(definition, record, target, on_spark=on_spark)
+                return self._maintain_incremental(definition, record, plan)
             except KeptValuesExhaustedError as exc:  # top-m ran out: recapture, whatever was asked
                 log.info("%s: recapturing: %s", name, exc)
             except (UnsupportedQueryError, StateMissingError) as exc:
@@ -548,6 +628,7 @@ class SketchService:
             target,
             strategy="full",
             from_version=record.version,
+            delta_rows=delta_rows,
         )
         return MaintenanceRun(
             name, record.version, version.version, "full", delta_rows, time.perf_counter() - started
@@ -594,15 +675,18 @@ class SketchService:
         return summarize
 
     def _maintain_incremental(
-        self, definition: SketchDefinition, record: VersionRecord, target: int, on_spark: bool = False
+        self, definition: SketchDefinition, record: VersionRecord, plan: MaintenancePlan
     ) -> MaintenanceRun:
+        """``plan``'s incremental run. Its delta rows, recorded and returned, are the commits'
+        (as for recaptures and in the status): the size the cost model is fitted and asked on.
+        The rows the engine read, after selection push-down, are logged."""
         started = time.perf_counter()
         name = definition.name
-        delta_rows = 0
+        target, on_spark, delta_rows = plan.target, plan.on_spark, plan.delta_rows
         spark_used = [False]
         try:
             maintained = self._engine_at(definition, record)
-            _, delta_rows, pins = advance(
+            _, read_rows, pins = advance(
                 self.tables,
                 maintained,
                 target,
@@ -624,7 +708,14 @@ class SketchService:
                     for t, pid in definition.partition_ids.items()
                 },
                 state_ref=ref,
-                run=FinishedRun("incremental", record.version, "succeeded", delta_rows, seconds),
+                run=FinishedRun(
+                    "incremental",
+                    record.version,
+                    "succeeded",
+                    delta_rows,
+                    seconds,
+                    table_rows=sum(pin.record_count for pin in pins.values()),
+                ),
             )
         except Exception as exc:
             failed = FinishedRun(
@@ -639,7 +730,13 @@ class SketchService:
         seconds = time.perf_counter() - started
         where = "spark" if spark_used[0] else "in-process"
         log.info(
-            "maintained %s incrementally (%s) to version %d in %.2fs", name, where, published.version, seconds
+            "maintained %s incrementally (%s) to version %d in %.2fs (%d delta rows, %d read)",
+            name,
+            where,
+            published.version,
+            seconds,
+            delta_rows,
+            read_rows,
         )
         return MaintenanceRun(
             name, record.version, published.version, "incremental", delta_rows, seconds, where
@@ -896,7 +993,7 @@ class SketchService:
             parsed, usable = chosen
             frame, files_read = self._run_with_sketch(parsed, usable, pins)
             sketch = (usable.record.name, usable.record.version)
-        return QueryResult(
+        result = QueryResult(
             frame.toArrow(),
             sketch,
             files_read,
@@ -905,6 +1002,32 @@ class SketchService:
             sequence,
             {pin.table: pin.sequence for pin in pins.values()},
         )
+        self._record_query(sql, sketch, pins, result)
+        return result
+
+    def _record_query(
+        self,
+        sql: str,
+        sketch: tuple[str, int] | None,
+        pins: Mapping[str, PinnedSnapshot],
+        result: QueryResult,
+    ) -> None:
+        """Record the run for the cost models; a query never fails for want of its record."""
+        try:
+            self.costs.record_query(
+                template_key(sql),
+                sketch,
+                sum(pin.record_count for pin in pins.values()),
+                result.files_read,
+                result.files_total,
+                result.seconds,
+            )
+        except Exception as exc:
+            log.warning("could not record the query's run: %s", exc)
+
+    def cost_model(self, name: str) -> CostModel:
+        """The sketch's five cost models, fitted from its recorded runs (priors until then)."""
+        return CostModel.fitted(self.costs.observations(name))
 
     def _sketch_for_query(
         self, sql: str, params: Mapping[str, Any] | None, pins: Mapping[str, PinnedSnapshot], sequence: int

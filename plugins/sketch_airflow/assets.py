@@ -4,6 +4,8 @@ Loads declare the tables they write as outlets (``table_asset``), so capture and
 DAGs can be scheduled on them. Every sketch version the operators publish is emitted as an
 event of ``sketch_asset(name)`` (through the ``SKETCH_VERSIONS`` alias, since which sketches a
 run publishes is known only when it runs), with the version and its commit sequence as extra.
+A capture with a fixed name declares its sketch's asset directly instead: that makes the asset
+known to Airflow when the DAG is parsed (active), so other DAGs can be scheduled on it.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ def emit_version(context: Any, outlets: Sequence[Any], name: str, version: int, 
         return
     extra = {"sketch": name, "version": version, "sequence": sequence}
     asset = sketch_asset(name)
+    direct = [o for o in outlets if isinstance(o, Asset) and o.uri == asset.uri]
+    if direct:  # Airflow emits the event of a declared outlet; it only needs the extra
+        events[direct[0]].extra = extra
+        return
     for outlet in outlets:
         if isinstance(outlet, AssetAlias) and outlet.name == SKETCH_VERSIONS.name:
             events[outlet].add(asset, extra=extra)
-        elif isinstance(outlet, Asset) and outlet.uri == asset.uri:
-            events[outlet].extra = extra

@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     capture.add_argument("--attributes", type=_json_object)
     capture.add_argument("--fragments", type=json.loads, help="an integer or {table: integer}")
     capture.add_argument("--snapshot", type=int)
+    capture.add_argument(
+        "--with-state", action="store_true", help="also compute the incremental-maintenance state"
+    )
     maintain = verbs.add_parser("maintain", help="maintain a sketch (recaptures run on Spark)")
     maintain.add_argument("--name", required=True)
     maintain.add_argument("--strategy", default="auto", choices=("auto", "incremental", "full"))
@@ -55,6 +58,7 @@ def _run(args: argparse.Namespace, svc: SketchService) -> dict[str, Any]:
             attributes=args.attributes,
             fragments=args.fragments,
             snapshot=args.snapshot,
+            with_state=args.with_state,
         )
         return {
             "name": version.name,

@@ -114,6 +114,7 @@ maintenance_runs = Table(
     Column("error", Text),
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
+    Column("table_rows", BigInteger),
 )
 
 sketch_policies = Table(
@@ -142,4 +143,18 @@ report_announcements = Table(
     Column("report", Text, nullable=False),
     Column("due_at", DateTime(timezone=True), nullable=False),
     Column("announced_at", DateTime(timezone=True), nullable=False),
+)
+
+query_runs = Table(
+    "query_runs",
+    metadata,
+    Column("run_id", BigInteger, primary_key=True),
+    Column("template_key", Text, nullable=False),
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id")),
+    Column("sketch_version", Integer),
+    Column("table_rows", BigInteger, nullable=False),
+    Column("files_read", Integer, nullable=False),
+    Column("files_total", Integer, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("ran_at", DateTime(timezone=True), nullable=False),
 )

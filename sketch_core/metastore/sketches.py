@@ -61,6 +61,7 @@ class FinishedRun:
     delta_rows: int
     seconds: float
     error: str | None = None
+    table_rows: int | None = None  # rows of the sketch's tables at the snapshot it produced
 
 
 @dataclass(frozen=True)
@@ -434,6 +435,7 @@ class SketchRepository:
                 delta_rows=run.delta_rows,
                 seconds=run.seconds,
                 error=run.error,
+                table_rows=run.table_rows,
                 started_at=func.now() - timedelta(seconds=run.seconds),
                 finished_at=func.now(),
             )
@@ -448,6 +450,7 @@ class SketchRepository:
         delta_rows: int,
         seconds: float,
         error: str | None = None,
+        table_rows: int | None = None,
     ) -> None:
         with self.engine.begin() as conn:
             conn.execute(
@@ -459,6 +462,7 @@ class SketchRepository:
                     delta_rows=delta_rows,
                     seconds=seconds,
                     error=error,
+                    table_rows=table_rows,
                     finished_at=func.now(),
                 )
             )

@@ -57,6 +57,29 @@ def test_a_dag_with_an_unsupported_query_fails_to_parse_naming_it(tmp_path: Path
     assert "UnsupportedQueryError" in error and "window function" in error
 
 
+def test_an_unsupported_query_in_a_sql_file_fails_when_the_dag_is_parsed(tmp_path: Path) -> None:
+    (tmp_path / "report.sql").write_text("SELECT a FROM demo.facts GROUP BY ROLLUP (a)\n")
+    (tmp_path / "fine.sql").write_text("SELECT a, COUNT(*) AS n FROM demo.facts GROUP BY a\n")
+    (tmp_path / "templated.sql").write_text("SELECT a FROM {{ params.table }} GROUP BY ROLLUP (a)\n")
+    dag_file = """
+        import pendulum
+        from airflow.sdk import DAG
+        from sketch_airflow.operators.sketch import SketchedQueryOperator
+
+        with DAG("{dag_id}", start_date=pendulum.datetime(2026, 1, 1), schedule=None):
+            SketchedQueryOperator(task_id="report", sql="{sql_file}")
+        """
+    for dag_id, sql_file in (("bad", "report.sql"), ("fine", "fine.sql"), ("late", "templated.sql")):
+        text = textwrap.dedent(dag_file).format(dag_id=dag_id, sql_file=sql_file)
+        (tmp_path / f"{dag_id}.py").write_text(text)
+    bag = DagBag(dag_folder=str(tmp_path))
+    # A file with Jinja is only known once rendered: it is checked when the task runs.
+    assert sorted(bag.dags) == ["fine", "late"]
+    (error,) = bag.import_errors.values()
+    assert "UnsupportedQueryError" in error and "ROLLUP" in error
+    assert bag.dags["fine"].get_task("report").sql.startswith("SELECT a, COUNT(*)")
+
+
 def plain_and_sketched(svc: SketchService) -> tuple[list[Any], list[Any], Any]:
     plain = svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches=False)
     sketched = svc.query(REPORT_SQL, REPORT_PARAMETERS)
@@ -117,15 +140,42 @@ def test_example_dags_end_to_end(
     assert svc.sketch(DEMO_SKETCH).version == 3
     assert admin.test(run_conf={"action": "drop", "name": DEMO_SKETCH}).state == "success"
     assert DEMO_SKETCH not in {d.name for d in svc.sketches.definitions()}
-    conf = {"action": "capture", "name": DEMO_SKETCH, "sql": REPORT_SQL, "parameters": REPORT_PARAMETERS}
+    conf = {
+        "action": "capture",
+        "name": DEMO_SKETCH,
+        "sql": REPORT_SQL,
+        "parameters": REPORT_PARAMETERS,
+        "attributes": {DEMO_TABLE: "a"},
+        "fragments": 24,
+    }
     assert admin.test(run_conf=conf).state == "success"
-    assert svc.sketch(DEMO_SKETCH).version == 1
+    assert (svc.sketch(DEMO_SKETCH).version, svc.sketch(DEMO_SKETCH).partitions) == (
+        1,
+        {DEMO_TABLE: ("a", 24)},
+    )
+    # Capturing again under the name, after a load, recaptures on the sketch's own partition.
+    DeltaGenerator(svc.tables, DEMO_TABLE, ("key",), seed=41).inserts(25).apply(svc.tables)
+    recapture = {"action": "capture", "name": DEMO_SKETCH, "sql": REPORT_SQL, "parameters": REPORT_PARAMETERS}
+    assert admin.test(run_conf=recapture).state == "success"
+    recaptured = svc.sketch(DEMO_SKETCH)
+    assert (recaptured.version, recaptured.partitions) == (2, {DEMO_TABLE: ("a", 24)})
+    assert recaptured.sequence == svc.latest_sequence()
 
     # Every published version was an event of the sketch's asset, and the loads of the table's.
     events = asset_events(sketch_asset(DEMO_SKETCH).uri)
-    assert [e["version"] for e in events] == [1, 2, 3, 1]
+    assert [e["version"] for e in events] == [1, 2, 3, 1, 2]
     assert all(e["sketch"] == DEMO_SKETCH and e["sequence"] >= 1 for e in events)
     assert len(asset_events(table_asset(DEMO_TABLE).uri)) == 1  # one run of the load task
+    # load_then_capture declares the sketch's asset: Airflow knows it, DAGs can be scheduled on it.
+    assert asset_is_active(sketch_asset(DEMO_SKETCH).uri)
+
+
+def asset_is_active(uri: str) -> bool:
+    from airflow.models.asset import AssetActive
+    from sqlalchemy import select
+
+    with create_session() as session:
+        return session.scalar(select(AssetActive.uri).where(AssetActive.uri == uri)) is not None
 
 
 def asset_events(uri: str) -> list[dict[str, Any]]:

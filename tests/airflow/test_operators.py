@@ -109,6 +109,11 @@ def test_inline_unsupported_sql_is_refused_when_the_operator_is_built() -> None:
     with pytest.raises(UnsupportedQueryError) as raised:
         CaptureSketchOperator(task_id="bad", sql="SELECT x.a FROM s.t x FULL OUTER JOIN s.u y ON x.a = y.a")
     assert raised.value.construct == "FULL OUTER JOIN"
+    # A report that runs without sketches may use any construct Spark has.
+    plain = SketchedQueryOperator(
+        task_id="plain", sql="SELECT a, RANK() OVER (ORDER BY b) AS r FROM demo.facts", use_sketches=False
+    )
+    assert plain.use_sketches is False
 
 
 def test_bad_input_at_run_time_fails_without_retry_and_transient_errors_propagate(
@@ -125,6 +130,21 @@ def test_bad_input_at_run_time_fails_without_retry_and_transient_errors_propagat
     with pytest.raises(MetastoreUnavailableError) as raised:
         down.execute({})
     assert raised.value.transient  # Airflow retries it
+
+
+def test_airflow_retries_an_unreachable_metastore_and_fails_bad_input_at_once(
+    airflow_db: None, sketch_conn: str, tmp_path: Path
+) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    from tests.airflow.conftest import TEST_DAGS
+
+    define("sketch_down", host="127.0.0.1", port=1, login="x", schema="x", extra={"warehouse": str(tmp_path)})
+    run = DagBag(dag_folder=str(TEST_DAGS)).dags["bad_input"].test()
+    tries = {ti.task_id: (ti.state, ti.try_number) for ti in run.get_task_instances()}
+    # Both tasks have a retry. The transient error is left to it (tried twice); the unsupported
+    # query fails for good at once.
+    assert tries == {"unreachable": ("failed", 2), "unsupported": ("failed", 1)}
 
 
 # -- trigger --------------------------------------------------------------------------------------

@@ -1,18 +1,23 @@
 """The cluster path: CaptureSketchOperator spark-submits ``python -m sketch_core.jobs`` through
 the Spark provider's hook to a standalone cluster (a Master and a Worker on loopback, started
 from the PySpark installation), and the sketch published there equals an in-process capture at
-the same snapshot on the same partition."""
+the same snapshot on the same partition. Maintenance submits only the runs that need Spark."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from sketch_airflow.operators.sketch import CaptureSketchOperator
+from sketch_airflow.operators.sketch import (
+    CaptureSketchOperator,
+    MaintainSketchesOperator,
+    RefreshSketchesOperator,
+)
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.service import SketchService
 from tests.airflow.conftest import Cluster, connection_json
+from tests.service.test_maintain import fresh_fragments, maintained
 
 HAVING = "SELECT a, SUM(b) AS s FROM {t} WHERE c > :low GROUP BY a HAVING SUM(b) > 100"
 
@@ -52,3 +57,30 @@ def test_capture_through_spark_submit_on_a_cluster_equals_the_in_process_capture
     assert cluster.partitions == local.partitions
     assert cluster.fragments == local.fragments
     assert 0 < len(cluster.fragments[table]) < 25
+
+    # A small delta is maintained in the worker's process, without Spark: nothing is submitted.
+    name = f"{ns}_cluster"
+    svc.tables.append(table, synthetic_table(30, 50, seed=8, key_start=90_000))
+    maintain = MaintainSketchesOperator(
+        task_id="maintain", names=[name], policy_driven=False, sketch_conn_id="sketch_on_cluster"
+    )
+    (small,) = maintain.execute({})
+    assert (small["strategy"], small["where"], small["to_version"]) == ("incremental", "in-process", 2)
+    assert standalone_cluster.applications().count(f"sketch-{name}") == 1
+    # A recapture needs Spark: it is submitted to the cluster, and equals a fresh capture.
+    svc.tables.delete(table, "a < 5")
+    refresh = RefreshSketchesOperator(
+        task_id="refresh", names=[name], strategy="full", sketch_conn_id="sketch_on_cluster"
+    )
+    (full,) = refresh.execute({})
+    assert (full["strategy"], full["where"], full["from_version"], full["to_version"]) == (
+        "full",
+        "spark-submit",
+        2,
+        3,
+    )
+    assert standalone_cluster.applications().count(f"sketch-{name}") == 2
+    recaptured = svc.sketch(name)
+    assert recaptured.sequence == svc.latest_sequence()
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, recaptured.sequence, params)
+    assert 0 < len(recaptured.fragments[table]) < 25

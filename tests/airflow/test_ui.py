@@ -3,16 +3,19 @@ listing the sketches with the metastore's figures."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from sketch_airflow.ui.app import _ConnectionService
 from sketch_airflow.ui.chart import Point, scatter
 
+from sketch_core.config import Settings
 from sketch_core.datasets import synthetic_table
 from sketch_core.policy import Policy
 from sketch_core.service import SketchService
-from tests.airflow.conftest import PASSWORDS
+from tests.airflow.conftest import PASSWORDS, connection_json
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +85,19 @@ def test_the_chart_places_runs_by_delta_size_and_time() -> None:
     ys = [float(c.split('cy="')[1].split('"')[0]) for c in circles]
     assert xs[0] < xs[1] and ys[0] > ys[1]  # more rows: further right; more seconds: higher up
     assert "No maintenance runs" in scatter([])
+
+
+def test_the_page_follows_an_edited_connection(
+    sketch_conn: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API server lives for weeks: an edited connection must not need a restart."""
+    current = _ConnectionService()
+    first = current()
+    assert current() is first  # unchanged connection: one service, one metastore pool
+    edited = json.loads(connection_json(settings))
+    edited["extra"]["settings"]["fragments"] = first.settings.fragments + 7
+    monkeypatch.setenv("AIRFLOW_CONN_SKETCH_DEFAULT", json.dumps(edited))
+    second = current()
+    assert second is not first and second.settings.fragments == first.settings.fragments + 7
+    assert current() is second
+    second.close()

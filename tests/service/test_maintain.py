@@ -142,6 +142,8 @@ def test_up_to_date_sketches_are_left_alone(spark_svc: SketchService, table: str
     svc = spark_svc
     sketch_name = f"{table.split('.')[0]}_sketch"
     svc.capture(HAVING.format(t=table), name=sketch_name, attributes={table: "a"}, fragments=40)
+    plan = svc.plan_maintenance(sketch_name, "full")
+    assert (plan.strategy, plan.delta_rows, plan.needs_spark) == ("none", 0, False)
     (run,) = svc.maintain(sketch_name)
     assert (run.strategy, run.from_version, run.to_version, run.delta_rows) == ("none", 1, 1, 0)
     assert svc.sketch(sketch_name).version == 1
@@ -483,6 +485,21 @@ def test_auto_goes_to_spark_above_the_threshold_only_where_spark_covers_the_delt
     uncovered = f"{ns}_auto_uncovered"
     svc.capture(rows_topk, name=uncovered, attributes={table: "a"}, fragments=40)
     DeltaGenerator(svc.tables, table, ("key",), seed=24).mixed(80).apply(svc.tables)
+    # The plan says beforehand what each run will do, and whether it needs Spark.
+    plans = {n: svc.plan_maintenance(n, "auto") for n in (covered, uncovered, arrays)}
+    assert (plans[covered].strategy, plans[covered].on_spark, plans[covered].needs_spark) == (
+        "incremental",
+        True,
+        True,
+    )
+    # Array state reduces the big delta in-process, but this sketch has no state yet: Spark builds it.
+    assert (plans[arrays].strategy, plans[arrays].on_spark, plans[arrays].builds_state) == (
+        "incremental",
+        False,
+        True,
+    )
+    assert (plans[uncovered].strategy, plans[uncovered].needs_spark) == ("full", True)
+    assert {p.delta_rows for p in plans.values()} == {80} and plans[arrays].from_version == 1
     by_name = {n: svc.maintain(n, strategy="auto")[0] for n in (covered, uncovered, arrays)}
     assert (by_name[covered].strategy, by_name[covered].where) == ("incremental", "spark")
     assert (by_name[arrays].strategy, by_name[arrays].where) == ("incremental", "in-process")
@@ -495,6 +512,7 @@ def test_auto_goes_to_spark_above_the_threshold_only_where_spark_covers_the_delt
     DeltaGenerator(svc.tables, table, ("key",), seed=26).mixed(80).apply(svc.tables)
     (run,) = no_spark.maintain(covered, strategy="auto")
     assert run.strategy == "full"
+    assert not no_spark.plan_maintenance(arrays, "auto").needs_spark  # it has state now
     (run,) = no_spark.maintain(arrays, strategy="auto")
     assert (run.strategy, run.where) == ("incremental", "in-process")
     # Up to the threshold, auto maintains incrementally whatever the plan.

@@ -6,8 +6,9 @@ name the PostgreSQL metastore; the extras name the warehouse and how Spark runs:
 - ``warehouse``: the Iceberg warehouse path (required);
 - ``spark_master``: ``local[2]`` (default) or any master URL, for in-process Spark;
 - ``spark_conf``: extra Spark settings (an object of strings);
-- ``spark_submit_conn_id``: when set, capture jobs are spark-submitted through the Spark
-  provider's hook with that connection, instead of running in the worker's process;
+- ``spark_submit_conn_id``: when set, the Spark work (captures, and maintenance runs that need
+  Spark) is spark-submitted through the Spark provider's hook with that connection, instead of
+  running in the worker's process;
 - ``settings``: any other field of :class:`sketch_core.config.Settings` by name (for example
   ``{"fragments": 1000, "target_file_bytes": 8388608}``).
 
@@ -81,7 +82,7 @@ class SketchMetastoreHook(BaseHook):
         return _with_overrides(configured, extra.get("settings") or {}, self.sketch_conn_id)
 
     def spark_submit_conn_id(self) -> str | None:
-        """The Spark provider connection capture jobs are submitted through (None: in-process)."""
+        """The Spark provider connection Spark jobs are submitted through (None: in-process)."""
         try:
             conn = self.get_connection(self.sketch_conn_id)
         except AirflowNotFoundException:

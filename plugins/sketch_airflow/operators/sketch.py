@@ -1,8 +1,8 @@
 """Operators over a sketch metastore: capture after loads, policy-driven maintenance, refresh
 before reports, and reports that run with skipping.
 
-Each operator only stores its arguments in ``__init__`` (plus checks that need no I/O: a query
-given inline is checked for unsupported constructs when the DAG is parsed), gets its hook
+Each operator only stores its arguments in ``__init__`` (plus checks that need no I/O: a query,
+inline or in a ``.sql`` file, is checked for unsupported constructs when the DAG is parsed), gets its hook
 lazily, and hands the work to :class:`sketch_core.service.SketchService`. Errors that a retry
 cannot fix (an unsupported query, an unknown sketch, a bad policy) fail the task without
 retrying; transient ones (the metastore unreachable) are raised for Airflow to retry.
@@ -11,7 +11,6 @@ retrying; transient ones (the metastore unreachable) are raised for Airflow to r
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -19,13 +18,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from sketch_airflow.assets import SKETCH_VERSIONS, emit_version
+from sketch_airflow.assets import SKETCH_VERSIONS, emit_version, sketch_asset
 from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
-from sketch_airflow.hooks.submit import submit_job
-from sketch_core.algebra.frontend import check_supported, encode_params
-from sketch_core.errors import ConfigurationError, InfrastructureError, SketchError, SketchNotFoundError
+from sketch_airflow.hooks.submit import maintain_submitting, submit_capture
+from sketch_core.algebra.frontend import check_supported
+from sketch_core.errors import SketchError
 from sketch_core.policy import Policy
-from sketch_core.service import MaintenanceRun, SketchService, SketchVersion
+from sketch_core.service import MaintenanceRun, SketchService
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -75,6 +74,14 @@ class _SketchOperator(BaseOperator):
         if self._hook is not None:
             self._hook.close()
 
+    def prepare_template(self) -> None:
+        """Runs once ``.sql`` files have been read in, which DagBag does when it parses the DAG:
+        a query from a file is checked then, as an inline one is in ``__init__`` (a file with
+        Jinja in it is checked once rendered, in ``execute``)."""
+        sql = getattr(self, "sql", None)
+        if isinstance(sql, str) and not _is_template(sql) and getattr(self, "use_sketches", True):
+            check_supported(sql)
+
 
 def _published(
     context: Context, outlets: Sequence[Any], svc: SketchService, runs: Sequence[MaintenanceRun]
@@ -107,6 +114,8 @@ class CaptureSketchOperator(_SketchOperator):
     :param attributes: ``{table: attribute}`` to partition on (default: chosen safely).
     :param fragments: fragments per partition (int, or ``{table: int}``).
     :param policy: the maintenance policy to attach (a ``Policy`` or its JSON form).
+    :param with_state: also compute the incremental-maintenance state now, in the capture's
+        Spark work, so that maintenance of small deltas later needs no Spark (default True).
     """
 
     template_fields: Sequence[str] = ("sql", "name", "parameters")
@@ -122,9 +131,13 @@ class CaptureSketchOperator(_SketchOperator):
         attributes: Mapping[str, str] | None = None,
         fragments: int | Mapping[str, int] | None = None,
         policy: Policy | Mapping[str, Any] | None = None,
+        with_state: bool = True,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("outlets", [SKETCH_VERSIONS])
+        # Every successful capture publishes a version: a fixed name's asset is a direct outlet.
+        kwargs.setdefault(
+            "outlets", [SKETCH_VERSIONS if name is None or _is_template(name) else sketch_asset(name)]
+        )
         super().__init__(**kwargs)
         if not _is_template(sql):
             check_supported(sql)  # a DAG with an unsupported query fails to parse, naming it
@@ -134,6 +147,7 @@ class CaptureSketchOperator(_SketchOperator):
         self.attributes = attributes
         self.fragments = fragments
         self.policy = _policy(policy)
+        self.with_state = with_state
 
     def execute(self, context: Context) -> dict[str, Any]:
         with failing_without_retry_on_bad_input():
@@ -147,9 +161,19 @@ class CaptureSketchOperator(_SketchOperator):
                     params=dict(self.parameters or {}),
                     attributes=dict(self.attributes) if self.attributes else None,
                     fragments=self._fragments(),
+                    with_state=self.with_state,
                 )
             else:
-                version = self._submitted_capture(svc, submit_conn)
+                version = submit_capture(
+                    svc,
+                    submit_conn,
+                    self.sql,
+                    self.name,
+                    self.parameters,
+                    self.attributes,
+                    self.fragments,
+                    with_state=self.with_state,
+                )
             if self.policy is not None:
                 svc.set_policy(version.name, self.policy)
         emit_version(context, self.outlets, version.name, version.version, version.sequence)
@@ -165,28 +189,6 @@ class CaptureSketchOperator(_SketchOperator):
 
     def _fragments(self) -> int | dict[str, int] | None:
         return dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments
-
-    def _submitted_capture(self, svc: SketchService, spark_conn_id: str) -> SketchVersion:
-        """Capture through spark-submit (the sketch connection's ``spark_submit_conn_id``)."""
-        if not self.name:
-            raise ConfigurationError(
-                "a capture through spark-submit needs a sketch name", hint="pass name= to the operator"
-            )
-        args = ["capture", "--sql", self.sql, "--name", self.name]
-        args += ["--params", json.dumps(encode_params(self.parameters))]
-        if self.attributes:
-            args += ["--attributes", json.dumps(dict(self.attributes))]
-        if self.fragments is not None:
-            args += ["--fragments", json.dumps(self._fragments())]
-        try:
-            before = svc.sketches.version(self.name)
-        except SketchNotFoundError:  # a first capture
-            before = None
-        submit_job(svc.settings, spark_conn_id, args, self.name)
-        version = svc.sketch(self.name)
-        if before is not None and version.version == before.version:
-            raise InfrastructureError(f"the capture job for {self.name} published no new version")
-        return version
 
 
 class MaintainSketchesOperator(_SketchOperator):
@@ -218,11 +220,8 @@ class MaintainSketchesOperator(_SketchOperator):
             svc = self._service()
             names = list(self.names) if self.names is not None else None
             if self.policy_driven:
-                runs = svc.maintain_due(names, self.strategy)
-            elif names is None:
-                runs = svc.maintain(None, self.strategy)
-            else:
-                runs = [r for n in names for r in svc.maintain(n, self.strategy)]
+                names = [check.name for check in svc.check_policies(names) if check.fire]
+            runs = maintain_submitting(svc, self._get_hook().spark_submit_conn_id(), names, self.strategy)
         summaries = _published(context, self.outlets, svc, runs)
         self.log.info("maintained %d sketches: %s", len(runs), summaries)
         return summaries
@@ -263,11 +262,15 @@ class RefreshSketchesOperator(_SketchOperator):
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         with failing_without_retry_on_bad_input():
+            if self.sql is not None:
+                check_supported(self.sql)
             svc = self._service()
             if self.report:
                 svc.announce_report(self.report)
             names = set(self.names or ()) | set(svc.report_sketches(self.sql, self.report))
-            runs = [r for n in sorted(names) for r in svc.maintain(n, self.strategy)]
+            runs = maintain_submitting(
+                svc, self._get_hook().spark_submit_conn_id(), sorted(names), self.strategy
+            )
         summaries = _published(context, self.outlets, svc, runs)
         self.log.info("refreshed %d sketches: %s", len(runs), summaries)
         return summaries
@@ -310,7 +313,7 @@ class SketchedQueryOperator(_SketchOperator):
             raise ValueError(
                 f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}"
             )
-        if not _is_template(sql):
+        if use_sketches and not _is_template(sql):  # a plain report may use any construct
             check_supported(sql)
         self.sql = sql
         self.parameters = parameters
@@ -322,6 +325,8 @@ class SketchedQueryOperator(_SketchOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         with failing_without_retry_on_bad_input():
+            if self.use_sketches:  # as when the DAG was parsed, for a query known only now
+                check_supported(self.sql)
             svc = self._service()
             result = svc.query(
                 self.sql, dict(self.parameters or {}), snapshot=self.snapshot, use_sketches=self.use_sketches

@@ -14,6 +14,7 @@ from fastapi.responses import HTMLResponse
 from sketch_airflow.hooks.sketch import SketchMetastoreHook
 from sketch_airflow.ui.chart import Point
 from sketch_airflow.ui.page import render_page
+from sketch_core.config import Settings
 from sketch_core.service import SketchService
 
 URL_PREFIX = "/sketches"
@@ -36,17 +37,30 @@ def maintenance_points(svc: SketchService, names: list[str]) -> list[Point]:
     ]
 
 
+class _ConnectionService:
+    """The service over the ``sketch_default`` connection as it is now: the connection is
+    read on every request (a metadata-database lookup), and the service (with its metastore
+    pool) is rebuilt only when the settings it yields have changed, so an edited connection
+    takes effect without restarting the API server."""
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+        self._service: SketchService | None = None
+
+    def __call__(self) -> SketchService:
+        settings = SketchMetastoreHook().get_settings()
+        if self._service is None or settings != self._settings:
+            if self._service is not None:
+                self._service.close()
+            self._service = SketchService.from_settings(settings)
+            self._settings = settings
+        return self._service
+
+
 def create_app(service: Callable[[], SketchService] | None = None) -> FastAPI:
     """``service``: where the page reads from (default: the ``sketch_default`` connection)."""
     app = FastAPI(title="Provenance sketches", docs_url=None, redoc_url=None, openapi_url=None)
-    hook: list[SketchMetastoreHook] = []
-
-    def current_service() -> SketchService:
-        if service is not None:
-            return service()
-        if not hook:
-            hook.append(SketchMetastoreHook())
-        return hook[0].get_conn()
+    current_service = service or _ConnectionService()
 
     user_dependency = Depends(_airflow_user())
 

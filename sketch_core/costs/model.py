@@ -1,0 +1,125 @@
+"""Linear cost models of a sketch's five operations (IMP Sec. 12), fitted from recorded runs.
+
+Each cost is ``seconds = a + b * x``, where ``x`` is the size that drives it:
+
+- ``capture`` and ``full`` (recapture): the rows of the sketch's tables;
+- ``incremental``: the delta rows (inserted plus deleted) since the sketch's version;
+- ``use`` (the query with the sketch) and ``plain`` (without): the rows of the tables.
+
+Until a cost has enough runs of its own, its model leans on a prior: the prior's coefficients
+count as ``PRIOR_WEIGHT`` runs, so a few odd timings cannot swing a decision, and many runs
+outweigh the prior. Coefficients are never negative (no cost falls as its input grows).
+Pure: observations in, coefficients out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sketch_core.errors import ConfigurationError
+
+OPERATIONS = ("capture", "incremental", "full", "use", "plain")
+# How many runs the prior counts as. Three: two agreeing runs do not yet overrule it entirely.
+PRIOR_WEIGHT = 3.0
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One recorded run: the size that drives its cost, and the seconds it took."""
+
+    size: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class LinearCost:
+    """``seconds = fixed + per_row * size``."""
+
+    fixed: float
+    per_row: float
+    runs: int = 0  # how many observed runs the fit used (0: the prior alone)
+
+    def __post_init__(self) -> None:
+        if self.fixed < 0 or self.per_row < 0:
+            raise ConfigurationError(
+                f"cost coefficients must be >= 0, got fixed={self.fixed}, per_row={self.per_row}",
+                hint="a prior is seconds of fixed cost plus seconds per row",
+            )
+
+    def estimate(self, size: float) -> float:
+        return self.fixed + self.per_row * max(0.0, size)
+
+    def describe(self) -> str:
+        basis = f"{self.runs} runs" if self.runs else "prior"
+        return f"{self.fixed:.3g}s + {self.per_row * 1e6:.3g}us/row ({basis})"
+
+
+def fit(
+    prior: LinearCost, observations: Sequence[Observation], prior_weight: float = PRIOR_WEIGHT
+) -> LinearCost:
+    """The prior, updated with observed runs.
+
+    With runs at two or more distinct sizes, the least-squares line through them is blended
+    with the prior, weighted by run count (``prior_weight`` for the prior). With runs at one
+    size only, the slope cannot be told from the intercept: the prior's line is scaled to pass
+    closer to what was observed, keeping its shape.
+    """
+    runs = [o for o in observations if o.seconds >= 0 and o.size >= 0]
+    n = len(runs)
+    if n == 0:
+        return LinearCost(prior.fixed, prior.per_row, 0)
+    weight = n / (n + prior_weight)
+    sizes = [o.size for o in runs]
+    mean_x = sum(sizes) / n
+    mean_y = sum(o.seconds for o in runs) / n
+    spread = sum((x - mean_x) ** 2 for x in sizes)
+    if spread <= 1e-12 * max(1.0, mean_x**2):
+        predicted = prior.estimate(mean_x)
+        scale = mean_y / predicted if predicted > 0 else 1.0
+        scale = (1 - weight) + weight * scale
+        return LinearCost(prior.fixed * scale, prior.per_row * scale, n)
+    slope = sum((o.size - mean_x) * (o.seconds - mean_y) for o in runs) / spread
+    slope = max(0.0, slope)
+    intercept = max(0.0, mean_y - slope * mean_x)
+    return LinearCost(
+        (1 - weight) * prior.fixed + weight * intercept,
+        (1 - weight) * prior.per_row + weight * slope,
+        n,
+    )
+
+
+# Priors for this project's engines on one machine: Spark jobs pay seconds of fixed cost
+# (planning, a job, the metastore), in-process incremental runs tens of milliseconds. They are
+# deliberately pessimistic about the sketch: use costs as much per row as plain until queries
+# with the sketch have been timed, so no decision counts on a speedup not yet seen.
+DEFAULT_PRIORS: Mapping[str, LinearCost] = {
+    "capture": LinearCost(2.0, 1.0e-6),
+    "full": LinearCost(2.0, 1.0e-6),
+    "incremental": LinearCost(0.05, 2.0e-5),
+    "use": LinearCost(0.3, 1.0e-7),
+    "plain": LinearCost(0.3, 1.0e-7),
+}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The five costs of one sketch."""
+
+    costs: Mapping[str, LinearCost] = field(default_factory=lambda: dict(DEFAULT_PRIORS))
+
+    @classmethod
+    def fitted(
+        cls,
+        observations: Mapping[str, Iterable[Observation]],
+        priors: Mapping[str, LinearCost] = DEFAULT_PRIORS,
+    ) -> CostModel:
+        unknown = set(observations) - set(OPERATIONS)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown operations {sorted(unknown)}", hint=f"use {', '.join(OPERATIONS)}"
+            )
+        return cls({op: fit(priors[op], list(observations.get(op, ()))) for op in OPERATIONS})
+
+    def estimate(self, operation: str, size: float) -> float:
+        return self.costs[operation].estimate(size)

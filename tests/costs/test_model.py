@@ -1,0 +1,98 @@
+"""Fitting the linear cost models on synthetic timings, and choosing by them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost, Observation, Situation, choose, fit
+from sketch_core.errors import ConfigurationError
+
+PRIOR = LinearCost(1.0, 1e-5)
+
+
+def timings(
+    fixed: float, per_row: float, sizes: list[int], noise: float = 0.0, seed: int = 1
+) -> list[Observation]:
+    rng = random.Random(seed)
+    return [Observation(s, (fixed + per_row * s) * (1 + rng.uniform(-noise, noise))) for s in sizes]
+
+
+def test_without_runs_the_prior_is_the_model() -> None:
+    model = fit(PRIOR, [])
+    assert (model.fixed, model.per_row, model.runs) == (1.0, 1e-5, 0)
+    assert model.estimate(100_000) == pytest.approx(2.0)
+
+
+def test_many_runs_recover_the_true_line_despite_noise() -> None:
+    sizes = [1_000 * k for k in range(1, 201)]
+    model = fit(PRIOR, timings(0.2, 3e-6, sizes, noise=0.05))
+    # 200 runs against a prior worth 3: the fit is within a few percent of the truth.
+    assert model.runs == 200
+    assert model.per_row == pytest.approx(3e-6, rel=0.05)
+    assert model.fixed == pytest.approx(0.2, rel=0.15)
+    assert model.estimate(500_000) == pytest.approx(0.2 + 1.5, rel=0.05)
+
+
+def test_few_runs_move_the_prior_only_part_of_the_way() -> None:
+    # Two runs exactly on seconds = 0.1 + 1e-6 x: weight 2 / (2 + 3) on them, 3/5 on the prior.
+    model = fit(PRIOR, timings(0.1, 1e-6, [10_000, 20_000]))
+    assert model.runs == 2
+    assert model.fixed == pytest.approx(0.6 * 1.0 + 0.4 * 0.1)
+    assert model.per_row == pytest.approx(0.6 * 1e-5 + 0.4 * 1e-6)
+
+
+def test_runs_at_one_size_scale_the_prior_keeping_its_shape() -> None:
+    # Prior says 2s at 100,000 rows; three runs took 4s there: weight 3/6, scale 1 + 0.5 * (2 - 1).
+    model = fit(PRIOR, [Observation(100_000, 4.0)] * 3)
+    assert model.per_row / model.fixed == pytest.approx(PRIOR.per_row / PRIOR.fixed)
+    assert model.estimate(100_000) == pytest.approx(3.0)
+
+
+def test_coefficients_never_go_negative() -> None:
+    # Timings that fall as the size grows (noise, caching): the slope is clamped at zero.
+    falling = [Observation(1_000, 5.0), Observation(2_000, 4.0), Observation(3_000, 3.0)] * 20
+    model = fit(PRIOR, falling)
+    assert model.per_row >= 0 and model.fixed >= 0
+    with pytest.raises(ConfigurationError, match=">= 0"):
+        LinearCost(-1.0, 0.0)
+
+
+def test_a_model_fits_each_operation_from_its_own_runs() -> None:
+    model = CostModel.fitted({"incremental": timings(0.01, 1e-5, [10, 100, 1_000, 10_000] * 10)})
+    assert model.costs["incremental"].runs == 40
+    assert model.costs["capture"] == fit(DEFAULT_PRIORS["capture"], [])
+    with pytest.raises(ConfigurationError, match="unknown operations"):
+        CostModel.fitted({"recapture": []})
+
+
+def model_of(**lines: tuple[float, float]) -> CostModel:
+    costs = dict(DEFAULT_PRIORS)
+    costs.update({op: LinearCost(a, b) for op, (a, b) in lines.items()})
+    return CostModel(costs)
+
+
+# One million rows; capture 3s, use 0.2s, plain 1.2s, incremental 0.05s + 20us/row.
+MODEL = model_of(full=(2.0, 1e-6), use=(0.1, 1e-7), plain=(0.2, 1e-6), incremental=(0.05, 2e-5))
+
+
+def test_the_choice_is_the_cheapest_total_by_hand() -> None:
+    small = choose(MODEL, Situation(1_000_000, 100, queries=1))
+    # incremental 0.05 + 0.002 + 0.2 = 0.252; full 3 + 0.2 = 3.2; skip 1.2.
+    assert small.action == "incremental"
+    assert small.estimates == pytest.approx({"incremental": 0.252, "full": 3.2, "skip": 1.2})
+    assert small.reason.startswith("incremental is cheapest: incremental 0.252s, skip 1.2s, full 3.2s")
+    # A big delta with one query: incremental 0.05 + 4 + 0.2 = 4.25 > skip 1.2.
+    assert choose(MODEL, Situation(1_000_000, 200_000, queries=1)).action == "skip"
+    # The same delta with ten queries: full 3 + 2 = 5 < incremental 6.05 < skip 12.
+    assert choose(MODEL, Situation(1_000_000, 200_000, queries=10)).action == "full"
+    # No query before the next update: nothing is worth doing now.
+    assert choose(MODEL, Situation(1_000_000, 100, queries=0)).action == "skip"
+
+
+def test_the_choice_keeps_to_the_allowed_actions() -> None:
+    forced = choose(MODEL, Situation(1_000_000, 200_000, queries=1), allowed=("incremental", "full"))
+    assert forced.action == "full" and set(forced.estimates) == {"incremental", "full"}
+    with pytest.raises(ConfigurationError):
+        choose(MODEL, Situation(1, 1, 1), allowed=("recapture",))
