@@ -29,4 +29,4 @@ def bench_service(scale: float, home: Path, prefix: str = "") -> Iterator[Sketch
     finally:
         svc.close()
         if started:
-            server.stop()
+            server.stop_unless_in_use()

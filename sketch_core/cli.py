@@ -192,6 +192,11 @@ def status(name: Annotated[str | None, typer.Argument(help="Only this sketch.")]
         )
         run = s.last_run
         last = f"{run.strategy} {run.status} {run.seconds or 0:.1f}s" if run else "-"
+        if s.cost_decision is not None:
+            chosen = s.cost_decision
+            last += (
+                f"\nchose {chosen.action} ({chosen.context}, {chosen.decided_at:%H:%M:%S}): {chosen.reason}"
+            )
         view.add_row(
             s.name,
             "-" if s.version is None else str(s.version),

@@ -24,7 +24,7 @@ DEFAULT_FRAGMENTS = 10_000
 # File pruning always uses the exact ranges.
 DEFAULT_MAX_INTERVALS = 4
 SELF_TUNING_MODES = ("off", "eager", "adaptive")
-MAINTAIN_ON_QUERY = ("off", "incremental", "full", "auto")
+MAINTAIN_ON_QUERY = ("off", "incremental", "full", "auto", "cost")
 
 
 def default_home() -> Path:
@@ -93,7 +93,8 @@ class Settings:
     # Deletions that use up the kept values make maintenance recapture.
     keep_top_m: int = 0
     # A query that finds a sketch only at older snapshots maintains it to its own first with
-    # this strategy ("incremental", "full" or "auto"), or runs without it ("off").
+    # this strategy ("incremental", "full" or "auto"), or runs without it ("off"); "cost" lets
+    # the cost model choose among the three, given the queries expected before the next load.
     maintain_on_query: str = "off"
     # Garbage collection after maintenance: each sketch keeps its newest `retain_versions`
     # versions, and every version younger than `retain_seconds` (a query pinned to it may still

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -22,6 +23,8 @@ from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_para
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.config import Settings
+from sketch_core.costs.arrivals import forecast_next, predict
+from sketch_core.costs.choose import Choice, Situation, choose
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
     ConfigurationError,
@@ -62,7 +65,7 @@ from sketch_core.metastore.sketches import (
 )
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
-from sketch_core.policy import Decision, Policy, effective_policy, evaluate
+from sketch_core.policy import Decision, Policy, PolicyFacts, effective_policy, evaluate
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
 from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
@@ -144,6 +147,8 @@ class MaintenanceRun:
 
 
 MAINTENANCE_STRATEGIES = ("auto", "incremental", "full")
+# How long a fitted cost model is reused before it is fitted again from the newest runs.
+MODEL_TTL_SECONDS = 30.0
 
 
 def _check_strategy(strategy: str) -> None:
@@ -165,6 +170,7 @@ class MaintenancePlan:
     delta_rows: int
     on_spark: bool  # an incremental run that would compute some aggregations' deltas on Spark
     builds_state: bool  # an incremental run from a version without stored state (built on Spark)
+    choice: Choice | None = None  # the cost model's choice, when it made this one
 
     @property
     def needs_spark(self) -> bool:
@@ -236,6 +242,9 @@ class SketchService:
         # sketch -> (version, engine at that version): see Settings.engine_cache_entries.
         self._engines: OrderedDict[str, tuple[int, MaintainedSketch]] = OrderedDict()
         self._collected_at = float("-inf")  # monotonic time of the last collection after maintenance
+        # sketch -> (monotonic time fitted, model): refitted at most every MODEL_TTL_SECONDS, so
+        # a burst of small maintenance runs does not pay a fit (six metastore reads) each.
+        self._models: dict[str, tuple[float, CostModel]] = {}
 
     @classmethod
     def from_env(cls, *, spark: SparkSession | None = None) -> SketchService:
@@ -568,12 +577,19 @@ class SketchService:
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
         on_spark = delta_rows > self.settings.spark_delta_rows
         chosen = strategy if pending else "none"
+        choice: Choice | None = None
         if chosen == "auto":
             chosen = "incremental"
             if delta_rows > self.settings.incremental_max_delta_rows:
                 changed = {c.table for c in pending}
                 covered = self._big_delta_covered(definition, record, changed, on_spark)
                 chosen = "incremental" if covered else "full"
+            if chosen == "incremental":  # within what incremental can take: the cheaper by the model
+                estimate = MaintenancePlan(
+                    definition.name, record.version, target, chosen, delta_rows, False, False
+                )
+                choice = self._cost_choice(definition, estimate, ("incremental", "full"))
+                chosen = choice.action
         incremental = chosen == "incremental"
         if on_spark and incremental:  # only aggregations over a changed table that Spark takes
             on_spark = self._spark_summarizes(definition, record, {c.table for c in pending})
@@ -587,6 +603,7 @@ class SketchService:
             delta_rows,
             on_spark and incremental,
             builds_state,
+            choice,
         )
 
     def _spark_summarizes(
@@ -602,12 +619,23 @@ class SketchService:
             return True
         return bool(summarizable(engine.frontier(), changed))
 
-    def _maintain_one(self, name: str, strategy: str, target: int | None = None) -> MaintenanceRun:
+    def _record_choice(self, name: str, context: str, choice: Choice) -> None:
+        log.info("%s (%s): %s", name, context, choice.reason)
+        try:
+            self.costs.record_decision(name, context, choice)
+        except Exception as exc:  # the decision stands; only its explanation is lost
+            log.warning("could not record the decision for %s: %s", name, exc)
+
+    def _maintain_one(
+        self, name: str, strategy: str, target: int | None = None, context: str = "maintain"
+    ) -> MaintenanceRun:
         definition, record = self._definition_and_version(name)
         plan = self._plan(definition, record, strategy, target)
         target, chosen, delta_rows = plan.target, plan.strategy, plan.delta_rows
         if chosen == "none":
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
+        if plan.choice is not None:
+            self._record_choice(name, context, plan.choice)
         if chosen == "incremental":
             try:
                 return self._maintain_incremental(definition, record, plan)
@@ -829,11 +857,35 @@ class SketchService:
         for name in names:
             policy, explicit = self.policy(name)
             facts = self.policies.facts(name, policy.before_reports)
+            if facts.pending_commits and (policy.forecast_reports or policy.defer_in_bursts):
+                facts = self._predicted_facts(name, policy, facts, now)
             decision = evaluate(policy, facts, now)
             if record:
                 self.policies.record_decision(name, decision.fire, decision.reason, policy.to_json(), now)
             checks.append(PolicyCheck(name, policy, explicit, decision, now))
         return checks
+
+    def _predicted_facts(self, name: str, policy: Policy, facts: PolicyFacts, now: datetime) -> PolicyFacts:
+        """``facts`` with what the policy's predictions need: the arrival prediction of each of
+        the sketch's tables, each named report's forecast next run, and the estimated seconds
+        of maintaining now (the cheaper of incremental and recapture, by the cost model)."""
+        definition = self.sketches.definition(name)
+        tables = sorted(referenced_tables(definition.query_sql))
+        moment = now.timestamp()
+        arrivals = {
+            table: predict(history, moment) for table, history in self.policies.commit_history(tables).items()
+        }
+        forecasts: dict[str, datetime | None] = {}
+        for report in policy.before_reports if policy.forecast_reports else ():
+            times = [due.timestamp() for due in self.policies.report_due_times(report)]
+            at = forecast_next(times, moment)
+            forecasts[report] = datetime.fromtimestamp(at, UTC) if at is not None else None
+        model = self.cost_model(name)
+        table_rows = self.policies.table_rows(tables)
+        seconds = min(model.estimate("incremental", facts.delta_rows), model.estimate("full", table_rows))
+        return dataclasses.replace(
+            facts, arrivals=arrivals, report_forecasts=forecasts, maintenance_seconds=seconds
+        )
 
     def maintain_due(
         self, names: Sequence[str] | None = None, strategy: str = "auto", now: datetime | None = None
@@ -897,7 +949,9 @@ class SketchService:
         """Every sketch (or one): newest version, how far behind the tables it is, its size per
         table and its last maintenance run."""
         definitions = [self.sketches.definition(name)] if name else self.sketches.definitions()
-        return [sketch_status(self.sketches, self.policies, self.commit_log, d) for d in definitions]
+        return [
+            sketch_status(self.sketches, self.policies, self.commit_log, d, self.costs) for d in definitions
+        ]
 
     def _resolve(self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot]) -> _UsableSketch:
         sketched: dict[str, tuple[RangePartition, BitMap]] = {}
@@ -954,7 +1008,13 @@ class SketchService:
         if newest is None or newest.sequence >= sequence:
             return None
         started = time.perf_counter()
-        run = self._maintain_one(name, self.settings.maintain_on_query, target=sequence)
+        strategy = self.settings.maintain_on_query
+        if strategy == "cost":
+            chosen = self._strategy_for_query(name, sequence)
+            if chosen is None:
+                return None
+            strategy = chosen
+        run = self._maintain_one(name, strategy, target=sequence, context="query")
         log.info(
             "maintained %s to sequence %d for a query (%s, %.2fs)",
             name,
@@ -963,6 +1023,18 @@ class SketchService:
             time.perf_counter() - started,
         )
         return self.sketches.version_for_snapshots(name, snapshots)
+
+    def _strategy_for_query(self, name: str, sequence: int) -> str | None:
+        """How a query brings the sketch to its snapshots, by the cost model: maintain it
+        incrementally, recapture, or (None) run without it, given the queries expected
+        before the next load. Recorded with its reason."""
+        definition, record = self._definition_and_version(name)
+        plan = self._plan(definition, record, "auto", sequence)
+        allowed = ("incremental", "full", "skip") if plan.strategy == "incremental" else ("full", "skip")
+        queries = self.costs.expected_queries(name)
+        choice = self._cost_choice(definition, plan, allowed, queries)
+        self._record_choice(name, "query", choice)
+        return None if choice.action == "skip" else choice.action
 
     # -- queries --------------------------------------------------------------------------------
     def query(
@@ -1025,9 +1097,28 @@ class SketchService:
         except Exception as exc:
             log.warning("could not record the query's run: %s", exc)
 
-    def cost_model(self, name: str) -> CostModel:
-        """The sketch's five cost models, fitted from its recorded runs (priors until then)."""
-        return CostModel.fitted(self.costs.observations(name))
+    def cost_model(self, name: str, max_age: float = 0.0) -> CostModel:
+        """The sketch's five cost models, fitted from its recorded runs (priors until then);
+        one fitted at most ``max_age`` seconds ago is reused."""
+        cached = self._models.get(name)
+        if cached is not None and time.monotonic() - cached[0] <= max_age:
+            return cached[1]
+        model = CostModel.fitted(self.costs.observations(name))
+        self._models[name] = (time.monotonic(), model)
+        return model
+
+    def _cost_choice(
+        self,
+        definition: SketchDefinition,
+        plan: MaintenancePlan,
+        allowed: Sequence[str],
+        queries: float = 0.0,
+    ) -> Choice:
+        """The cost model's choice among ``allowed`` for bringing the sketch over ``plan``'s delta
+        and serving ``queries`` runs (0: the maintenance alone, when it is to happen anyway)."""
+        tables = sorted(referenced_tables(definition.query_sql))
+        situation = Situation(self.policies.table_rows(tables), plan.delta_rows, queries)
+        return choose(self.cost_model(definition.name, MODEL_TTL_SECONDS), situation, allowed)
 
     def _sketch_for_query(
         self, sql: str, params: Mapping[str, Any] | None, pins: Mapping[str, PinnedSnapshot], sequence: int

@@ -13,6 +13,7 @@ from typing import Any
 from pyroaring import BitMap
 
 from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.costs import CostDecision, CostRecords
 from sketch_core.metastore.policies import DecisionRecord, PolicyRepository
 from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
 from sketch_core.policy import effective_policy
@@ -57,6 +58,7 @@ class SketchStatus:
     policy_explicit: bool  # False: DEFAULT_POLICY, the sketch has none of its own
     last_decision: DecisionRecord | None  # the newest policy check, with its reason
     table_snapshots: dict[str, int | None]  # the Iceberg snapshot per table the version is valid for
+    cost_decision: CostDecision | None = None  # the cost model's newest choice, with its reason
 
     @property
     def fresh(self) -> bool:
@@ -64,9 +66,14 @@ class SketchStatus:
 
 
 def sketch_status(
-    sketches: SketchRepository, policies: PolicyRepository, commits: CommitLog, definition: SketchDefinition
+    sketches: SketchRepository,
+    policies: PolicyRepository,
+    commits: CommitLog,
+    definition: SketchDefinition,
+    costs: CostRecords | None = None,
 ) -> SketchStatus:
     record = sketches.version(definition.name)
+    cost_decision = costs.last_decision(definition.name) if costs is not None else None
     policy, explicit = effective_policy(policies.policy(definition.name))
     decisions = policies.decisions(definition.name, limit=1)
     policy_fields = (policy.describe(), explicit, decisions[0] if decisions else None)
@@ -91,6 +98,7 @@ def sketch_status(
             last_run,
             *policy_fields,
             {},
+            cost_decision,
         )
     behind = [c for c in commits.commits(after_seq=record.sequence) if c.table in record.table_snapshots]
     tables = []
@@ -113,4 +121,5 @@ def sketch_status(
         last_run,
         *policy_fields,
         dict(record.table_snapshots),
+        cost_decision,
     )

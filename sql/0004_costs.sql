@@ -18,3 +18,16 @@ CREATE TABLE sketch.query_runs (
 );
 CREATE INDEX query_runs_by_template ON sketch.query_runs (template_key, run_id DESC);
 CREATE INDEX query_runs_by_sketch ON sketch.query_runs (sketch_id, run_id DESC);
+
+-- Every choice the cost model made (maintain incrementally, recapture, or run a query without
+-- the sketch), with its estimates and reason: the status page and the CLI show the newest.
+CREATE TABLE sketch.cost_decisions (
+    decision_id  bigserial PRIMARY KEY,
+    sketch_id    bigint NOT NULL REFERENCES sketch.sketches (sketch_id) ON DELETE CASCADE,
+    context      text NOT NULL CHECK (context IN ('maintain', 'query', 'refresh')),
+    action       text NOT NULL CHECK (action IN ('incremental', 'full', 'skip')),
+    reason       text NOT NULL,
+    estimates    jsonb NOT NULL,
+    decided_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX cost_decisions_by_sketch ON sketch.cost_decisions (sketch_id, decision_id DESC);

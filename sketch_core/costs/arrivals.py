@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sketch_core.policy.policy import format_duration
+from sketch_core.durations import format_duration
 
 BURST_RATIO = 8.0
 REGULAR_CV = 0.5
@@ -68,10 +68,10 @@ def predict(history: Sequence[Commit], now: float) -> Prediction:
     if cv < REGULAR_CV:
         gap = statistics.median(gaps)
         return Prediction(
-            "regular", last + gap, rows, False, 0, f"regular: every {_duration(gap)} (cv {cv:.2f})"
+            "regular", last + gap, rows, False, 0, f"regular: every {format_duration(gap)} (cv {cv:.2f})"
         )
     return Prediction(
-        "irregular", last + mean, rows, False, 0, f"irregular: mean gap {_duration(mean)} (cv {cv:.2f})"
+        "irregular", last + mean, rows, False, 0, f"irregular: mean gap {format_duration(mean)} (cv {cv:.2f})"
     )
 
 
@@ -111,7 +111,7 @@ def _bursty(
             rows,
             True,
             remaining,
-            f"bursty: in a burst ({len(current)} of ~{length} commits, every {_duration(short)})",
+            f"bursty: in a burst ({len(current)} of ~{length} commits, every {format_duration(short)})",
         )
     next_start = current[0].at + period
     return Prediction(
@@ -120,10 +120,22 @@ def _bursty(
         rows,
         False,
         length,
-        f"bursty: bursts of ~{length} commits every {_duration(period)}; "
-        f"the next in {_duration(max(0.0, next_start - now))}",
+        f"bursty: bursts of ~{length} commits every {format_duration(period)}; "
+        f"the next in {format_duration(max(0.0, next_start - now))}",
     )
 
 
-def _duration(seconds: float) -> str:
-    return format_duration(seconds)
+def forecast_next(times: Sequence[float], now: float) -> float | None:
+    """When a recurring event (a report's runs) comes next, from the times it came before;
+    None without a pattern. A forecast already half a gap in the past is rolled forward by the
+    gap: a run that was skipped does not leave the forecast stuck behind the clock."""
+    prediction = predict([Commit(t, 0) for t in times], now)
+    if prediction.next_at is None:
+        return None
+    ordered = sorted(times)
+    gap = statistics.median([b - a for a, b in itertools.pairwise(ordered)])
+    at = prediction.next_at
+    if gap > 0 and prediction.pattern != "bursty":
+        while at + gap / 2 < now:
+            at += gap
+    return at

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, and_, func, insert, select
 
+from sketch_core.costs.choose import Choice
 from sketch_core.costs.model import Observation
 from sketch_core.metastore import schema as t
 from sketch_core.metastore.sketches import sketch_id_of
 
 # The newest runs of each kind a model is fitted from: recent behaviour, a bounded read.
 RECENT_RUNS = 200
+# The commits the query rate is measured over.
+QUERY_WINDOW_COMMITS = 20
+
+
+@dataclass(frozen=True)
+class CostDecision:
+    context: str  # "maintain", "query" or "refresh"
+    action: str  # "incremental", "full" or "skip"
+    reason: str
+    decided_at: datetime
 
 
 class CostRecords:
@@ -44,8 +57,9 @@ class CostRecords:
 
     def observations(self, name: str, recent: int = RECENT_RUNS) -> dict[str, list[Observation]]:
         """The sketch's recorded runs by operation (see :mod:`sketch_core.costs.model`): its
-        captures and recaptures by table rows, incremental runs by delta rows, its template's
-        queries with this sketch (``use``) and without any (``plain``) by table rows."""
+        captures, and recaptures (captures included), by table rows; incremental runs by delta
+        rows; its template's queries with this sketch (``use``) and without any (``plain``) by
+        table rows."""
         runs = t.maintenance_runs
         queries = t.query_runs
         with self.engine.connect() as conn:
@@ -54,8 +68,9 @@ class CostRecords:
                 select(t.sketches.c.template_key).where(t.sketches.c.sketch_id == sketch_id)
             ).scalar_one()
             found: dict[str, list[Observation]] = {}
-            for operation, size in (("capture", runs.c.table_rows), ("full", runs.c.table_rows)):
-                found[operation] = self._runs(conn, sketch_id, operation, size, recent)
+            found["capture"] = self._runs(conn, sketch_id, "capture", runs.c.table_rows, recent)
+            # A recapture is a capture at the new snapshot: the captures count as its runs too.
+            found["full"] = self._runs(conn, sketch_id, "full", runs.c.table_rows, recent) + found["capture"]
             found["incremental"] = self._runs(conn, sketch_id, "incremental", runs.c.delta_rows, recent)
             used = queries.c.sketch_id == sketch_id
             plain = and_(queries.c.template_key == template, queries.c.sketch_id.is_(None))
@@ -87,3 +102,64 @@ class CostRecords:
             .limit(recent)
         ).all()
         return [Observation(float(r.size), float(r.seconds)) for r in rows]
+
+    # -- decisions -------------------------------------------------------------------------------
+    def record_decision(self, name: str, context: str, choice: Choice) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(t.cost_decisions).values(
+                    sketch_id=sketch_id_of(conn, name),
+                    context=context,
+                    action=choice.action,
+                    reason=choice.reason,
+                    estimates=dict(choice.estimates),
+                )
+            )
+
+    def last_decision(self, name: str) -> CostDecision | None:
+        d = t.cost_decisions.c
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(d.context, d.action, d.reason, d.decided_at)
+                .where(d.sketch_id == sketch_id_of(conn, name))
+                .order_by(d.decision_id.desc())
+                .limit(1)
+            ).first()
+        return CostDecision(row.context, row.action, row.reason, row.decided_at) if row else None
+
+    def expected_queries(self, name: str, window: int = QUERY_WINDOW_COMMITS) -> float:
+        """Runs of the sketch's query expected before its tables change again: the runs of its
+        template since the ``window``-th newest commit to its tables, per commit since (1.0
+        before there is any history: one report per load)."""
+        c, tb, q = t.table_commits.c, t.tables.c, t.query_runs.c
+        with self.engine.connect() as conn:
+            sketch_id = sketch_id_of(conn, name)
+            template, snapshots = conn.execute(
+                select(t.sketches.c.template_key, t.sketch_versions.c.table_snapshots)
+                .select_from(
+                    t.sketches.join(
+                        t.sketch_versions, t.sketch_versions.c.sketch_id == t.sketches.c.sketch_id
+                    )
+                )
+                .where(t.sketches.c.sketch_id == sketch_id)
+                .order_by(t.sketch_versions.c.version.desc())
+                .limit(1)
+            ).one()
+            times = (
+                conn.execute(
+                    select(c.committed_at)
+                    .select_from(t.table_commits.join(t.tables, tb.table_id == c.table_id))
+                    .where(tb.name.in_(list(snapshots)))
+                    .order_by(c.seq.desc())
+                    .limit(window)
+                )
+                .scalars()
+                .all()
+            )
+            if len(times) < 2:
+                return 1.0
+            since = times[-1]
+            runs = conn.execute(
+                select(func.count()).where(q.template_key == template, q.ran_at > since)
+            ).scalar_one()
+        return int(runs) / (len(times) - 1)

@@ -14,9 +14,13 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from sketch_core.costs.arrivals import Commit
 from sketch_core.metastore import schema as t
 from sketch_core.metastore.sketches import sketch_id_of
 from sketch_core.policy.evaluate import Announcement, PolicyFacts
+
+# Commits (or report runs) a prediction looks back on: enough for a pattern, a bounded read.
+RECENT_HISTORY = 200
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,50 @@ class PolicyRepository:
                 ).all()
                 announcements = [Announcement(r, due, at) for r, due, at in rows_]
         return PolicyFacts(published_at, int(commits), int(rows), tuple(announcements))
+
+    # -- histories, for predictions -------------------------------------------------------------
+    def commit_history(self, tables: Sequence[str], recent: int = RECENT_HISTORY) -> dict[str, list[Commit]]:
+        """Each table's newest commits (time and rows inserted plus deleted), oldest first."""
+        c, tb = t.table_commits.c, t.tables.c
+        found: dict[str, list[Commit]] = {}
+        with self.engine.connect() as conn:
+            for table in tables:
+                rows = conn.execute(
+                    select(c.committed_at, c.added_rows + c.deleted_rows)
+                    .select_from(t.table_commits.join(t.tables, tb.table_id == c.table_id))
+                    .where(tb.name == table)
+                    .order_by(c.seq.desc())
+                    .limit(recent)
+                ).all()
+                found[table] = [Commit(at.timestamp(), int(n)) for at, n in reversed(rows)]
+        return found
+
+    def table_rows(self, tables: Sequence[str]) -> int:
+        """The tables' rows now: the total their newest commits recorded."""
+        c, tb = t.table_commits.c, t.tables.c
+        newest = (
+            select(c.table_id, func.max(c.seq).label("seq"))
+            .select_from(t.table_commits.join(t.tables, tb.table_id == c.table_id))
+            .where(tb.name.in_(list(tables)))
+            .group_by(c.table_id)
+            .subquery()
+        )
+        with self.engine.connect() as conn:
+            total = conn.execute(
+                select(func.coalesce(func.sum(c.total_rows), 0)).select_from(
+                    t.table_commits.join(newest, newest.c.seq == c.seq)
+                )
+            ).scalar_one()
+        return int(total)
+
+    def report_due_times(self, report: str, recent: int = RECENT_HISTORY) -> list[datetime]:
+        """When the report's newest announced runs were due, oldest first."""
+        a = t.report_announcements.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(a.due_at).where(a.report == report).order_by(a.due_at.desc()).limit(recent)
+            ).scalars()
+            return sorted(rows)
 
     # -- decisions -------------------------------------------------------------------------------
     def record_decision(

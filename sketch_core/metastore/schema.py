@@ -158,3 +158,15 @@ query_runs = Table(
     Column("seconds", Float, nullable=False),
     Column("ran_at", DateTime(timezone=True), nullable=False),
 )
+
+cost_decisions = Table(
+    "cost_decisions",
+    metadata,
+    Column("decision_id", BigInteger, primary_key=True),
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id"), nullable=False),
+    Column("context", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("estimates", JSONB, nullable=False),
+    Column("decided_at", DateTime(timezone=True), nullable=False),
+)

@@ -5,11 +5,13 @@ The clock is an argument: the caller reads it once, tests set it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sketch_core.policy.policy import Policy, format_duration
+from sketch_core.costs.arrivals import Prediction
+from sketch_core.durations import format_duration
+from sketch_core.policy.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,12 @@ class PolicyFacts:
     delta_rows: int  # rows those commits inserted or deleted
     # Announcements of the reports the policy names, made after the newest version.
     announcements: Sequence[Announcement] = field(default_factory=tuple)
+    # For forecast_reports: each named report's predicted next run (None: no pattern yet), and
+    # the estimated seconds a maintenance run would take now.
+    report_forecasts: Mapping[str, datetime | None] = field(default_factory=dict)
+    maintenance_seconds: float = 0.0
+    # For defer_in_bursts: the arrival prediction of each of the sketch's tables.
+    arrivals: Mapping[str, Prediction] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,11 @@ def evaluate(policy: Policy, facts: PolicyFacts, now: datetime) -> Decision:
     met = [c for c in conditions if c.met]
     fire = bool(met) if policy.combine == "any" else len(met) == len(conditions)
     pending = f"{facts.pending_commits} commits, {facts.delta_rows:,} rows pending"
+    bursting = sorted(t for t, p in facts.arrivals.items() if p.in_burst) if policy.defer_in_bursts else []
+    report_due = any(c.met and c.name.startswith("report:") for c in conditions)
+    if fire and bursting and not report_due:
+        bursts = "; ".join(f"{t}: {facts.arrivals[t].reason}" for t in bursting)
+        return Decision(False, f"deferred: a burst is still arriving ({bursts}) ({pending})", conditions)
     if fire:
         deciding = met if policy.combine == "any" else conditions
         return Decision(True, "; ".join(c.detail for c in deciding) + f" ({pending})", conditions)
@@ -100,6 +113,23 @@ def _conditions(policy: Policy, facts: PolicyFacts, now: datetime) -> tuple[Cond
         elif due:
             detail = f"report {report!r} announced for {due[0].due_at:%Y-%m-%d %H:%M:%S}, not yet due"
             conditions.append(Condition(f"report:{report}", False, detail))
+        elif policy.forecast_reports:
+            conditions.append(_forecast(report, policy, facts, now))
         else:
             conditions.append(Condition(f"report:{report}", False, f"report {report!r} not announced"))
     return tuple(conditions)
+
+
+def _forecast(report: str, policy: Policy, facts: PolicyFacts, now: datetime) -> Condition:
+    """Whether ``report``'s predicted next run is within the maintenance time plus the lead."""
+    predicted = facts.report_forecasts.get(report)
+    if predicted is None:
+        return Condition(f"report:{report}", False, f"report {report!r} not announced, no forecast yet")
+    ahead = facts.maintenance_seconds + policy.report_lead_seconds
+    start = predicted - timedelta(seconds=ahead)
+    when = f"forecast for {predicted:%Y-%m-%d %H:%M:%S}"
+    if now >= start:
+        detail = f"report {report!r} {when}: maintain now (~{format_duration(ahead)} ahead)"
+        return Condition(f"report:{report}", True, detail)
+    detail = f"report {report!r} {when}: maintain from {start:%H:%M:%S} on"
+    return Condition(f"report:{report}", False, detail)

@@ -7,6 +7,15 @@ Each condition is optional; a policy has at least one:
   ``report_lead_seconds``), after the version was published.
 ``combine`` is ``any`` (one condition suffices) or ``all``. Whatever the conditions, a sketch
 with no pending commits is never maintained: there is nothing to bring it up to.
+
+Two options use predictions (issue 6, IQP Sec. 2):
+- ``forecast_reports``: each report in ``before_reports`` also counts as due when its *next*
+  run, predicted from its past announcements, is less than the estimated maintenance time plus
+  ``report_lead_seconds`` away, so the sketch is fresh before a report that would otherwise
+  find it stale, with no announcement needed;
+- ``defer_in_bursts``: while a burst of commits is still arriving on the sketch's tables, the
+  policy holds off (unless a report is due): maintaining in the middle of a burst is redone
+  moments later.
 """
 
 from __future__ import annotations
@@ -15,10 +24,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sketch_core.durations import format_duration
 from sketch_core.errors import PolicyError
 
 COMBINATIONS = ("any", "all")
-_KEYS = ("delta_rows", "elapsed_seconds", "before_reports", "report_lead_seconds", "combine")
+_KEYS = (
+    "delta_rows",
+    "elapsed_seconds",
+    "before_reports",
+    "report_lead_seconds",
+    "combine",
+    "forecast_reports",
+    "defer_in_bursts",
+)
 _MAX_REPORT_NAME = 200
 
 
@@ -29,6 +47,8 @@ class Policy:
     before_reports: tuple[str, ...] = field(default_factory=tuple)
     report_lead_seconds: float = 0.0
     combine: str = "any"
+    forecast_reports: bool = False
+    defer_in_bursts: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.before_reports, str):  # a single name, not its characters
@@ -52,6 +72,11 @@ class Policy:
                 raise PolicyError(f"report names are 1 to 200 characters, got {report!r}", self)
         if self.combine not in COMBINATIONS:
             raise PolicyError(f"combine must be 'any' or 'all', got {self.combine!r}", self)
+        for flag in ("forecast_reports", "defer_in_bursts"):
+            if not isinstance(getattr(self, flag), bool):
+                raise PolicyError(f"{flag} must be true or false, got {getattr(self, flag)!r}", self)
+        if self.forecast_reports and not self.before_reports:
+            raise PolicyError("forecast_reports needs before_reports: the reports to forecast", self)
 
     @classmethod
     def from_json(cls, spec: Mapping[str, Any]) -> Policy:
@@ -68,6 +93,8 @@ class Policy:
             before_reports=(reports,) if isinstance(reports, str) else tuple(reports),
             report_lead_seconds=spec.get("report_lead_seconds", 0.0),
             combine=spec.get("combine", "any"),
+            forecast_reports=spec.get("forecast_reports", False),
+            defer_in_bursts=spec.get("defer_in_bursts", False),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -79,6 +106,10 @@ class Policy:
         if self.before_reports:
             spec["before_reports"] = list(self.before_reports)
             spec["report_lead_seconds"] = float(self.report_lead_seconds)
+        if self.forecast_reports:
+            spec["forecast_reports"] = True
+        if self.defer_in_bursts:
+            spec["defer_in_bursts"] = True
         return spec
 
     def describe(self) -> str:
@@ -91,22 +122,12 @@ class Policy:
         for report in self.before_reports:
             lead = f" (lead {format_duration(self.report_lead_seconds)})" if self.report_lead_seconds else ""
             parts.append(f"before report {report!r}{lead}")
-        if len(parts) == 1:
-            return parts[0]
-        return f"{self.combine} of: " + "; ".join(parts)
-
-
-def format_duration(seconds: float) -> str:
-    """``90`` -> ``1m30s``, ``3600`` -> ``1h``: short, exact to the second."""
-    whole = round(seconds)
-    if whole < 1:
-        return f"{seconds:.2g}s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, whole = divmod(whole, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts)
+        described = parts[0] if len(parts) == 1 else f"{self.combine} of: " + "; ".join(parts)
+        if self.forecast_reports:
+            described += ", ahead of the reports' forecast runs"
+        if self.defer_in_bursts:
+            described += ", deferred during bursts"
+        return described
 
 
 def _positive_number(value: object) -> bool:

@@ -70,3 +70,16 @@ def test_too_short_a_history_predicts_nothing() -> None:
     assert (prediction.pattern, prediction.next_at, prediction.next_rows) == ("unknown", None, 20)
     assert prediction.rows_before(10**9) == 0.0
     assert predict([], now=0).pattern == "unknown"
+
+
+def test_a_daily_event_is_forecast_for_the_next_day_and_rolled_past_missed_runs() -> None:
+    from sketch_core.costs.arrivals import forecast_next
+
+    DAY = 24 * HOUR
+    runs = [6 * HOUR + k * DAY for k in range(7)]  # every day at 06:00
+    assert forecast_next(runs, now=runs[-1] + HOUR) == runs[-1] + DAY
+    # Runs missed: a run an hour overdue is taken as late (still expected); one more than half
+    # a day overdue as skipped, and the forecast moves on to the coming 06:00.
+    assert forecast_next(runs, now=runs[-1] + 2 * DAY + HOUR) == runs[-1] + 2 * DAY
+    assert forecast_next(runs, now=runs[-1] + 2 * DAY + 13 * HOUR) == runs[-1] + 3 * DAY
+    assert forecast_next(runs[:2], now=runs[1]) is None

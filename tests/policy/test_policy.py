@@ -138,3 +138,49 @@ def test_any_fires_iff_one_condition_holds_and_all_iff_every_one(
     expected = rows > 0 and (any(held) if combine == "any" else all(held))
     assert decision.fire == expected
     assert [c.met for c in decision.conditions] == (held if rows > 0 else [])
+
+
+def test_defer_in_bursts_holds_off_while_a_burst_arrives_unless_a_report_is_due() -> None:
+    from sketch_core.costs.arrivals import Prediction
+
+    burst = Prediction("bursty", 0.0, 200, True, 3, "bursty: in a burst (2 of ~5 commits, every 10s)")
+    calm = Prediction("bursty", 0.0, 200, False, 5, "bursty: bursts of ~5 commits every 1h")
+    policy = Policy(delta_rows=10, defer_in_bursts=True)
+    held = evaluate(policy, facts(50, arrivals={"s.t": burst, "s.u": calm}), T0)
+    assert not held.fire
+    assert held.reason.startswith("deferred: a burst is still arriving (s.t: bursty: in a burst (2 of ~5")
+    assert evaluate(policy, facts(50, arrivals={"s.t": calm}), T0).fire  # the burst is over
+    assert evaluate(Policy(delta_rows=10), facts(50, arrivals={"s.t": burst}), T0).fire  # not asked to
+    reported = Policy(delta_rows=10, before_reports=("daily",), defer_in_bursts=True)
+    due = Announcement("daily", T0, T0 + timedelta(minutes=1))
+    assert evaluate(
+        reported, facts(50, arrivals={"s.t": burst}, announcements=(due,)), T0 + timedelta(minutes=2)
+    ).fire
+
+
+def test_forecast_reports_maintain_ahead_of_the_predicted_run_by_the_estimated_time() -> None:
+    policy = Policy(before_reports=("daily",), forecast_reports=True, report_lead_seconds=300)
+    due = T0 + timedelta(hours=6)
+    pending = facts(7, report_forecasts={"daily": due}, maintenance_seconds=120)
+    early = evaluate(policy, pending, due - timedelta(minutes=10))
+    assert not early.fire and "forecast for 2026-11-01 18:00:00: maintain from 17:53:00 on" in early.reason
+    ahead = evaluate(policy, pending, due - timedelta(minutes=6))  # 7 minutes ahead: time to start
+    assert ahead.fire and "maintain now (~7m ahead)" in ahead.reason
+    unknown = evaluate(policy, facts(7, report_forecasts={"daily": None}), due)
+    assert not unknown.fire and "no forecast yet" in unknown.reason
+    # An announcement still decides when there is one.
+    announced = Announcement("daily", due, T0 + timedelta(minutes=1))
+    assert evaluate(policy, facts(7, announcements=(announced,), maintenance_seconds=120), due).fire
+
+
+def test_prediction_options_round_trip_and_are_checked() -> None:
+    policy = Policy(before_reports=("daily",), forecast_reports=True, defer_in_bursts=True)
+    assert Policy.from_json(policy.to_json()) == policy
+    assert (
+        policy.describe()
+        == "before report 'daily', ahead of the reports' forecast runs, deferred during bursts"
+    )
+    with pytest.raises(PolicyError, match="forecast_reports needs before_reports"):
+        Policy(delta_rows=5, forecast_reports=True)
+    with pytest.raises(PolicyError, match="defer_in_bursts must be true or false"):
+        Policy.from_json({"delta_rows": 5, "defer_in_bursts": "yes"})

@@ -3,11 +3,14 @@ models are fitted from those records (priors until they exist)."""
 
 from __future__ import annotations
 
-from sketch_core.costs import DEFAULT_PRIORS
+import time
+
+from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.service import SketchService
-from tests.service.test_maintain import captured
+from tests.oracles.results import sorted_rows
+from tests.service.test_maintain import captured, fresh_fragments, maintained, sibling
 
 
 def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
@@ -34,7 +37,7 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
     rows_now = 3000 + 40 - 30
     assert [o.size for o in seen["capture"]] == [3000]
     assert [o.size for o in seen["incremental"]] == [40]
-    assert [o.size for o in seen["full"]] == [rows_now]
+    assert sorted(o.size for o in seen["full"]) == [3000, rows_now]
     assert sorted(o.size for o in seen["use"]) == [3000, 3000, rows_now]
     assert [o.size for o in seen["plain"]] == [3000]
     assert seen["incremental"][0].seconds > 0 and incremental.seconds > 0
@@ -49,8 +52,77 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
     assert {op: cost.runs for op, cost in model.costs.items()} == {
         "capture": 1,
         "incremental": 1,
-        "full": 1,
+        "full": 2,  # the recapture, and the capture (a recapture of its time)
         "use": 3,
         "plain": 1,
     }
     assert model.costs["plain"] != DEFAULT_PRIORS["plain"]
+
+
+def pinned_model(svc: SketchService, name: str, **lines: tuple[float, float]) -> None:
+    """Make the service decide for ``name`` with these cost lines (kept for the model's TTL)."""
+    costs = dict(DEFAULT_PRIORS)
+    costs.update({op: LinearCost(a, b) for op, (a, b) in lines.items()})
+    svc._models[name] = (time.monotonic(), CostModel(costs))
+
+
+def test_auto_maintains_by_the_cost_model_and_records_why(spark_svc: SketchService, ns: str) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=8), sort_by=["a"])
+    name, sql = captured(svc, table, "auto_cost")
+    DeltaGenerator(svc.tables, table, ("key",), seed=9).inserts(50).apply(svc.tables)
+    # A model in which recapturing this small table is cheaper than 50 delta rows incrementally.
+    pinned_model(svc, name, full=(0.01, 0.0), incremental=(0.5, 1e-3))
+    plan = svc.plan_maintenance(name, "auto")
+    assert plan.strategy == "full" and plan.choice is not None
+    assert plan.choice.reason.startswith("full is cheapest: full 0.01s, incremental 0.55s")
+    (run,) = svc.maintain(name, "auto")
+    assert run.strategy == "full"
+    decision = svc.costs.last_decision(name)
+    assert decision is not None and (decision.context, decision.action) == ("maintain", "full")
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+    # The usual model: a small delta goes incrementally.
+    DeltaGenerator(svc.tables, table, ("key",), seed=10).inserts(20).apply(svc.tables)
+    svc._models.pop(name)
+    (run,) = svc.maintain(name, "auto")
+    assert run.strategy == "incremental"
+    shown = svc.status(name)[0].cost_decision
+    assert shown is not None and shown.action == "incremental" and "incremental is cheapest" in shown.reason
+
+
+def test_a_query_maintains_or_runs_without_the_sketch_by_the_cost_model(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = sibling(spark_svc, maintain_on_query="cost")
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=11), sort_by=["a"])
+    name, sql = captured(svc, table, "query_cost")
+    DeltaGenerator(svc.tables, table, ("key",), seed=12).mixed(30).apply(svc.tables)
+    plain = sorted_rows(svc.query(sql, use_sketches=False).table)
+    # Maintaining costs more than running one query without the sketch: it is skipped.
+    pinned_model(svc, name, full=(9.0, 0.0), incremental=(5.0, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
+    skipped = svc.query(sql)
+    assert skipped.sketch is None and sorted_rows(skipped.table) == plain
+    decision = svc.costs.last_decision(name)
+    assert decision is not None and (decision.context, decision.action) == ("query", "skip")
+    assert svc.sketch(name).version == 1  # left behind
+    # Cheap incremental maintenance: the query brings the sketch up and uses it.
+    pinned_model(svc, name, full=(9.0, 0.0), incremental=(0.01, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
+    used = svc.query(sql)
+    assert used.sketch == (name, 2) and sorted_rows(used.table) == plain
+    assert svc.costs.last_decision(name).action == "incremental"  # type: ignore[union-attr]
+
+
+def test_the_expected_queries_are_the_template_runs_per_load(spark_svc: SketchService, ns: str) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(1000, 20, seed=13), sort_by=["a"])
+    name, sql = captured(svc, table, "rate")
+    assert svc.costs.expected_queries(name) == 1.0  # one commit: no history, one query per load
+    for k in range(3):
+        svc.tables.append(table, synthetic_table(5, 20, seed=20 + k, key_start=5000 + 10 * k))
+        for _ in range(2):
+            svc.query(sql, use_sketches=False)
+    # Three loads after the first commit, two runs after each: two per load.
+    assert svc.costs.expected_queries(name) == 2.0

@@ -3,10 +3,10 @@ controllable clock (metastore queries only), logged with their reasons, acted on
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import PolicyError, SketchNotFoundError
@@ -115,3 +115,69 @@ def test_bad_policy_keeps_the_stored_one_and_drop_removes_it(
             assert left == 0, table.name
     with pytest.raises(SketchNotFoundError):
         svc.policy(name)
+
+
+def _set_commit_times(svc: SketchService, table: str, times: list[datetime]) -> None:
+    """Give the table's commits, oldest first, these times: a commit history to predict from."""
+    c, tb = schema.table_commits.c, schema.tables.c
+    with svc.engine.begin() as conn:
+        seqs = (
+            conn.execute(
+                select(c.seq)
+                .select_from(schema.table_commits.join(schema.tables, tb.table_id == c.table_id))
+                .where(tb.name == table)
+                .order_by(c.seq)
+            )
+            .scalars()
+            .all()
+        )
+        assert len(seqs) == len(times)
+        for seq, at in zip(seqs, times, strict=True):
+            conn.execute(update(schema.table_commits).where(c.seq == seq).values(committed_at=at))
+
+
+def test_a_policy_deferring_in_bursts_waits_for_the_burst_to_end(spark_svc: SketchService, ns: str) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(2000, 40, seed=1), sort_by=["a"])
+    for k in range(8):  # with the create: three bursts of three commits
+        svc.tables.append(table, synthetic_table(10, 40, seed=10 + k, key_start=10_000 + 100 * k))
+    name, _ = captured(svc, table, "bursts")
+    svc.tables.append(table, synthetic_table(10, 40, seed=30, key_start=50_000))  # a fourth burst begins
+    start = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
+    times = [start + timedelta(hours=b, seconds=10 * k) for b in range(3) for k in range(3)]
+    times.append(start + timedelta(hours=3))
+    _set_commit_times(svc, table, times)
+    svc.set_policy(name, {"delta_rows": 1, "defer_in_bursts": True})
+
+    (held,) = svc.check_policies([name], now=times[-1] + timedelta(seconds=3))
+    assert not held.fire
+    assert (
+        "deferred: a burst is still arriving" in held.decision.reason
+        and "1 of ~3 commits" in held.decision.reason
+    )
+    (after,) = svc.check_policies([name], now=times[-1] + timedelta(minutes=20))
+    assert after.fire and "delta rows 10 >= 1" in after.decision.reason
+
+
+def test_a_forecast_report_gets_its_sketch_maintained_ahead_of_its_next_run(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    report = f"{ns}_daily"
+    svc.tables.create(table, synthetic_table(2000, 40, seed=2), sort_by=["a"])
+    six = datetime(2026, 11, 2, 6, 0, tzinfo=UTC)
+    for day in range(5):  # the report ran at 06:00 on five days, before the sketch existed
+        svc.announce_report(report, six + timedelta(days=day))
+    name, _ = captured(svc, table, "forecast")
+    svc.tables.append(table, synthetic_table(25, 40, seed=3, key_start=9000))
+    svc.set_policy(name, {"before_reports": [report], "forecast_reports": True, "report_lead_seconds": 300})
+    upcoming = six + timedelta(days=5)
+
+    (early,) = svc.check_policies([name], now=upcoming - timedelta(minutes=30))
+    assert not early.fire and f"forecast for {upcoming:%Y-%m-%d %H:%M:%S}" in early.decision.reason
+    (ahead,) = svc.check_policies([name], now=upcoming - timedelta(minutes=4))
+    assert ahead.fire and "maintain now" in ahead.decision.reason
+    (run,) = svc.maintain_due([name], now=upcoming - timedelta(minutes=4))
+    assert run.strategy == "incremental" and run.delta_rows == 25

@@ -70,6 +70,12 @@ def _row(s: SketchStatus) -> str:
         if run
         else "-"
     )
+    chosen = s.cost_decision
+    if chosen is not None:
+        last += (
+            f'<div class="reason">chose {escape(chosen.action)} ({escape(chosen.context)}) at '
+            f"{_when(chosen.decided_at)}: {escape(chosen.reason)}</div>"
+        )
     policy = escape(s.policy) + ("" if s.policy_explicit else " <i>(default)</i>")
     decision = s.last_decision
     verdict = (
