@@ -1103,9 +1103,20 @@ class SketchService:
         cached = self._models.get(name)
         if cached is not None and time.monotonic() - cached[0] <= max_age:
             return cached[1]
-        model = CostModel.fitted(self.costs.observations(name))
+        model = CostModel.fitted(self.costs.observations(name), share=self._sketch_share(name))
         self._models[name] = (time.monotonic(), model)
         return model
+
+    def _sketch_share(self, name: str) -> float | None:
+        """The largest share of a table's fragments the sketch's newest version keeps: about the
+        share of that table a query with it reads (None: no version)."""
+        record = self.sketches.version(name)
+        if record is None or not record.bitmaps:
+            return None
+        return max(
+            len(BitMap.deserialize(bitmap)) / self._partition(pid)[1].fragment_count
+            for pid, bitmap in record.bitmaps.items()
+        )
 
     def _cost_choice(
         self,

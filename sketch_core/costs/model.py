@@ -90,9 +90,9 @@ def fit(
 
 
 # Priors for this project's engines on one machine: Spark jobs pay seconds of fixed cost
-# (planning, a job, the metastore), in-process incremental runs tens of milliseconds. They are
-# deliberately pessimistic about the sketch: use costs as much per row as plain until queries
-# with the sketch have been timed, so no decision counts on a speedup not yet seen.
+# (planning, a job, the metastore), in-process incremental runs tens of milliseconds. The
+# query with the sketch costs as much as without it here; ``CostModel.fitted`` replaces that
+# with the plain query's line scaled by the share of the data the sketch keeps.
 DEFAULT_PRIORS: Mapping[str, LinearCost] = {
     "capture": LinearCost(2.0, 1.0e-6),
     "full": LinearCost(2.0, 1.0e-6),
@@ -113,13 +113,24 @@ class CostModel:
         cls,
         observations: Mapping[str, Iterable[Observation]],
         priors: Mapping[str, LinearCost] = DEFAULT_PRIORS,
+        share: float | None = None,
     ) -> CostModel:
+        """Each cost fitted from its runs. ``share``: the fraction of the data the sketch keeps
+        (its fragments of the partition); the query with the sketch is then expected, until
+        timed, to cost the plain query's fixed part plus ``share`` of its per-row part. Without
+        a share, the prior for it is as slow as the plain query."""
         unknown = set(observations) - set(OPERATIONS)
         if unknown:
             raise ConfigurationError(
                 f"unknown operations {sorted(unknown)}", hint=f"use {', '.join(OPERATIONS)}"
             )
-        return cls({op: fit(priors[op], list(observations.get(op, ()))) for op in OPERATIONS})
+        costs = {op: fit(priors[op], list(observations.get(op, ()))) for op in OPERATIONS if op != "use"}
+        use_prior = priors["use"]
+        if share is not None:
+            plain = costs["plain"]
+            use_prior = LinearCost(plain.fixed, plain.per_row * min(1.0, max(0.0, share)))
+        costs["use"] = fit(use_prior, list(observations.get("use", ())))
+        return cls({op: costs[op] for op in OPERATIONS})
 
     def estimate(self, operation: str, size: float) -> float:
         return self.costs[operation].estimate(size)

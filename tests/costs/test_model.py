@@ -96,3 +96,18 @@ def test_the_choice_keeps_to_the_allowed_actions() -> None:
     assert forced.action == "full" and set(forced.estimates) == {"incremental", "full"}
     with pytest.raises(ConfigurationError):
         choose(MODEL, Situation(1, 1, 1), allowed=("recapture",))
+
+
+def test_until_timed_the_query_with_the_sketch_reads_its_share_of_the_plain_querys_rows() -> None:
+    plain_runs = timings(0.2, 1e-6, [1_000_000] * 5 + [2_000_000] * 5)
+    model = CostModel.fitted({"plain": plain_runs}, share=0.1)
+    plain, use = model.costs["plain"], model.costs["use"]
+    assert use.runs == 0 and use.fixed == pytest.approx(plain.fixed)
+    assert use.per_row == pytest.approx(plain.per_row * 0.1)
+    # Without a share there is no expected speedup: the prior is as slow as the plain query.
+    assert CostModel.fitted({}).costs["use"] == fit(DEFAULT_PRIORS["use"], [])
+    # Timed runs with the sketch take over from the share.
+    timed = CostModel.fitted(
+        {"plain": plain_runs, "use": timings(0.1, 0.0, [1_000_000, 2_000_000] * 30)}, share=0.1
+    )
+    assert timed.costs["use"].estimate(1_000_000) == pytest.approx(0.1, rel=0.1)
