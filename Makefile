@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export SKETCH_HOME ?= $(CURDIR)/.cache
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint bench clean-cache
+.PHONY: setup demo test lint bench bench-workload clean-cache
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -24,6 +24,13 @@ bench: setup
 	$(BIN)/python -m benchmarks.capture_use --scale $(SF)
 	$(BIN)/python -m benchmarks.maintenance --scale $(SF)
 	$(BIN)/python -m benchmarks.maintenance_synthetic --rows $(SYNTHETIC_ROWS)
+
+# When to maintain, recapture or skip (issue 6): four strategies over mixed update/report
+# streams. The issue's size is WORKLOAD_ROWS=1000000 WORKLOAD_OPS=1000 (hours).
+WORKLOAD_ROWS ?= 200000
+WORKLOAD_OPS ?= 100
+bench-workload: setup
+	$(BIN)/python -m benchmarks.workload --rows $(WORKLOAD_ROWS) --ops $(WORKLOAD_OPS)
 
 lint: setup
 	$(BIN)/ruff check sketch_core plugins dags tests benchmarks

@@ -207,16 +207,18 @@ def main() -> None:
     home = Settings.from_env().warehouse.parent
     cells = []
     with bench_service(0.01, home, prefix="workload_") as base:  # TPC-H SF0.01: loaded, unused
-        for ratio in args.ratios.split(","):
-            for delta in (int(d) for d in args.deltas.split(",")):
-                for strategy in args.strategies.split(","):
-                    cell = run_cell(base, args.rows, ratio, delta, strategy, args.ops, args.seed)
-                    print(
-                        f"{ratio} delta {delta}: {strategy} {cell.report_s:.2f}s reports, "
-                        f"{cell.update_s:.2f}s updates {cell.decisions or ''}",
-                        flush=True,
-                    )
-                    cells.append(cell)
+        strategies = args.strategies.split(",")
+        cells_in_order = itertools.product(args.ratios.split(","), (int(d) for d in args.deltas.split(",")))
+        for index, (ratio, delta) in enumerate(cells_in_order):
+            # Rotated per cell: no strategy always runs first (on a colder JVM) or last.
+            for strategy in strategies[index % len(strategies) :] + strategies[: index % len(strategies)]:
+                cell = run_cell(base, args.rows, ratio, delta, strategy, args.ops, args.seed)
+                print(
+                    f"{ratio} delta {delta}: {strategy} {cell.report_s:.2f}s reports, "
+                    f"{cell.update_s:.2f}s updates {cell.decisions or ''}",
+                    flush=True,
+                )
+                cells.append(cell)
     print(report(cells, args.rows, args.ops).read_text())
 
 
