@@ -585,10 +585,7 @@ class SketchService:
                 covered = self._big_delta_covered(definition, record, changed, on_spark)
                 chosen = "incremental" if covered else "full"
             if chosen == "incremental":  # within what incremental can take: the cheaper by the model
-                estimate = MaintenancePlan(
-                    definition.name, record.version, target, chosen, delta_rows, False, False
-                )
-                choice = self._cost_choice(definition, estimate, ("incremental", "full"))
+                choice = self._cost_choice(definition, delta_rows, ("incremental", "full"))
                 chosen = choice.action
         incremental = chosen == "incremental"
         if on_spark and incremental:  # only aggregations over a changed table that Spark takes
@@ -1032,7 +1029,7 @@ class SketchService:
         plan = self._plan(definition, record, "auto", sequence)
         allowed = ("incremental", "full", "skip") if plan.strategy == "incremental" else ("full", "skip")
         queries = self.costs.expected_queries(name)
-        choice = self._cost_choice(definition, plan, allowed, queries)
+        choice = self._cost_choice(definition, plan.delta_rows, allowed, queries)
         self._record_choice(name, "query", choice)
         return None if choice.action == "skip" else choice.action
 
@@ -1121,14 +1118,14 @@ class SketchService:
     def _cost_choice(
         self,
         definition: SketchDefinition,
-        plan: MaintenancePlan,
+        delta_rows: int,
         allowed: Sequence[str],
         queries: float = 0.0,
     ) -> Choice:
-        """The cost model's choice among ``allowed`` for bringing the sketch over ``plan``'s delta
+        """The cost model's choice among ``allowed`` for bringing the sketch over ``delta_rows``
         and serving ``queries`` runs (0: the maintenance alone, when it is to happen anyway)."""
         tables = sorted(referenced_tables(definition.query_sql))
-        situation = Situation(self.policies.table_rows(tables), plan.delta_rows, queries)
+        situation = Situation(self.policies.table_rows(tables), delta_rows, queries)
         return choose(self.cost_model(definition.name, MODEL_TTL_SECONDS), situation, allowed)
 
     def _sketch_for_query(
