@@ -145,20 +145,7 @@ def _group_sums(data: object) -> list[float]:
 
 
 def _actions(svc: SketchService, name: str) -> list[str]:
-    from sqlalchemy import select
-
-    from sketch_core.metastore import schema as t
-    from sketch_core.metastore.sketches import sketch_id_of
-
-    with svc.engine.connect() as conn:
-        sketch_id = sketch_id_of(conn, name)
-        return list(
-            conn.execute(
-                select(t.cost_decisions.c.action).where(
-                    t.cost_decisions.c.sketch_id == sketch_id, t.cost_decisions.c.context == "query"
-                )
-            ).scalars()
-        )
+    return [d.action for d in svc.costs.decisions(name, context="query")]
 
 
 def report(cells: list[Cell], rows: int, ops: int) -> Path:
@@ -179,10 +166,16 @@ def report(cells: list[Cell], rows: int, ops: int) -> Path:
     by_cell: dict[tuple[str, int], dict[str, Cell]] = {}
     for cell in cells:
         by_cell.setdefault((cell.ratio, cell.delta), {})[cell.strategy] = cell
-    for (ratio, delta), runs in by_cell.items():
+    met = measured = 0
+    for (ratio, delta), runs in sorted(
+        by_cell.items(), key=lambda item: (list(RATIOS).index(item[0][0]), item[0][1])
+    ):
         others = [runs[s].report_s for s in ("no-sketch", "capture", "incremental") if s in runs]
         auto = runs.get("auto")
         ratio_text = f"{auto.report_s / min(others):.2f}" if auto and others else "-"
+        if auto and len(others) == 3:
+            measured += 1
+            met += auto.report_s <= TARGET * min(others)
         chose = ", ".join(f"{a} {n}" for a, n in sorted(auto.decisions.items())) if auto else "-"
         figures = " | ".join(f"{runs[s].report_s:.2f}" if s in runs else "-" for s in STRATEGIES)
         correct = all(c.correct for c in runs.values())
@@ -190,9 +183,18 @@ def report(cells: list[Cell], rows: int, ops: int) -> Path:
         lines.append(
             f"| {ratio} | {delta:,} | {figures} | {ratio_text} | {chose} | {update_s:.1f} | {correct} |"
         )
+    lines += ["", f"auto within {TARGET:.2f}x of the best in {met} of {measured} complete cells."]
     path = stem.with_suffix(".md")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def load_cells(rows: int, ops: int) -> list[Cell]:
+    """The cells measured so far for this size (a run is resumable: each cell is saved as done)."""
+    path = (RESULTS / f"workload_{rows}_{ops}").with_suffix(".json")
+    if not path.exists():
+        return []
+    return [Cell(**c) for c in json.loads(path.read_text())]
 
 
 def main() -> None:
@@ -203,15 +205,23 @@ def main() -> None:
     parser.add_argument("--deltas", default=",".join(map(str, DELTAS)))
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the cells already measured at this size and run only the missing ones",
+    )
     args = parser.parse_args()
     home = Settings.from_env().warehouse.parent
-    cells = []
+    cells = load_cells(args.rows, args.ops) if args.resume else []
+    done = {(c.ratio, c.delta, c.strategy) for c in cells}
     with bench_service(0.01, home, prefix="workload_") as base:  # TPC-H SF0.01: loaded, unused
         strategies = args.strategies.split(",")
         cells_in_order = itertools.product(args.ratios.split(","), (int(d) for d in args.deltas.split(",")))
         for index, (ratio, delta) in enumerate(cells_in_order):
             # Rotated per cell: no strategy always runs first (on a colder JVM) or last.
             for strategy in strategies[index % len(strategies) :] + strategies[: index % len(strategies)]:
+                if (ratio, delta, strategy) in done:
+                    continue
                 cell = run_cell(base, args.rows, ratio, delta, strategy, args.ops, args.seed)
                 print(
                     f"{ratio} delta {delta}: {strategy} {cell.report_s:.2f}s reports, "
@@ -219,6 +229,7 @@ def main() -> None:
                     flush=True,
                 )
                 cells.append(cell)
+                report(cells, args.rows, args.ops)  # saved as it goes: --resume continues from here
     print(report(cells, args.rows, args.ops).read_text())
 
 

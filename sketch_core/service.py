@@ -19,10 +19,12 @@ from pyroaring import BitMap
 from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import Engine
 
-from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key, to_ir
+from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
+from sketch_core.algebra.parse_cache import ParsedQueryCache
 from sketch_core.algebra.printer import to_sql
 from sketch_core.config import Settings
+from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import forecast_next, predict
 from sketch_core.costs.choose import Choice, Situation, choose
 from sketch_core.costs.model import CostModel
@@ -147,8 +149,6 @@ class MaintenanceRun:
 
 
 MAINTENANCE_STRATEGIES = ("auto", "incremental", "full")
-# How long a fitted cost model is reused before it is fitted again from the newest runs.
-MODEL_TTL_SECONDS = 30.0
 
 
 def _check_strategy(strategy: str) -> None:
@@ -242,9 +242,8 @@ class SketchService:
         # sketch -> (version, engine at that version): see Settings.engine_cache_entries.
         self._engines: OrderedDict[str, tuple[int, MaintainedSketch]] = OrderedDict()
         self._collected_at = float("-inf")  # monotonic time of the last collection after maintenance
-        # sketch -> (monotonic time fitted, model): refitted at most every MODEL_TTL_SECONDS, so
-        # a burst of small maintenance runs does not pay a fit (six metastore reads) each.
-        self._models: dict[str, tuple[float, CostModel]] = {}
+        self.advisor = CostAdvisor(self.costs, self._sketch_share)
+        self._parsed = ParsedQueryCache()
 
     @classmethod
     def from_env(cls, *, spark: SparkSession | None = None) -> SketchService:
@@ -362,7 +361,7 @@ class SketchService:
     ) -> SketchVersion:
         started = time.perf_counter()
         pins = self._pin_query(sql, sequence)
-        parsed = to_ir(sql, table_schemas(pins), params)
+        parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
         statistics = {table: pin.column_bounds() for table, pin in pins.items()}
         chosen = self._attributes(parsed.plan, pins, statistics, attributes)
         partitions = {
@@ -616,23 +615,36 @@ class SketchService:
             return True
         return bool(summarizable(engine.frontier(), changed))
 
-    def _record_choice(self, name: str, context: str, choice: Choice) -> None:
-        log.info("%s (%s): %s", name, context, choice.reason)
-        try:
-            self.costs.record_decision(name, context, choice)
-        except Exception as exc:  # the decision stands; only its explanation is lost
-            log.warning("could not record the decision for %s: %s", name, exc)
-
     def _maintain_one(
-        self, name: str, strategy: str, target: int | None = None, context: str = "maintain"
+        self,
+        name: str,
+        strategy: str,
+        target: int | None = None,
+        context: str = "maintain",
+        plan: MaintenancePlan | None = None,
+    ) -> MaintenanceRun:
+        """One sketch maintained to ``target``; ``plan``: already made for it (used while the
+        sketch's newest version is still the one it was made from)."""
+        run = self._run_maintenance(name, strategy, target, context, plan)
+        if run.strategy != "none":
+            self.advisor.observed(run.strategy, name)
+        return run
+
+    def _run_maintenance(
+        self, name: str, strategy: str, target: int | None, context: str, plan: MaintenancePlan | None
     ) -> MaintenanceRun:
         definition, record = self._definition_and_version(name)
-        plan = self._plan(definition, record, strategy, target)
+        if (
+            plan is None
+            or plan.from_version != record.version
+            or (target is not None and plan.target != target)
+        ):
+            plan = self._plan(definition, record, strategy, target)
         target, chosen, delta_rows = plan.target, plan.strategy, plan.delta_rows
         if chosen == "none":
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
         if plan.choice is not None:
-            self._record_choice(name, context, plan.choice)
+            self.advisor.record(name, context, plan.choice)
         if chosen == "incremental":
             try:
                 return self._maintain_incremental(definition, record, plan)
@@ -981,14 +993,16 @@ class SketchService:
             if definition.params != encoded:
                 if statistics is None:
                     statistics = {table: pin.column_bounds() for table, pin in pins.items()}
-                captured = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
+                captured = self._parsed.to_ir(
+                    definition.query_sql, table_schemas(pins), decode_params(definition.params)
+                )
                 verdict = can_reuse(captured.plan, plan, statistics)
                 if not verdict.reusable:
                     log.debug("sketch %s not reusable: %s", definition.name, verdict.reason)
                     continue
             record = self.sketches.version_for_snapshots(definition.name, snapshots)
             if record is None and self.settings.maintain_on_query != "off":
-                record = self._maintained_for(definition.name, snapshots, sequence)
+                record = self._maintained_for(definition, snapshots, sequence, pins)
             if record is None:
                 continue
             candidate = self._resolve(record, pins)
@@ -997,21 +1011,27 @@ class SketchService:
         return best
 
     def _maintained_for(
-        self, name: str, snapshots: Mapping[str, int | None], sequence: int
+        self,
+        definition: SketchDefinition,
+        snapshots: Mapping[str, int | None],
+        sequence: int,
+        pins: Mapping[str, PinnedSnapshot],
     ) -> VersionRecord | None:
         """The sketch maintained from its newest version to ``sequence``, when that version is
         older (a version is never maintained backwards: older snapshots need their own)."""
+        name = definition.name
         newest = self.sketches.version(name)
         if newest is None or newest.sequence >= sequence:
             return None
         started = time.perf_counter()
+        plan: MaintenancePlan | None = None
         strategy = self.settings.maintain_on_query
         if strategy == "cost":
-            chosen = self._strategy_for_query(name, sequence)
-            if chosen is None:
+            plan = self._plan_for_query(definition, newest, sequence, pins)
+            if plan is None:
                 return None
-            strategy = chosen
-        run = self._maintain_one(name, strategy, target=sequence, context="query")
+            strategy = plan.strategy
+        run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
         log.info(
             "maintained %s to sequence %d for a query (%s, %.2fs)",
             name,
@@ -1021,17 +1041,34 @@ class SketchService:
         )
         return self.sketches.version_for_snapshots(name, snapshots)
 
-    def _strategy_for_query(self, name: str, sequence: int) -> str | None:
+    def _plan_for_query(
+        self,
+        definition: SketchDefinition,
+        newest: VersionRecord,
+        sequence: int,
+        pins: Mapping[str, PinnedSnapshot],
+    ) -> MaintenancePlan | None:
         """How a query brings the sketch to its snapshots, by the cost model: maintain it
         incrementally, recapture, or (None) run without it, given the queries expected
-        before the next load. Recorded with its reason."""
-        definition, record = self._definition_and_version(name)
-        plan = self._plan(definition, record, "auto", sequence)
-        allowed = ("incremental", "full", "skip") if plan.strategy == "incremental" else ("full", "skip")
-        queries = self.costs.expected_queries(name)
-        choice = self._cost_choice(definition, plan.delta_rows, allowed, queries)
-        self._record_choice(name, "query", choice)
-        return None if choice.action == "skip" else choice.action
+        before the next load. Recorded with its reason; the reports that follow at the same
+        snapshots reuse the choice."""
+        name = definition.name
+        cached = self.advisor.query_choice(name, newest.version, sequence)
+        if cached is not None and cached.action == "skip":
+            return None
+        plan = self._plan(definition, newest, "auto", sequence)
+        choice = cached
+        if choice is None:
+            allowed = ("incremental", "full", "skip") if plan.strategy == "incremental" else ("full", "skip")
+            tables = referenced_tables(definition.query_sql)
+            table_rows = sum(pin.record_count for table, pin in pins.items() if table in tables)
+            queries = self.advisor.expected_queries(name)
+            choice = self._cost_choice(definition, plan.delta_rows, allowed, queries, table_rows)
+            self.advisor.remember_query_choice(name, newest.version, sequence, choice)
+            self.advisor.record(name, "query", choice)
+        if choice.action == "skip":
+            return None
+        return dataclasses.replace(plan, strategy=choice.action, choice=None)
 
     # -- queries --------------------------------------------------------------------------------
     def query(
@@ -1082,9 +1119,10 @@ class SketchService:
         result: QueryResult,
     ) -> None:
         """Record the run for the cost models; a query never fails for want of its record."""
+        template = template_key(sql)
         try:
             self.costs.record_query(
-                template_key(sql),
+                template,
                 sketch,
                 sum(pin.record_count for pin in pins.values()),
                 result.files_read,
@@ -1093,16 +1131,16 @@ class SketchService:
             )
         except Exception as exc:
             log.warning("could not record the query's run: %s", exc)
+            return
+        if sketch is not None:
+            self.advisor.observed("use", name=sketch[0])
+        else:
+            self.advisor.observed("plain", template=template)
 
     def cost_model(self, name: str, max_age: float = 0.0) -> CostModel:
         """The sketch's five cost models, fitted from its recorded runs (priors until then);
         one fitted at most ``max_age`` seconds ago is reused."""
-        cached = self._models.get(name)
-        if cached is not None and time.monotonic() - cached[0] <= max_age:
-            return cached[1]
-        model = CostModel.fitted(self.costs.observations(name), share=self._sketch_share(name))
-        self._models[name] = (time.monotonic(), model)
-        return model
+        return self.advisor.model(name, max_age)
 
     def _sketch_share(self, name: str) -> float | None:
         """The largest share of a table's fragments the sketch's newest version keeps: about the
@@ -1121,18 +1159,21 @@ class SketchService:
         delta_rows: int,
         allowed: Sequence[str],
         queries: float = 0.0,
+        table_rows: int | None = None,
     ) -> Choice:
         """The cost model's choice among ``allowed`` for bringing the sketch over ``delta_rows``
-        and serving ``queries`` runs (0: the maintenance alone, when it is to happen anyway)."""
-        tables = sorted(referenced_tables(definition.query_sql))
-        situation = Situation(self.policies.table_rows(tables), delta_rows, queries)
-        return choose(self.cost_model(definition.name, MODEL_TTL_SECONDS), situation, allowed)
+        and serving ``queries`` runs (0: the maintenance alone, when it is to happen anyway).
+        ``table_rows``: the rows of the sketch's tables, when known (else read from the log)."""
+        if table_rows is None:
+            table_rows = self.policies.table_rows(sorted(referenced_tables(definition.query_sql)))
+        situation = Situation(table_rows, delta_rows, queries)
+        return choose(self.advisor.model(definition.name), situation, allowed)
 
     def _sketch_for_query(
         self, sql: str, params: Mapping[str, Any] | None, pins: Mapping[str, PinnedSnapshot], sequence: int
     ) -> tuple[ParsedQuery, _UsableSketch] | None:
         try:
-            parsed = to_ir(sql, table_schemas(pins), params)
+            parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
         except UnsupportedQueryError as exc:
             log.info("running without sketches: %s", exc)
             return None
@@ -1191,6 +1232,13 @@ class SketchService:
         misses = self.sketches.record_template_use(template, sql, hit=False)
         mode = self.settings.self_tuning
         if mode == "off" or (mode == "adaptive" and misses < self.settings.adaptive_after):
+            return None
+        encoded = encode_params(params)
+        if self.settings.maintain_on_query == "cost" and any(
+            d.params == encoded for d in self.sketches.definitions(template)
+        ):
+            # This very query has a sketch that the cost model chose to leave behind: capturing
+            # it again would overrule that choice at the highest price.
             return None
         try:
             self._capture(sql, None, params, None, None, sequence)

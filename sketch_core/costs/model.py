@@ -39,6 +39,7 @@ class LinearCost:
     fixed: float
     per_row: float
     runs: int = 0  # how many observed runs the fit used (0: the prior alone)
+    basis: str = ""  # how a line with no runs of its own was set, when not from its prior alone
 
     def __post_init__(self) -> None:
         if self.fixed < 0 or self.per_row < 0:
@@ -51,7 +52,7 @@ class LinearCost:
         return self.fixed + self.per_row * max(0.0, size)
 
     def describe(self) -> str:
-        basis = f"{self.runs} runs" if self.runs else "prior"
+        basis = f"{self.runs} runs" if self.runs else (self.basis or "prior")
         return f"{self.fixed:.3g}s + {self.per_row * 1e6:.3g}us/row ({basis})"
 
 
@@ -118,7 +119,13 @@ class CostModel:
         """Each cost fitted from its runs. ``share``: the fraction of the data the sketch keeps
         (its fragments of the partition); the query with the sketch is then expected, until
         timed, to cost the plain query's fixed part plus ``share`` of its per-row part. Without
-        a share, the prior for it is as slow as the plain query."""
+        a share, the prior for it is as slow as the plain query.
+
+        The two queries are the same query over more or less data, so each informs the other
+        while untimed: once the sketch has been used but the plain query never timed (a sketch
+        that is always kept current leaves no plain runs), the plain line is its prior scaled
+        by how the runs with the sketch compared with their prior. A report is never run the
+        slow way just to time it."""
         unknown = set(observations) - set(OPERATIONS)
         if unknown:
             raise ConfigurationError(
@@ -129,8 +136,25 @@ class CostModel:
         if share is not None:
             plain = costs["plain"]
             use_prior = LinearCost(plain.fixed, plain.per_row * min(1.0, max(0.0, share)))
-        costs["use"] = fit(use_prior, list(observations.get("use", ())))
+        used = list(observations.get("use", ()))
+        costs["use"] = fit(use_prior, used)
+        if costs["plain"].runs == 0 and costs["use"].runs > 0:
+            costs["plain"] = _scaled_like(costs["plain"], use_prior, costs["use"], used)
         return cls({op: costs[op] for op in OPERATIONS})
 
     def estimate(self, operation: str, size: float) -> float:
         return self.costs[operation].estimate(size)
+
+
+def _scaled_like(
+    line: LinearCost, prior: LinearCost, fitted: LinearCost, observed: Sequence[Observation]
+) -> LinearCost:
+    """``line`` scaled by ``fitted / prior`` at the observed sizes (still counting no runs)."""
+    mean = sum(o.size for o in observed) / len(observed)
+    expected = prior.estimate(mean)
+    if expected <= 0:
+        return line
+    scale = fitted.estimate(mean) / expected
+    return LinearCost(
+        line.fixed * scale, line.per_row * scale, 0, "prior scaled like the runs with the sketch"
+    )

@@ -55,6 +55,16 @@ class CostRecords:
                 )
             )
 
+    def template_of(self, name: str) -> str:
+        """The template key of the sketch's query (its plain runs are recorded under it)."""
+        with self.engine.connect() as conn:
+            sketch_id = sketch_id_of(conn, name)
+            return str(
+                conn.execute(
+                    select(t.sketches.c.template_key).where(t.sketches.c.sketch_id == sketch_id)
+                ).scalar_one()
+            )
+
     def observations(self, name: str, recent: int = RECENT_RUNS) -> dict[str, list[Observation]]:
         """The sketch's recorded runs by operation (see :mod:`sketch_core.costs.model`): its
         captures, and recaptures (captures included), by table rows; incremental runs by delta
@@ -117,15 +127,22 @@ class CostRecords:
             )
 
     def last_decision(self, name: str) -> CostDecision | None:
+        found = self.decisions(name, limit=1)
+        return found[0] if found else None
+
+    def decisions(
+        self, name: str, context: str | None = None, limit: int | None = None
+    ) -> list[CostDecision]:
+        """The sketch's recorded decisions (in ``context`` only, when given), newest first."""
         d = t.cost_decisions.c
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(d.context, d.action, d.reason, d.decided_at)
-                .where(d.sketch_id == sketch_id_of(conn, name))
-                .order_by(d.decision_id.desc())
-                .limit(1)
-            ).first()
-        return CostDecision(row.context, row.action, row.reason, row.decided_at) if row else None
+            query = select(d.context, d.action, d.reason, d.decided_at).where(
+                d.sketch_id == sketch_id_of(conn, name)
+            )
+            if context is not None:
+                query = query.where(d.context == context)
+            rows = conn.execute(query.order_by(d.decision_id.desc()).limit(limit)).all()
+        return [CostDecision(r.context, r.action, r.reason, r.decided_at) for r in rows]
 
     def expected_queries(self, name: str, window: int = QUERY_WINDOW_COMMITS) -> float:
         """Runs of the sketch's query expected before its tables change again: the runs of its

@@ -111,3 +111,24 @@ def test_until_timed_the_query_with_the_sketch_reads_its_share_of_the_plain_quer
         {"plain": plain_runs, "use": timings(0.1, 0.0, [1_000_000, 2_000_000] * 30)}, share=0.1
     )
     assert timed.costs["use"].estimate(1_000_000) == pytest.approx(0.1, rel=0.1)
+
+
+def test_an_untimed_plain_query_is_scaled_like_the_timed_runs_with_the_sketch() -> None:
+    prior_plain = DEFAULT_PRIORS["plain"]
+    # This machine runs the query with the sketch at a third of what its prior expected.
+    share, rows = 0.05, 200_000
+    expected_use = prior_plain.fixed + share * prior_plain.per_row * rows
+    used = [Observation(rows, expected_use / 3)] * 60
+    model = CostModel.fitted({"use": used}, share=share)
+    plain = model.costs["plain"]
+    scale = model.costs["use"].estimate(rows) / expected_use
+    assert scale == pytest.approx(60 / 63 / 3 + 3 / 63, rel=1e-6)  # the prior counts as 3 runs
+    assert plain.runs == 0 and plain.basis.startswith("prior scaled")
+    assert plain.fixed == pytest.approx(prior_plain.fixed * scale)
+    assert plain.per_row == pytest.approx(prior_plain.per_row * scale)
+    assert "prior scaled" in plain.describe()
+    # Once the plain query has runs of its own, they decide its line.
+    timed = CostModel.fitted({"use": used, "plain": [Observation(rows, 2.0)] * 60}, share=share)
+    assert timed.costs["plain"].runs == 60 and timed.costs["plain"].estimate(rows) > 1.8
+    # No runs with the sketch: nothing to scale by, the prior stands.
+    assert CostModel.fitted({}, share=share).costs["plain"] == fit(prior_plain, [])

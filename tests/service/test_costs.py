@@ -3,8 +3,6 @@ models are fitted from those records (priors until they exist)."""
 
 from __future__ import annotations
 
-import time
-
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
@@ -65,7 +63,7 @@ def pinned_model(svc: SketchService, name: str, **lines: tuple[float, float]) ->
     """Make the service decide for ``name`` with these cost lines (kept for the model's TTL)."""
     costs = dict(DEFAULT_PRIORS)
     costs.update({op: LinearCost(a, b) for op, (a, b) in lines.items()})
-    svc._models[name] = (time.monotonic(), CostModel(costs))
+    svc.advisor.pin(name, CostModel(costs))
 
 
 def test_auto_maintains_by_the_cost_model_and_records_why(spark_svc: SketchService, ns: str) -> None:
@@ -86,34 +84,11 @@ def test_auto_maintains_by_the_cost_model_and_records_why(spark_svc: SketchServi
     assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
     # The usual model: a small delta goes incrementally.
     DeltaGenerator(svc.tables, table, ("key",), seed=10).inserts(20).apply(svc.tables)
-    svc._models.pop(name)
+    svc.advisor.forget(name)
     (run,) = svc.maintain(name, "auto")
     assert run.strategy == "incremental"
     shown = svc.status(name)[0].cost_decision
     assert shown is not None and shown.action == "incremental" and "incremental is cheapest" in shown.reason
-
-
-def test_a_query_maintains_or_runs_without_the_sketch_by_the_cost_model(
-    spark_svc: SketchService, ns: str
-) -> None:
-    svc = sibling(spark_svc, maintain_on_query="cost")
-    table = f"{ns}.facts"
-    svc.tables.create(table, synthetic_table(3000, 40, seed=11), sort_by=["a"])
-    name, sql = captured(svc, table, "query_cost")
-    DeltaGenerator(svc.tables, table, ("key",), seed=12).mixed(30).apply(svc.tables)
-    plain = sorted_rows(svc.query(sql, use_sketches=False).table)
-    # Maintaining costs more than running one query without the sketch: it is skipped.
-    pinned_model(svc, name, full=(9.0, 0.0), incremental=(5.0, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
-    skipped = svc.query(sql)
-    assert skipped.sketch is None and sorted_rows(skipped.table) == plain
-    decision = svc.costs.last_decision(name)
-    assert decision is not None and (decision.context, decision.action) == ("query", "skip")
-    assert svc.sketch(name).version == 1  # left behind
-    # Cheap incremental maintenance: the query brings the sketch up and uses it.
-    pinned_model(svc, name, full=(9.0, 0.0), incremental=(0.01, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
-    used = svc.query(sql)
-    assert used.sketch == (name, 2) and sorted_rows(used.table) == plain
-    assert svc.costs.last_decision(name).action == "incremental"  # type: ignore[union-attr]
 
 
 def test_the_expected_queries_are_the_template_runs_per_load(spark_svc: SketchService, ns: str) -> None:
@@ -128,3 +103,42 @@ def test_the_expected_queries_are_the_template_runs_per_load(spark_svc: SketchSe
             svc.query(sql, use_sketches=False)
     # Three loads after the first commit, two runs after each: two per load.
     assert svc.costs.expected_queries(name) == 2.0
+
+
+def test_a_query_maintains_or_skips_the_sketch_by_the_cost_model_once_per_snapshot(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = sibling(spark_svc, maintain_on_query="cost")
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=14), sort_by=["a"])
+    name, sql = captured(svc, table, "reuse_choice")
+    DeltaGenerator(svc.tables, table, ("key",), seed=15).mixed(30).apply(svc.tables)
+    plain = sorted_rows(svc.query(sql, use_sketches=False).table)
+    pinned_model(svc, name, full=(9.0, 0.0), incremental=(5.0, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
+    # Maintaining costs more than running the expected queries without the sketch: skipped,
+    # and the reports that follow at the same snapshots reuse the choice (recorded once).
+    for _ in range(4):
+        skipped = svc.query(sql)
+        assert skipped.sketch is None and sorted_rows(skipped.table) == plain
+    assert [d.action for d in svc.costs.decisions(name, context="query")] == ["skip"]
+    assert svc.sketch(name).version == 1  # left behind
+    # Cheap incremental maintenance (a new model drops the choices made with the old one): the
+    # next report decides again, brings the sketch up and uses it.
+    pinned_model(svc, name, full=(9.0, 0.0), incremental=(0.01, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
+    used = svc.query(sql)
+    assert used.sketch == (name, 2) and sorted_rows(used.table) == plain
+    assert [d.action for d in svc.costs.decisions(name, context="query")] == ["incremental", "skip"]
+
+
+def test_a_young_model_learns_from_each_new_run_at_once(spark_svc: SketchService, ns: str) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(2000, 20, seed=16), sort_by=["a"])
+    name, sql = captured(svc, table, "young")
+    assert svc.advisor.model(name).costs["plain"].runs == 0
+    assert svc.advisor.model(name).costs["plain"].basis == ""  # the prior: nothing timed yet
+    svc.query(sql)  # with the sketch: the plain line is scaled like it
+    assert svc.advisor.model(name).costs["plain"].basis.startswith("prior scaled")
+    svc.query(sql, use_sketches=False)  # the cached model is refitted, not kept for its ttl
+    assert svc.advisor.model(name).costs["plain"].runs == 1
+    assert svc.advisor.model(name).costs["use"].runs == 1

@@ -1,0 +1,130 @@
+"""The service's sketches' cost models, kept fresh enough and cheap enough to consult on every report.
+
+A report that the cost model sends past its stale sketch should cost little more than the plain
+query, but a fit reads six record sets, the expected query rate three more, and a decision row
+is a write. So, per sketch, the advisor keeps:
+
+- the fitted model, refitted after ``ttl`` seconds, or at once after a new run of an operation
+  the model has fewer than ``REFIT_UNTIL_RUNS`` runs of (the first runs move a model most);
+- the expected queries per load, for as long as the model;
+- the choice made for a query at (version, commit sequence): the reports that follow at the same
+  snapshots reuse it (dropped with the model it came from);
+
+and it records a decision only when its action differs from the last one recorded in the same
+context, or ``RECORD_EVERY_SECONDS`` after it, so the status page's reason stays current without
+a write per report.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sketch_core.costs import Choice, CostModel
+from sketch_core.metastore.costs import CostRecords
+
+log = logging.getLogger(__name__)
+
+# How long a fitted model (and the expected query rate) is reused before it is fitted again.
+MODEL_TTL_SECONDS = 30.0
+# A model is refitted after every new run of an operation it has fewer runs of than this.
+REFIT_UNTIL_RUNS = 5
+# An unchanged decision is recorded again after this long (its figures may have moved).
+RECORD_EVERY_SECONDS = 60.0
+
+
+@dataclass
+class _Fitted:
+    at: float  # monotonic time of the fit
+    model: CostModel
+    template: str | None  # the sketch's query template (its plain runs refresh the model)
+    expected_queries: float | None = None
+    pinned: bool = False  # set by ``pin``: kept for the ttl whatever runs are recorded
+    query_choices: dict[tuple[int, int], Choice] = field(default_factory=dict)
+
+
+class CostAdvisor:
+    def __init__(
+        self,
+        records: CostRecords,
+        share: Callable[[str], float | None],
+        ttl: float = MODEL_TTL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``share(name)``: the fraction of the data the sketch's newest version keeps."""
+        self.records = records
+        self.share = share
+        self.ttl = ttl
+        self.clock = clock
+        self._fitted: dict[str, _Fitted] = {}
+        self._recorded: dict[tuple[str, str], tuple[str, float]] = {}  # (sketch, context) -> (action, at)
+
+    # -- models --------------------------------------------------------------------------------
+    def model(self, name: str, max_age: float | None = None) -> CostModel:
+        """The sketch's model, fitted at most ``max_age`` seconds ago (None: the advisor's ttl;
+        0: fitted now)."""
+        return self._entry(name, self.ttl if max_age is None else max_age).model
+
+    def _entry(self, name: str, max_age: float) -> _Fitted:
+        entry = self._fitted.get(name)
+        if entry is not None and self.clock() - entry.at <= max_age:
+            return entry
+        observations = self.records.observations(name)
+        model = CostModel.fitted(observations, share=self.share(name))
+        entry = _Fitted(self.clock(), model, self.records.template_of(name))
+        self._fitted[name] = entry
+        return entry
+
+    def pin(self, name: str, model: CostModel) -> None:
+        """Decide for ``name`` with ``model`` until the ttl runs out (tests, calibration)."""
+        self._fitted[name] = _Fitted(self.clock(), model, None, pinned=True)
+
+    def forget(self, name: str) -> None:
+        self._fitted.pop(name, None)
+
+    def observed(self, operation: str, name: str | None = None, template: str | None = None) -> None:
+        """A run of ``operation`` was recorded, for sketch ``name`` or (a query without a
+        sketch) for the sketches of ``template``: refit the models that still have few such runs."""
+        for key, entry in list(self._fitted.items()):
+            concerned = key == name or (template is not None and entry.template == template)
+            young = entry.model.costs[operation].runs < REFIT_UNTIL_RUNS
+            if concerned and young and not entry.pinned:
+                del self._fitted[key]
+
+    def expected_queries(self, name: str) -> float:
+        entry = self._entry(name, self.ttl)
+        if entry.expected_queries is None:
+            entry.expected_queries = self.records.expected_queries(name)
+        return entry.expected_queries
+
+    # -- the query path's choices --------------------------------------------------------------
+    def query_choice(self, name: str, version: int, sequence: int) -> Choice | None:
+        """The choice already made for a query at ``sequence`` finding version ``version``."""
+        entry = self._fitted.get(name)
+        if entry is None or self.clock() - entry.at > self.ttl:
+            return None
+        return entry.query_choices.get((version, sequence))
+
+    def remember_query_choice(self, name: str, version: int, sequence: int, choice: Choice) -> None:
+        entry = self._fitted.get(name)
+        if entry is not None:
+            entry.query_choices[(version, sequence)] = choice
+
+    # -- explanations --------------------------------------------------------------------------
+    def record(self, name: str, context: str, choice: Choice) -> None:
+        """Record the decision with its reason (see the module's note on when a repeat is
+        written); a decision stands even when its record cannot be written."""
+        now = self.clock()
+        last = self._recorded.get((name, context))
+        if last is not None and last[0] == choice.action and now - last[1] < RECORD_EVERY_SECONDS:
+            log.debug("%s (%s): %s", name, context, choice.reason)
+            return
+        log.info("%s (%s): %s", name, context, choice.reason)
+        try:
+            self.records.record_decision(name, context, choice)
+        except Exception as exc:  # the decision stands; only its explanation is lost
+            log.warning("could not record the decision for %s: %s", name, exc)
+            return
+        self._recorded[(name, context)] = (choice.action, now)
