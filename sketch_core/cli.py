@@ -18,6 +18,7 @@ from sketch_core.config import Settings
 from sketch_core.errors import QueryError, SketchError
 from sketch_core.localstack.postgres import PrivatePostgres
 from sketch_core.localstack.stack import resolve
+from sketch_core.metastore.state_modes import describe_state_mode
 from sketch_core.service import SketchService
 
 app = typer.Typer(help="Provenance-based data skipping for Spark reports.", no_args_is_help=True)
@@ -197,6 +198,8 @@ def status(name: Annotated[str | None, typer.Argument(help="Only this sketch.")]
             last += (
                 f"\nchose {chosen.action} ({chosen.context}, {chosen.decided_at:%H:%M:%S}): {chosen.reason}"
             )
+        if s.state_mode is not None:
+            last += f"\nstate {describe_state_mode(s.state_mode)}"
         view.add_row(
             s.name,
             "-" if s.version is None else str(s.version),
@@ -249,6 +252,25 @@ def costs(name: Annotated[str, typer.Argument(help="The sketch.")]) -> None:
     for operation, cost in model.costs.items():
         view.add_row(operation, cost.describe(), sizes.get(operation, "table rows"))
     console.print(view)
+
+
+@app.command()
+def budget() -> None:
+    """Choose which sketches keep their state in full, top-m or not at all (SKETCH_STATE_BUDGET_MB)."""
+    with _errors(), _service() as svc:
+        run = svc.allocate_state()
+    if run is None:
+        console.print("no state budget is set (SKETCH_STATE_BUDGET_MB): every sketch keeps its full state")
+        return
+    view = Table("sketch", "state", "why")
+    for name, mode in run.allocation.modes.items():
+        changed = " (changed)" if name in run.changed else ""
+        view.add_row(name, mode + changed, run.allocation.reasons[name])
+    for name in run.unsized:
+        view.add_row(name, "unchanged", "no state measured yet: kept as it is")
+    console.print(view)
+    allocation = run.allocation
+    console.print(f"{allocation.bytes:,} bytes of state, {allocation.seconds:.3g} s of maintenance per hour")
 
 
 @app.command()

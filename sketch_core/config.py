@@ -103,6 +103,13 @@ class Settings:
     retain_seconds: int = 3600
     # Bytes of decoded data-file columns kept for the join reads of incremental maintenance.
     file_cache_bytes: int = 512 * 1024 * 1024
+    # A global budget for the sketches' operator state (0: none, every sketch keeps its state
+    # in full). Within it each sketch keeps its state in full, cut to its top `state_top_m`
+    # values, or none (maintenance recaptures), whichever keeps the expected maintenance time
+    # lowest; revisited by the policy checks at most every `state_revisit_seconds`.
+    state_budget_bytes: int = 0
+    state_top_m: int = 10
+    state_revisit_seconds: int = 300
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -133,6 +140,9 @@ class Settings:
             retain_versions=_int_env("SKETCH_RETAIN_VERSIONS", 20),
             retain_seconds=_int_env("SKETCH_RETAIN_SECONDS", 3600, minimum=0),
             file_cache_bytes=_int_env("SKETCH_FILE_CACHE_MB", 512, minimum=0) * 1024 * 1024,
+            state_budget_bytes=_int_env("SKETCH_STATE_BUDGET_MB", 0, minimum=0) * 1024 * 1024,
+            state_top_m=_int_env("SKETCH_STATE_TOP_M", 10),
+            state_revisit_seconds=_int_env("SKETCH_STATE_REVISIT_SECONDS", 300, minimum=0),
         )
 
     def with_metastore(self, url: str) -> Settings:

@@ -152,8 +152,15 @@ class StateStore:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def write(self, sketch: str, tables: Mapping[str, pa.Table], base: str | None = None) -> str:
-        """Store ``tables``: a whole state, or with ``base`` the changes to that state."""
+    def write(
+        self,
+        sketch: str,
+        tables: Mapping[str, pa.Table],
+        base: str | None = None,
+        keep_top: int | None = None,
+    ) -> str:
+        """Store ``tables``: a whole state, or with ``base`` the changes to that state.
+        ``keep_top``: the m its min/max and top-k values were cut to (None: kept in full)."""
         depth = 0 if base is None else self._manifest(base).get("depth", 0) + 1
         directory = self.root / sketch / uuid.uuid4().hex
         directory.mkdir(parents=True)
@@ -164,6 +171,7 @@ class StateStore:
             "files": sorted(tables),
             "base": Path(base).name if base is not None else None,
             "depth": depth,
+            "keep_top": keep_top,
         }
         (directory / "manifest.json").write_text(json.dumps(manifest))
         return str(directory)
@@ -171,6 +179,11 @@ class StateStore:
     def depth(self, ref: str) -> int:
         """How many layers of changes the state at ``ref`` has on top of a whole state."""
         return int(self._manifest(ref).get("depth", 0))
+
+    def keep_top(self, ref: str) -> int | None:
+        """The m the state's ordered values were cut to (None: kept in full)."""
+        value = self._manifest(ref).get("keep_top")
+        return int(value) if value else None
 
     def read(self, ref: str) -> list[dict[str, pa.Table]]:
         """The layers of the state at ``ref``, oldest (the whole state) first."""
@@ -238,7 +251,7 @@ def store_state(store: StateStore, sketch: str, engine: IncrementalSketch, base:
         or engine.blooms_dropped
     ):
         base = None
-    ref = store.write(sketch, engine.state_tables(changes_only=base is not None), base)
+    ref = store.write(sketch, engine.state_tables(changes_only=base is not None), base, engine.keep_top)
     engine.mark_stored()
     return ref
 

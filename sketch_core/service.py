@@ -65,6 +65,7 @@ from sketch_core.metastore.sketches import (
     SketchRepository,
     VersionRecord,
 )
+from sketch_core.metastore.state_modes import StateModeRepository
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.policy import Decision, Policy, PolicyFacts, effective_policy, evaluate
@@ -84,6 +85,7 @@ from sketch_core.spark.views import (
     register_view,
     table_schemas,
 )
+from sketch_core.state_budget import BudgetRun, StateBudget
 from sketch_core.status import SketchStatus, sketch_status
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
 from sketch_core.tables.pinned import PinnedSnapshot
@@ -243,6 +245,16 @@ class SketchService:
         self._engines: OrderedDict[str, tuple[int, MaintainedSketch]] = OrderedDict()
         self._collected_at = float("-inf")  # monotonic time of the last collection after maintenance
         self.advisor = CostAdvisor(self.costs, self._sketch_share)
+        self.state_modes = StateModeRepository(engine)
+        self.budget = StateBudget(
+            settings,
+            self.sketches,
+            self.policies,
+            self.state_modes,
+            self.state_store,
+            self.advisor,
+            lambda name: sorted(referenced_tables(self.sketches.definition(name).query_sql)),
+        )
         self._parsed = ParsedQueryCache()
 
     @classmethod
@@ -378,7 +390,8 @@ class SketchService:
         name = name or _default_name(template, encoded, partition_ids)
         self.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
         run_id = self.sketches.start_run(name, strategy, from_version)
-        maintained = self._initial_state(name, sequence) if with_state else None
+        keeps = with_state and self.budget.keeps_state(name)
+        maintained = self._initial_state(name, sequence) if keeps else None
         record = self.sketches.publish_version(
             name,
             sequence,
@@ -407,7 +420,12 @@ class SketchService:
         partitions = self._range_partitions(definition)
         try:
             return build_engine(
-                self.tables, definition, partitions, sequence, summarize=self.spark_summarizer(definition)
+                self.tables,
+                definition,
+                partitions,
+                sequence,
+                summarize=self.spark_summarizer(definition),
+                keep_top=self.budget.keep_top(name),
             )
         except UnsupportedQueryError as exc:
             log.info("%s: no incremental state (%s); it will be recaptured", name, exc)
@@ -577,6 +595,9 @@ class SketchService:
         on_spark = delta_rows > self.settings.spark_delta_rows
         chosen = strategy if pending else "none"
         choice: Choice | None = None
+        if chosen == "auto" and not self.budget.keeps_state(definition.name):
+            chosen = "full"
+            choice = self._stateless_choice(definition.name)
         if chosen == "auto":
             chosen = "incremental"
             if delta_rows > self.settings.incremental_max_delta_rows:
@@ -590,7 +611,8 @@ class SketchService:
         if on_spark and incremental:  # only aggregations over a changed table that Spark takes
             on_spark = self._spark_summarizes(definition, record, {c.table for c in pending})
         kept = self._engines.get(definition.name)
-        builds_state = incremental and not record.state_ref and not (kept and kept[0] == record.version)
+        stored = incremental and bool(self.budget.usable_state(definition.name, record))
+        builds_state = incremental and not stored and not (kept and kept[0] == record.version)
         return MaintenancePlan(
             definition.name,
             record.version,
@@ -601,6 +623,11 @@ class SketchService:
             builds_state,
             choice,
         )
+
+    def _stateless_choice(self, name: str) -> Choice:
+        mode = self.budget.mode(name)
+        why = mode.reason if mode is not None else "no state"
+        return Choice("full", {}, f"full: the state budget keeps no state for this sketch ({why})")
 
     def _spark_summarizes(
         self, definition: SketchDefinition, record: VersionRecord, changed: set[str]
@@ -733,7 +760,9 @@ class SketchService:
             )
             # Files first, then the one transaction that publishes the version (invariant 3),
             # which also records the run: it is too short to be worth a "running" row.
-            ref = store_state(self.state_store, name, maintained.engine, record.state_ref)
+            keeps = self.budget.keeps_state(name)
+            base = self.budget.usable_state(name, record)
+            ref = store_state(self.state_store, name, maintained.engine, base) if keeps else None
             sketch = maintained.engine.sketch()
             seconds = time.perf_counter() - started
             published = self.sketches.publish_version(
@@ -763,7 +792,8 @@ class SketchService:
             except Exception as unrecorded:  # the original error is the one to report
                 log.warning("could not record the failed run of %s: %s", name, unrecorded)
             raise
-        self._keep_engine(name, published.version, maintained)
+        if keeps:
+            self._keep_engine(name, published.version, maintained)
         seconds = time.perf_counter() - started
         where = "spark" if spark_used[0] else "in-process"
         log.info(
@@ -787,20 +817,17 @@ class SketchService:
         if kept is not None and kept[0] == record.version:
             return kept[1]
         partitions = self._range_partitions(definition)
-        if record.state_ref:
-            state = self.state_store.read(record.state_ref)
-            return build_engine(
-                self.tables, definition, partitions, record.sequence, state, keep_top=self.settings.keep_top_m
-            )
-        # No state yet (the version was captured): the aggregations' state is computed on Spark.
+        keep_top = self.budget.keep_top(definition.name)
+        stored = self.budget.usable_state(definition.name, record)
+        if stored:
+            state = self.state_store.read(stored)
+            sequence = record.sequence
+            return build_engine(self.tables, definition, partitions, sequence, state, keep_top=keep_top)
+        # No state yet (the version was captured), or state kept for another mode of the state
+        # budget: the aggregations' state is computed on Spark.
         summarize = self.spark_summarizer(definition)
         return build_engine(
-            self.tables,
-            definition,
-            partitions,
-            record.sequence,
-            summarize=summarize,
-            keep_top=self.settings.keep_top_m,
+            self.tables, definition, partitions, record.sequence, summarize=summarize, keep_top=keep_top
         )
 
     def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
@@ -812,7 +839,7 @@ class SketchService:
         def summarize(frontier: list[Frontier], pins: Mapping[str, PinnedSnapshot]) -> dict[int, Partials]:
             source = self._sources(pins, identified)
             return compute_frontier_partials(
-                self.spark, frontier, attributes, source, self.settings.keep_top_m
+                self.spark, frontier, attributes, source, self.budget.keep_top(definition.name)
             )
 
         return summarize
@@ -839,6 +866,17 @@ class SketchService:
         while len(self._engines) > self.settings.engine_cache_entries:
             self._engines.popitem(last=False)
 
+    # -- state budget -----------------------------------------------------------------------------
+    def allocate_state(self, names: Sequence[str] | None = None) -> BudgetRun | None:
+        """Choose, within ``settings.state_budget_bytes``, which sketches (``names``, default:
+        all) keep their state in full, cut to the top m, or not at all (see
+        :mod:`sketch_core.state_budget`); None when there is no budget. Engines kept in memory
+        for a sketch whose mode changed are dropped."""
+        run = self.budget.allocate(names)
+        for name in run.changed if run is not None else ():
+            self._engines.pop(name, None)
+        return run
+
     # -- policies ---------------------------------------------------------------------------------
     def set_policy(self, name: str, policy: Policy | Mapping[str, Any] | None) -> None:
         """Attach a maintenance policy to a sketch (a :class:`Policy` or its JSON form); None
@@ -862,6 +900,8 @@ class SketchService:
                 f"now={now.isoformat()} has no time zone", hint="pass an aware datetime (e.g. UTC)"
             )
         names = list(names) if names is not None else [d.name for d in self.sketches.definitions()]
+        if record and self.budget.due(names):  # new sketches, or the workload may have moved
+            self.allocate_state()
         checks = []
         for name in names:
             policy, explicit = self.policy(name)
@@ -958,8 +998,10 @@ class SketchService:
         """Every sketch (or one): newest version, how far behind the tables it is, its size per
         table and its last maintenance run."""
         definitions = [self.sketches.definition(name)] if name else self.sketches.definitions()
+        modes = self.state_modes.all([d.name for d in definitions])
         return [
-            sketch_status(self.sketches, self.policies, self.commit_log, d, self.costs) for d in definitions
+            sketch_status(self.sketches, self.policies, self.commit_log, d, self.costs, modes.get(d.name))
+            for d in definitions
         ]
 
     def _resolve(self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot]) -> _UsableSketch:

@@ -16,6 +16,7 @@ from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.costs import CostDecision, CostRecords
 from sketch_core.metastore.policies import DecisionRecord, PolicyRepository
 from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
+from sketch_core.metastore.state_modes import StateMode
 from sketch_core.policy import effective_policy
 
 
@@ -59,6 +60,7 @@ class SketchStatus:
     last_decision: DecisionRecord | None  # the newest policy check, with its reason
     table_snapshots: dict[str, int | None]  # the Iceberg snapshot per table the version is valid for
     cost_decision: CostDecision | None = None  # the cost model's newest choice, with its reason
+    state_mode: StateMode | None = None  # the state budget's choice (None: no budget, kept in full)
 
     @property
     def fresh(self) -> bool:
@@ -71,6 +73,7 @@ def sketch_status(
     commits: CommitLog,
     definition: SketchDefinition,
     costs: CostRecords | None = None,
+    state_mode: StateMode | None = None,
 ) -> SketchStatus:
     record = sketches.version(definition.name)
     cost_decision = costs.last_decision(definition.name) if costs is not None else None
@@ -99,6 +102,7 @@ def sketch_status(
             *policy_fields,
             {},
             cost_decision,
+            state_mode,
         )
     behind = [c for c in commits.commits(after_seq=record.sequence) if c.table in record.table_snapshots]
     tables = []
@@ -122,4 +126,5 @@ def sketch_status(
         *policy_fields,
         dict(record.table_snapshots),
         cost_decision,
+        state_mode,
     )

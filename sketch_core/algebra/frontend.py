@@ -10,6 +10,7 @@ Anything without a rule raises :class:`UnsupportedQueryError` naming the constru
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -152,6 +153,7 @@ def decode_params(encoded: Mapping[str, Any]) -> dict[str, Any]:
     return decoded
 
 
+@functools.lru_cache(maxsize=1024)  # asked twice per query run, for a few report texts
 def template_key(sql: str) -> str:
     """Identifies a parameterized query template: its normalized SQL, placeholders unbound."""
     normalized = parse_sql(sql).sql(dialect="spark", normalize=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sketch_core.durations import format_duration
@@ -139,3 +139,21 @@ def forecast_next(times: Sequence[float], now: float) -> float | None:
         while at + gap / 2 < now:
             at += gap
     return at
+
+
+HOUR = 3600.0
+
+
+def load_rate(histories: Iterable[Sequence[Commit]]) -> tuple[float, float]:
+    """Loads per hour into a sketch's tables (each table's commits over the span of its
+    history, summed) and rows per load (the median); one load an hour when a table's history
+    is too short to tell."""
+    per_hour = 0.0
+    sizes: list[int] = []
+    for history in histories:
+        commits = sorted(history, key=lambda c: c.at)
+        # The oldest commit only starts the span (it may be the table's creation, all its rows).
+        sizes.extend(c.rows for c in commits[1:])
+        span = commits[-1].at - commits[0].at if len(commits) > 1 else 0.0
+        per_hour += (len(commits) - 1) * HOUR / span if span > 0 else 1.0
+    return per_hour, float(statistics.median(sizes)) if sizes else 0.0

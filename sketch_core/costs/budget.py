@@ -68,6 +68,18 @@ def state_options(
     return options
 
 
+def exhaust_probability(groups: int, table_rows: int, deleted_rows: float, keep: int) -> float:
+    """The chance that one maintenance run uses up some group's kept top ``keep`` values, if
+    the run's ``deleted_rows`` fall uniformly on the table's rows: a kept value is deleted
+    with chance d/N, all ``keep`` of a group's with (d/N)^keep, and some group's with at most
+    the sum over the groups (a union bound). Deletes aimed at the extremes do worse; the
+    engine then recaptures, and the recorded runs show it."""
+    if table_rows <= 0 or deleted_rows <= 0 or groups <= 0:
+        return 0.0
+    per_value = min(1.0, deleted_rows / table_rows)
+    return min(1.0, groups * per_value**keep)
+
+
 def allocate(sketches: Sequence[SketchState], budget_bytes: int, units: int = DEFAULT_UNITS) -> Allocation:
     """One mode per sketch, with the lowest total expected seconds within ``budget_bytes``."""
     if budget_bytes < 0 or units < 1:

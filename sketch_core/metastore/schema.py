@@ -170,3 +170,15 @@ cost_decisions = Table(
     Column("estimates", JSONB, nullable=False),
     Column("decided_at", DateTime(timezone=True), nullable=False),
 )
+
+state_modes = Table(
+    "state_modes",
+    metadata,
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id"), primary_key=True),
+    Column("mode", Text, nullable=False),
+    Column("keep_top", Integer),
+    Column("full_bytes", BigInteger, nullable=False),
+    Column("top_m_bytes", BigInteger),
+    Column("reason", Text, nullable=False),
+    Column("decided_at", DateTime(timezone=True), nullable=False),
+)

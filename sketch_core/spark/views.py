@@ -73,6 +73,12 @@ def _referenced_tables(sql: str) -> tuple[str, ...]:
 
 def bind_tables(sql: str, views: Mapping[str, str]) -> str:
     """Rewrite ``ns.table`` references to the given view names, keeping aliases."""
+    return _bind_tables(sql, tuple(sorted(views.items())))
+
+
+@functools.lru_cache(maxsize=256)  # a report is bound to the same views until its tables change
+def _bind_tables(sql: str, bound: tuple[tuple[str, str], ...]) -> str:
+    views = dict(bound)
     tree = _parse(sql)
     for table in list(tree.find_all(exp.Table)):
         if not (table.db and table.name):

@@ -83,3 +83,14 @@ def test_a_daily_event_is_forecast_for_the_next_day_and_rolled_past_missed_runs(
     assert forecast_next(runs, now=runs[-1] + 2 * DAY + HOUR) == runs[-1] + 2 * DAY
     assert forecast_next(runs, now=runs[-1] + 2 * DAY + 13 * HOUR) == runs[-1] + 3 * DAY
     assert forecast_next(runs[:2], now=runs[1]) is None
+
+
+def test_the_load_rate_sums_the_tables_and_takes_the_median_size() -> None:
+    from sketch_core.costs.arrivals import Commit, load_rate
+
+    facts = [Commit(0.0, 1_000_000)] + [Commit(600.0 * k, 100 + k) for k in range(1, 7)]  # 6 in 1h
+    dims = [Commit(0.0, 500), Commit(1800.0, 20), Commit(3600.0, 30)]  # 2 in 1h
+    per_hour, rows = load_rate([facts, dims])
+    assert per_hour == 8.0
+    assert rows == 102.5  # median of 101..106, 20 and 30: the creating commits left out
+    assert load_rate([[Commit(5.0, 10)]]) == (1.0, 0.0)  # too short to tell: one an hour

@@ -12,6 +12,7 @@ from datetime import datetime
 from html import escape
 
 from sketch_airflow.ui.chart import Point, scatter
+from sketch_core.metastore.state_modes import describe_state_mode
 from sketch_core.status import SketchStatus
 
 ADMIN_DAG = "sketch_admin"
@@ -76,6 +77,9 @@ def _row(s: SketchStatus) -> str:
             f'<div class="reason">chose {escape(chosen.action)} ({escape(chosen.context)}) at '
             f"{_when(chosen.decided_at)}: {escape(chosen.reason)}</div>"
         )
+    if s.state_mode is not None:
+        last += f'<div class="reason">state {escape(describe_state_mode(s.state_mode))}</div>'
+
     policy = escape(s.policy) + ("" if s.policy_explicit else " <i>(default)</i>")
     decision = s.last_decision
     verdict = (
