@@ -151,6 +151,9 @@ class MaintenanceRun:
 
 
 MAINTENANCE_STRATEGIES = ("auto", "incremental", "full")
+# A current sketch is left unused only when the query is expected to run this much faster
+# without it: estimates that close are noise, and flipping between them costs both ways.
+PLAIN_MARGIN = 0.05
 
 
 def _check_strategy(strategy: str) -> None:
@@ -1223,9 +1226,40 @@ class SketchService:
         usable = self._usable_sketch(template, params, parsed.plan, pins, sequence)
         if usable is not None:
             self.sketches.record_template_use(template, sql, hit=True)
+            if self._plain_is_faster(usable.record, pins, sequence):
+                return None
         else:
             usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence)
         return None if usable is None else (parsed, usable)
+
+    def _plain_is_faster(
+        self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot], sequence: int
+    ) -> bool:
+        """With the cost model in charge (``maintain_on_query="cost"``), whether the query is
+        expected to run faster without this valid sketch than with it, by more than
+        ``PLAIN_MARGIN`` (small tables: a sketched query's extra planning can outweigh the
+        files it skips). Decided once per version and snapshot, and recorded."""
+        if self.settings.maintain_on_query != "cost":
+            return False
+        name = record.name
+        choice = self.advisor.query_choice(name, record.version, sequence)
+        if choice is None:
+            model = self.advisor.model(name)
+            rows = sum(pin.record_count for pin in pins.values())
+            estimates = {"use": model.estimate("use", rows), "plain": model.estimate("plain", rows)}
+            faster = estimates["plain"] * (1 + PLAIN_MARGIN) < estimates["use"]
+            figures = f"without it {estimates['plain']:.3g}s, with it {estimates['use']:.3g}s per run"
+            choice = Choice(
+                "skip" if faster else "use",  # "use" is only remembered, never recorded
+                estimates,
+                f"skip: the query runs faster without the sketch ({figures})"
+                if faster
+                else f"use: the sketch is current and pays ({figures})",
+            )
+            self.advisor.remember_query_choice(name, record.version, sequence, choice)
+            if faster:
+                self.advisor.record(name, "query", choice)
+        return choice.action == "skip"
 
     def _run_with_sketch(
         self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]

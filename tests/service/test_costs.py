@@ -142,3 +142,24 @@ def test_a_young_model_learns_from_each_new_run_at_once(spark_svc: SketchService
     svc.query(sql, use_sketches=False)  # the cached model is refitted, not kept for its ttl
     assert svc.advisor.model(name).costs["plain"].runs == 1
     assert svc.advisor.model(name).costs["use"].runs == 1
+
+
+def test_a_current_sketch_is_left_unused_where_the_query_runs_faster_without_it(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = sibling(spark_svc, maintain_on_query="cost")
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=17), sort_by=["a"])
+    name, sql = captured(svc, table, "slow_use")
+    plain = sorted_rows(svc.query(sql, use_sketches=False).table)
+    # The sketched query is timed slower than the plain one (a small table's extra planning).
+    pinned_model(svc, name, use=(0.5, 0.0), plain=(0.1, 0.0))
+    for _ in range(3):
+        unused = svc.query(sql)
+        assert unused.sketch is None and sorted_rows(unused.table) == plain
+    (decision,) = svc.costs.decisions(name, context="query")
+    assert decision.action == "skip" and "faster without the sketch" in decision.reason
+    # Within the margin, or with another mode than cost, the current sketch is used.
+    pinned_model(svc, name, use=(0.104, 0.0), plain=(0.1, 0.0))
+    assert svc.query(sql).sketch == (name, 1)
+    assert sibling(svc, maintain_on_query="off").query(sql).sketch == (name, 1)
