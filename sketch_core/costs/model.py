@@ -14,6 +14,7 @@ Pure: observations in, coefficients out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +23,8 @@ from sketch_core.errors import ConfigurationError
 OPERATIONS = ("capture", "incremental", "full", "use", "plain")
 # How many runs the prior counts as. Three: two agreeing runs do not yet overrule it entirely.
 PRIOR_WEIGHT = 3.0
+# Runs whose sizes' standard deviation is below this share of their mean count as one size.
+MIN_RELATIVE_SPREAD = 0.1
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,12 @@ def fit(
 ) -> LinearCost:
     """The prior, updated with observed runs.
 
-    With runs at two or more distinct sizes, the least-squares line through them is blended
-    with the prior, weighted by run count (``prior_weight`` for the prior). With runs at one
-    size only, the slope cannot be told from the intercept: the prior's line is scaled to pass
-    closer to what was observed, keeping its shape.
+    With runs over a range of sizes, the least-squares line through them is blended with the
+    prior, weighted by run count (``prior_weight`` for the prior). With runs at about one size
+    (spread below ``MIN_RELATIVE_SPREAD`` of their mean: a table of steady size, queried after
+    each small load), the slope cannot be told from the intercept, and a line through timing
+    noise over a few rows' difference would be wild: the prior's line is scaled to pass closer
+    to what was observed, keeping its shape.
     """
     runs = [o for o in observations if o.seconds >= 0 and o.size >= 0]
     n = len(runs)
@@ -75,7 +80,7 @@ def fit(
     mean_x = sum(sizes) / n
     mean_y = sum(o.seconds for o in runs) / n
     spread = sum((x - mean_x) ** 2 for x in sizes)
-    if spread <= 1e-12 * max(1.0, mean_x**2):
+    if math.sqrt(spread / n) <= MIN_RELATIVE_SPREAD * max(1.0, mean_x):
         predicted = prior.estimate(mean_x)
         scale = mean_y / predicted if predicted > 0 else 1.0
         scale = (1 - weight) + weight * scale

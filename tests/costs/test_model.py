@@ -132,3 +132,15 @@ def test_an_untimed_plain_query_is_scaled_like_the_timed_runs_with_the_sketch() 
     assert timed.costs["plain"].runs == 60 and timed.costs["plain"].estimate(rows) > 1.8
     # No runs with the sketch: nothing to scale by, the prior stands.
     assert CostModel.fitted({}, share=share).costs["plain"] == fit(prior_plain, [])
+
+
+def test_runs_at_nearly_one_size_scale_the_prior_instead_of_fitting_noise() -> None:
+    # A table of steady size: 200,000 rows give or take a load, timings with 30% noise. A line
+    # through them would have a slope of the noise over a few rows (seconds per row).
+    runs = timings(0.2, 0.0, [200_000 + 20 * (k % 3) for k in range(30)], noise=0.3, seed=4)
+    model = fit(PRIOR, runs)
+    mean = sum(o.seconds for o in runs) / len(runs)
+    prior_at = PRIOR.estimate(200_020)
+    expected = (3 / 33) * prior_at + (30 / 33) * mean  # the prior scaled toward the runs
+    assert model.estimate(200_020) == pytest.approx(expected, rel=1e-3)
+    assert model.per_row / model.fixed == pytest.approx(PRIOR.per_row / PRIOR.fixed)
