@@ -8,7 +8,8 @@ is a write. So, per sketch, the advisor keeps:
   the model has fewer than ``REFIT_UNTIL_RUNS`` runs of (the first runs move a model most);
 - the expected queries per load, for as long as the model;
 - the choice made for a query at (version, commit sequence): the reports that follow at the same
-  snapshots reuse it (dropped with the model it came from);
+  snapshots reuse it, and a choice to leave a version behind holds at later snapshots too
+  (dropped with the model it came from);
 
 and it records a decision only when its action differs from the last one recorded in the same
 context, or ``RECORD_EVERY_SECONDS`` after it, so the status page's reason stays current without
@@ -43,6 +44,7 @@ class _Fitted:
     expected_queries: float | None = None
     pinned: bool = False  # set by ``pin``: kept for the ttl whatever runs are recorded
     query_choices: dict[tuple[int, int], Choice] = field(default_factory=dict)
+    skipped_version: int | None = None  # a stale version the model chose to leave behind
 
 
 class CostAdvisor:
@@ -111,6 +113,18 @@ class CostAdvisor:
         entry = self._fitted.get(name)
         if entry is not None:
             entry.query_choices[(version, sequence)] = choice
+
+    def skip_from(self, name: str, version: int) -> None:
+        """The model chose to run queries without the sketch rather than bring ``version``
+        up. While the model stands, that holds at later snapshots too: more delta only makes
+        maintaining dearer, and skipping costs the same; so they skip without planning."""
+        entry = self._fitted.get(name)
+        if entry is not None:
+            entry.skipped_version = version
+
+    def skipping(self, name: str, version: int) -> bool:
+        entry = self._fitted.get(name)
+        return entry is not None and entry.skipped_version == version and self.clock() - entry.at <= self.ttl
 
     # -- explanations --------------------------------------------------------------------------
     def record(self, name: str, context: str, choice: Choice) -> None:

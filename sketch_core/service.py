@@ -1098,9 +1098,9 @@ class SketchService:
         before the next load. Recorded with its reason; the reports that follow at the same
         snapshots reuse the choice."""
         name = definition.name
-        cached = self.advisor.query_choice(name, newest.version, sequence)
-        if cached is not None and cached.action == "skip":
+        if self.advisor.skipping(name, newest.version):
             return None
+        cached = self.advisor.query_choice(name, newest.version, sequence)
         plan = self._plan(definition, newest, "auto", sequence)
         choice = cached
         if choice is None:
@@ -1112,6 +1112,7 @@ class SketchService:
             self.advisor.remember_query_choice(name, newest.version, sequence, choice)
             self.advisor.record(name, "query", choice)
         if choice.action == "skip":
+            self.advisor.skip_from(name, newest.version)
             return None
         return dataclasses.replace(plan, strategy=choice.action, choice=None)
 
@@ -1225,7 +1226,8 @@ class SketchService:
         template = template_key(sql)
         usable = self._usable_sketch(template, params, parsed.plan, pins, sequence)
         if usable is not None:
-            self.sketches.record_template_use(template, sql, hit=True)
+            if self.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
+                self.sketches.record_template_use(template, sql, hit=True)
             if self._plain_is_faster(usable.record, pins, sequence):
                 return None
         else:
@@ -1305,9 +1307,11 @@ class SketchService:
         sequence: int,
     ) -> _UsableSketch | None:
         """PBDS Sec. 8: capture now (eager), or once the template has missed often enough (adaptive)."""
-        misses = self.sketches.record_template_use(template, sql, hit=False)
         mode = self.settings.self_tuning
-        if mode == "off" or (mode == "adaptive" and misses < self.settings.adaptive_after):
+        if mode == "off":
+            return None
+        misses = self.sketches.record_template_use(template, sql, hit=False)
+        if mode == "adaptive" and misses < self.settings.adaptive_after:
             return None
         encoded = encode_params(params)
         if self.settings.maintain_on_query == "cost" and any(

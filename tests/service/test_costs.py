@@ -122,6 +122,13 @@ def test_a_query_maintains_or_skips_the_sketch_by_the_cost_model_once_per_snapsh
         assert skipped.sketch is None and sorted_rows(skipped.table) == plain
     assert [d.action for d in svc.costs.decisions(name, context="query")] == ["skip"]
     assert svc.sketch(name).version == 1  # left behind
+    # A later load only makes maintaining dearer: while the model stands, the choice holds.
+    assert svc.advisor.skipping(name, 1)
+    DeltaGenerator(svc.tables, table, ("key",), seed=18).mixed(10).apply(svc.tables)
+    plain = sorted_rows(svc.query(sql, use_sketches=False).table)
+    later = svc.query(sql)
+    assert later.sketch is None and sorted_rows(later.table) == plain
+    assert [d.action for d in svc.costs.decisions(name, context="query")] == ["skip"]
     # Cheap incremental maintenance (a new model drops the choices made with the old one): the
     # next report decides again, brings the sketch up and uses it.
     pinned_model(svc, name, full=(9.0, 0.0), incremental=(0.01, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
