@@ -126,11 +126,12 @@ class CostModel:
         timed, to cost the plain query's fixed part plus ``share`` of its per-row part. Without
         a share, the prior for it is as slow as the plain query.
 
-        The two queries are the same query over more or less data, so each informs the other
-        while untimed: once the sketch has been used but the plain query never timed (a sketch
-        that is always kept current leaves no plain runs), the plain line is its prior scaled
-        by how the runs with the sketch compared with their prior. A report is never run the
-        slow way just to time it."""
+        The two queries are the same query over more or less data, so each informs the other:
+        once the sketch has been used, the plain query's prior is scaled by how the runs with
+        the sketch compared with what the plain prior predicted for them, and the plain query's
+        own runs (if any) are fitted on top of that. Otherwise a sketch that is always kept
+        current, leaving few or no plain runs, would be compared forever with an unscaled prior.
+        A report is never run the slow way just to time it."""
         unknown = set(observations) - set(OPERATIONS)
         if unknown:
             raise ConfigurationError(
@@ -139,16 +140,24 @@ class CostModel:
         costs = {op: fit(priors[op], list(observations.get(op, ()))) for op in OPERATIONS if op != "use"}
         use_prior = priors["use"]
         if share is not None:
-            plain = costs["plain"]
-            use_prior = LinearCost(plain.fixed, plain.per_row * min(1.0, max(0.0, share)))
+            use_prior = _shared(costs["plain"], share)
         used = list(observations.get("use", ()))
         costs["use"] = fit(use_prior, used)
-        if costs["plain"].runs == 0 and costs["use"].runs > 0:
-            costs["plain"] = _scaled_like(costs["plain"], use_prior, costs["use"], used)
+        if share is not None and costs["use"].runs > 0:
+            unscaled = _shared(priors["plain"], share)  # what the plain prior expects of the use runs
+            scaled = _scaled_like(priors["plain"], unscaled, costs["use"], used)
+            costs["plain"] = fit(scaled, list(observations.get("plain", ())))
+            if costs["plain"].runs == 0:
+                costs["plain"] = scaled
         return cls({op: costs[op] for op in OPERATIONS})
 
     def estimate(self, operation: str, size: float) -> float:
         return self.costs[operation].estimate(size)
+
+
+def _shared(line: LinearCost, share: float) -> LinearCost:
+    """``line``'s fixed part plus ``share`` of its per-row part: the query reading that share."""
+    return LinearCost(line.fixed, line.per_row * min(1.0, max(0.0, share)))
 
 
 def _scaled_like(

@@ -144,3 +144,22 @@ def test_runs_at_nearly_one_size_scale_the_prior_instead_of_fitting_noise() -> N
     expected = (3 / 33) * prior_at + (30 / 33) * mean  # the prior scaled toward the runs
     assert model.estimate(200_020) == pytest.approx(expected, rel=1e-3)
     assert model.per_row / model.fixed == pytest.approx(PRIOR.per_row / PRIOR.fixed)
+
+
+def test_a_plain_query_timed_once_is_fitted_on_the_prior_scaled_like_the_runs_with_the_sketch() -> None:
+    # The sketch is kept current and used 80 times; the query ran once without it (0.2 s).
+    share, rows = 0.05, 200_000
+    used = [Observation(rows, 0.25)] * 80
+    once = [Observation(rows, 0.2)]
+    prior = DEFAULT_PRIORS["plain"]
+    model = CostModel.fitted({"use": used, "plain": once}, share=share)
+    expected_use = prior.fixed + share * prior.per_row * rows  # by the plain prior
+    plain_once = fit(prior, once)  # the use runs are fitted on its share line
+    use_prior_at = plain_once.fixed + share * plain_once.per_row * rows
+    scale = ((3 / 83) * use_prior_at + (80 / 83) * 0.25) / expected_use
+    scaled_at = prior.estimate(rows) * scale
+    assert model.costs["plain"].runs == 1
+    assert model.costs["plain"].estimate(rows) == pytest.approx(0.75 * scaled_at + 0.25 * 0.2, rel=1e-6)
+    # Below what the unscaled prior and the one run give: the runs with the sketch showed this
+    # machine faster than the prior thinks.
+    assert model.costs["plain"].estimate(rows) < fit(prior, once).estimate(rows)
