@@ -69,9 +69,15 @@ class CostAdvisor:
         0: fitted now)."""
         return self._entry(name, self.ttl if max_age is None else max_age).model
 
-    def _entry(self, name: str, max_age: float) -> _Fitted:
+    def _fresh(self, name: str, max_age: float | None = None) -> _Fitted | None:
+        """The sketch's entry, if fitted at most ``max_age`` (default: the ttl) seconds ago."""
         entry = self._fitted.get(name)
-        if entry is not None and self.clock() - entry.at <= max_age:
+        fresh = entry is not None and self.clock() - entry.at <= (self.ttl if max_age is None else max_age)
+        return entry if fresh else None
+
+    def _entry(self, name: str, max_age: float) -> _Fitted:
+        entry = self._fresh(name, max_age)
+        if entry is not None:
             return entry
         observations = self.records.observations(name)
         model = CostModel.fitted(observations, share=self.share(name))
@@ -104,10 +110,8 @@ class CostAdvisor:
     # -- the query path's choices --------------------------------------------------------------
     def query_choice(self, name: str, version: int, sequence: int) -> Choice | None:
         """The choice already made for a query at ``sequence`` finding version ``version``."""
-        entry = self._fitted.get(name)
-        if entry is None or self.clock() - entry.at > self.ttl:
-            return None
-        return entry.query_choices.get((version, sequence))
+        entry = self._fresh(name)
+        return entry.query_choices.get((version, sequence)) if entry is not None else None
 
     def remember_query_choice(self, name: str, version: int, sequence: int, choice: Choice) -> None:
         entry = self._fitted.get(name)
@@ -123,8 +127,8 @@ class CostAdvisor:
             entry.skipped_version = version
 
     def skipping(self, name: str, version: int) -> bool:
-        entry = self._fitted.get(name)
-        return entry is not None and entry.skipped_version == version and self.clock() - entry.at <= self.ttl
+        entry = self._fresh(name)
+        return entry is not None and entry.skipped_version == version
 
     # -- explanations --------------------------------------------------------------------------
     def record(self, name: str, context: str, choice: Choice) -> None:

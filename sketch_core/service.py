@@ -1100,9 +1100,8 @@ class SketchService:
         name = definition.name
         if self.advisor.skipping(name, newest.version):
             return None
-        cached = self.advisor.query_choice(name, newest.version, sequence)
         plan = self._plan(definition, newest, "auto", sequence)
-        choice = cached
+        choice = self.advisor.query_choice(name, newest.version, sequence)
         if choice is None:
             allowed = ("incremental", "full", "skip") if plan.strategy == "incremental" else ("full", "skip")
             tables = referenced_tables(definition.query_sql)
@@ -1313,9 +1312,8 @@ class SketchService:
         misses = self.sketches.record_template_use(template, sql, hit=False)
         if mode == "adaptive" and misses < self.settings.adaptive_after:
             return None
-        encoded = encode_params(params)
         if self.settings.maintain_on_query == "cost" and any(
-            d.params == encoded for d in self.sketches.definitions(template)
+            d.params == encode_params(params) for d in self.sketches.definitions(template)
         ):
             # This very query has a sketch that the cost model chose to leave behind: capturing
             # it again would overrule that choice at the highest price.
