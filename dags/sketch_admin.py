@@ -88,7 +88,7 @@ with DAG(
                     svc.drop_sketch(name)
                     return {"action": action, "name": name}
                 (run,) = maintain_submitting(svc, submit_conn, [name], params["strategy"])
-                if run.strategy != "none" and run.to_version is not None:
+                if run.published and run.to_version is not None:
                     sequence = svc.sketch(name).sequence
                     emit_version(context, [SKETCH_VERSIONS], name, run.to_version, sequence)
                 return {"action": action, "name": name, "strategy": run.strategy, "version": run.to_version}

@@ -225,7 +225,12 @@ def _policy_cell(policy: str, explicit: bool, decision: Any) -> str:
 def maintain(
     name: Annotated[str | None, typer.Argument(help="Only this sketch (default: all).")] = None,
     strategy: Annotated[
-        str, typer.Option(help="incremental, full (recapture) or auto (by delta size).")
+        str,
+        typer.Option(
+            help="incremental, full (recapture), auto (the cheaper of the two, by the cost model) "
+            "or cost (as auto, or leave the sketch stale where the queries expected before the "
+            "next load cost less without it)."
+        ),
     ] = "auto",
 ) -> None:
     """Bring sketches to the latest commit, each as a new version."""
@@ -235,8 +240,8 @@ def maintain(
     for run in runs:
         versions = (
             f"{run.from_version} -> {run.to_version}"
-            if run.strategy != "none"
-            else f"{run.to_version} (up to date)"
+            if run.published
+            else f"{run.to_version} ({'left stale' if run.strategy == 'skip' else 'up to date'})"
         )
         view.add_row(run.name, run.strategy, versions, f"{run.delta_rows:,}", f"{run.seconds:.2f}")
     console.print(view)

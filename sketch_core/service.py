@@ -142,15 +142,23 @@ class MaintenanceRun:
     name: str
     from_version: int | None
     to_version: int | None
-    strategy: str  # "incremental", "full" or "none"
+    strategy: str  # "incremental", "full", "none" (up to date) or "skip" (left stale, by cost)
     delta_rows: int
     seconds: float
     # Where an incremental run computed its aggregations' deltas: "in-process", or "spark"
     # (IMP Sec. 8's set-oriented strategy, for deltas above the in-process threshold).
     where: str = "in-process"
 
+    @property
+    def published(self) -> bool:
+        """Whether the run published a new version (else it found the sketch up to date, or
+        the cost model chose to leave it stale)."""
+        return self.strategy in ("incremental", "full") and self.to_version is not None
 
-MAINTENANCE_STRATEGIES = ("auto", "incremental", "full")
+
+# "cost": as "auto", but the sketch is left stale ("skip") when the cost model expects the
+# queries before the next load to cost less without it than maintaining it and using it.
+MAINTENANCE_STRATEGIES = ("auto", "cost", "incremental", "full")
 # A current sketch is left unused only when the query is expected to run this much faster
 # without it: estimates that close are noise, and flipping between them costs both ways.
 PLAIN_MARGIN = 0.05
@@ -171,7 +179,7 @@ class MaintenancePlan:
     name: str
     from_version: int
     target: int  # the commit sequence number the new version would be valid at
-    strategy: str  # "none" (up to date), "incremental" or "full"
+    strategy: str  # "none" (up to date), "incremental", "full" or "skip" (left stale, by cost)
     delta_rows: int
     on_spark: bool  # an incremental run that would compute some aggregations' deltas on Spark
     builds_state: bool  # an incremental run from a version without stored state (built on Spark)
@@ -537,7 +545,7 @@ class SketchService:
         # Collected at most once per tenth of the retention time (expired versions linger at most
         # that much longer); a collection lists every state directory.
         due = time.monotonic() - self._collected_at >= self.settings.retain_seconds / 10
-        if due and any(r.strategy != "none" for r in runs):
+        if due and any(r.published for r in runs):
             try:
                 self.collect_garbage(names)
             except Exception as exc:  # the runs stand; garbage waits for the next collection
@@ -585,8 +593,15 @@ class SketchService:
         return definition, record
 
     def _plan(
-        self, definition: SketchDefinition, record: VersionRecord, strategy: str, target: int | None
+        self,
+        definition: SketchDefinition,
+        record: VersionRecord,
+        strategy: str,
+        target: int | None,
+        table_rows: int | None = None,
     ) -> MaintenancePlan:
+        """``table_rows``: the rows of the sketch's tables at ``target``, when known (for the
+        cost model; else read from the commit log)."""
         target = self.latest_sequence() if target is None else target
         tables = set(referenced_tables(definition.query_sql))
         pending = [
@@ -598,18 +613,22 @@ class SketchService:
         on_spark = delta_rows > self.settings.spark_delta_rows
         chosen = strategy if pending else "none"
         choice: Choice | None = None
-        if chosen == "auto" and not self.budget.keeps_state(definition.name):
-            chosen = "full"
-            choice = self._stateless_choice(definition.name)
-        if chosen == "auto":
-            chosen = "incremental"
-            if delta_rows > self.settings.incremental_max_delta_rows:
-                changed = {c.table for c in pending}
-                covered = self._big_delta_covered(definition, record, changed, on_spark)
-                chosen = "incremental" if covered else "full"
-            if chosen == "incremental":  # within what incremental can take: the cheaper by the model
-                choice = self._cost_choice(definition, delta_rows, ("incremental", "full"))
-                chosen = choice.action
+        if chosen in ("auto", "cost"):
+            options: tuple[str, ...] = ("full",)
+            if not self.budget.keeps_state(definition.name):
+                choice = self._stateless_choice(definition.name)
+            elif delta_rows <= self.settings.incremental_max_delta_rows or self._big_delta_covered(
+                definition, record, {c.table for c in pending}, on_spark
+            ):
+                options = ("incremental", "full")
+            if chosen == "cost":  # leaving it stale is an option too, for the queries expected
+                # before the next load: at least the one this is for (a report, or the refresh
+                # ahead of one), however rarely the template ran per load so far.
+                queries = max(1.0, self.advisor.expected_queries(definition.name))
+                choice = self._cost_choice(definition, delta_rows, (*options, "skip"), queries, table_rows)
+            elif len(options) > 1:  # within what incremental can take: the cheaper by the model
+                choice = self._cost_choice(definition, delta_rows, options, table_rows=table_rows)
+            chosen = choice.action if choice is not None else options[0]
         incremental = chosen == "incremental"
         if on_spark and incremental:  # only aggregations over a changed table that Spark takes
             on_spark = self._spark_summarizes(definition, record, {c.table for c in pending})
@@ -656,7 +675,7 @@ class SketchService:
         """One sketch maintained to ``target``; ``plan``: already made for it (used while the
         sketch's newest version is still the one it was made from)."""
         run = self._run_maintenance(name, strategy, target, context, plan)
-        if run.strategy != "none":
+        if run.published:
             self.advisor.observed(run.strategy, name)
         return run
 
@@ -675,6 +694,9 @@ class SketchService:
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
         if plan.choice is not None:
             self.advisor.record(name, context, plan.choice)
+        if chosen == "skip":  # the queries read the plain tables until the model says otherwise
+            self.advisor.skip_from(name, record.version)
+            return MaintenanceRun(name, record.version, record.version, "skip", delta_rows, 0.0)
         if chosen == "incremental":
             try:
                 return self._maintain_incremental(definition, record, plan)
@@ -1100,20 +1122,20 @@ class SketchService:
         name = definition.name
         if self.advisor.skipping(name, newest.version):
             return None
-        plan = self._plan(definition, newest, "auto", sequence)
         choice = self.advisor.query_choice(name, newest.version, sequence)
-        if choice is None:
-            allowed = ("incremental", "full", "skip") if plan.strategy == "incremental" else ("full", "skip")
+        if choice is not None:  # decided at these snapshots already (by another report)
+            plan = self._plan(definition, newest, choice.action, sequence)
+        else:
             tables = referenced_tables(definition.query_sql)
             table_rows = sum(pin.record_count for table, pin in pins.items() if table in tables)
-            queries = self.advisor.expected_queries(name)
-            choice = self._cost_choice(definition, plan.delta_rows, allowed, queries, table_rows)
-            self.advisor.remember_query_choice(name, newest.version, sequence, choice)
-            self.advisor.record(name, "query", choice)
-        if choice.action == "skip":
+            plan = self._plan(definition, newest, "cost", sequence, table_rows)
+            if plan.choice is not None:
+                self.advisor.remember_query_choice(name, newest.version, sequence, plan.choice)
+                self.advisor.record(name, "query", plan.choice)
+        if plan.strategy == "skip":
             self.advisor.skip_from(name, newest.version)
             return None
-        return dataclasses.replace(plan, strategy=choice.action, choice=None)
+        return dataclasses.replace(plan, choice=None)  # recorded here, not again by the run
 
     # -- queries --------------------------------------------------------------------------------
     def query(

@@ -16,13 +16,18 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import TriggerEvent
 from sketch_airflow.hooks.sketch import SketchMetastoreHook, metastore_url
-from sketch_airflow.operators.sketch import CaptureSketchOperator, SketchedQueryOperator
+from sketch_airflow.operators.sketch import (
+    CaptureSketchOperator,
+    RefreshSketchesOperator,
+    SketchedQueryOperator,
+)
 from sketch_airflow.triggers.policy import SketchPolicyTrigger
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import ConfigurationError, MetastoreUnavailableError, UnsupportedQueryError
 from sketch_core.policy import Policy
 from sketch_core.service import SketchService
+from tests.service.test_costs import pinned_model
 
 
 def define(conn_id: str, **fields: Any) -> None:
@@ -165,6 +170,30 @@ def watched_sketch(svc: SketchService, ns: str, delta_rows: int) -> tuple[str, s
     )
     svc.set_policy(name, Policy(delta_rows=delta_rows))
     return table, name
+
+
+def test_refresh_by_cost_leaves_a_sketch_stale_where_the_report_is_cheaper_without_it(
+    spark_svc: SketchService, sketch_conn: str, ns: str
+) -> None:
+    svc = spark_svc
+    table, name = watched_sketch(svc, ns, 100)
+    svc.tables.append(table, synthetic_table(40, 20, seed=3, key_start=10_000))
+    refresh = RefreshSketchesOperator(
+        task_id="refresh", names=[name], strategy="cost", sketch_conn_id=sketch_conn
+    )
+    # The operator's own service decides: a model where maintaining outweighs what it saves.
+    lines = {"full": (9.0, 0.0), "use": (0.1, 0.0), "plain": (0.5, 0.0)}
+    pinned_model(refresh._service(), name, incremental=(5.0, 0.0), **lines)
+    (skipped,) = refresh.execute({})
+    assert (skipped["strategy"], skipped["from_version"], skipped["to_version"]) == ("skip", 1, 1)
+    assert svc.sketch(name).version == 1
+    decision = svc.costs.last_decision(name)
+    assert decision is not None and decision.action == "skip" and "skip" in decision.reason
+    # Where maintaining pays, the same refresh brings the sketch up.
+    pinned_model(refresh._service(), name, incremental=(0.01, 0.0), **lines)
+    (maintained_run,) = refresh.execute({})
+    assert (maintained_run["strategy"], maintained_run["to_version"]) == ("incremental", 2)
+    assert svc.sketch(name).version == 2
 
 
 def test_trigger_fires_once_the_policy_does(spark_svc: SketchService, sketch_conn: str, ns: str) -> None:

@@ -137,6 +137,32 @@ def test_a_query_maintains_or_skips_the_sketch_by_the_cost_model_once_per_snapsh
     assert [d.action for d in svc.costs.decisions(name, context="query")] == ["incremental", "skip"]
 
 
+def test_maintain_by_cost_leaves_a_sketch_stale_where_the_queries_cost_less_without_it(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = spark_svc  # maintain_on_query off: the choice is the refresh's alone
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=21), sort_by=["a"])
+    name, sql = captured(svc, table, "refresh_cost")
+    DeltaGenerator(svc.tables, table, ("key",), seed=22).mixed(30).apply(svc.tables)
+    pinned_model(svc, name, full=(9.0, 0.0), incremental=(5.0, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
+    assert svc.plan_maintenance(name, "cost").strategy == "skip"
+    (run,) = svc.maintain(name, "cost")
+    assert (run.strategy, run.published, run.to_version) == ("skip", False, 1)
+    assert svc.sketch(name).version == 1  # nothing published
+    decision = svc.costs.last_decision(name)
+    assert decision is not None and (decision.context, decision.action) == ("maintain", "skip")
+    shown = svc.status(name)[0].cost_decision
+    assert shown is not None and shown.action == "skip" and "skip" in decision.reason
+    # "auto" never leaves it stale: the same model makes it maintain, the cheaper way.
+    assert svc.plan_maintenance(name, "auto").strategy == "incremental"
+    # Cheap incremental maintenance: "cost" maintains, and the result is a fresh capture's.
+    pinned_model(svc, name, full=(9.0, 0.0), incremental=(0.01, 0.0), use=(0.1, 0.0), plain=(0.5, 0.0))
+    (run,) = svc.maintain(name, "cost")
+    assert (run.strategy, run.published, run.to_version) == ("incremental", True, 2)
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+
+
 def test_a_young_model_learns_from_each_new_run_at_once(spark_svc: SketchService, ns: str) -> None:
     svc = spark_svc
     table = f"{ns}.facts"

@@ -88,7 +88,7 @@ def _published(
 ) -> list[dict[str, Any]]:
     """Emit an asset event per version the runs published; the runs' summaries (for XCom)."""
     for run in runs:
-        if run.strategy != "none" and run.to_version is not None:
+        if run.published and run.to_version is not None:
             emit_version(context, outlets, run.name, run.to_version, svc.sketch(run.name).sequence)
     return [_run_summary(r) for r in runs]
 
@@ -195,7 +195,8 @@ class MaintainSketchesOperator(_SketchOperator):
     """Maintain sketches: those whose policy fires (``policy_driven``, the default), or all.
 
     :param names: only these sketches (templated; default: every sketch).
-    :param strategy: ``auto`` (default), ``incremental`` or ``full``.
+    :param strategy: ``auto`` (default), ``cost`` (may leave a sketch stale: see
+        ``RefreshSketchesOperator``), ``incremental`` or ``full``.
     :param policy_driven: check each sketch's policy first and maintain only those that fire.
     """
 
@@ -232,8 +233,11 @@ class RefreshSketchesOperator(_SketchOperator):
 
     The sketches are those captured for the report's query template (``sql``), those named,
     and those whose policy names ``report`` (which is announced first, so policy checks see it
-    too). Each is maintained with ``strategy`` (``auto``: incremental, or recapture where
-    incremental maintenance does not apply or the delta is too big for it).
+    too). Each is maintained with ``strategy``: ``auto`` (the default) maintains incrementally
+    or recaptures, whichever the cost model expects cheaper (recapture where incremental
+    maintenance does not apply); ``cost`` may also leave a sketch stale ("skip", recorded with
+    the model's figures) where the report and the queries expected before the next load are
+    cheaper without it; ``incremental`` and ``full`` force one way.
     """
 
     template_fields: Sequence[str] = ("sql", "report", "names")
