@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import itertools
 import json
+import subprocess
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -58,6 +60,7 @@ class Cell:
     update_s: float  # the updates' own commits
     decisions: dict[str, int]  # what served the reports: "sketch"/"plain" reports, maintenance runs
     correct: bool  # the last report equals the plain query
+    commit: str = ""  # the code measured (cells of several runs share one report)
 
 
 def schedule(ratio: str, ops: int) -> list[str]:
@@ -205,10 +208,24 @@ def _group_sums(data: object) -> list[float]:
     return [float(v) for v in pc.fill_null(grouped.column("b_sum"), 0).to_pylist()]
 
 
-def report(cells: list[Cell], rows: int, ops: int) -> Path:
+def save(measured: list[Cell], rows: int, ops: int) -> list[Cell]:
+    """Merge newly measured cells into this size's results (a cell measured again replaces
+    its old figures) and rewrite the report; returns every cell. Runs over disjoint cells may
+    go on in parallel (``--ratios``/``--deltas``): the merge holds a lock on the file."""
     RESULTS.mkdir(exist_ok=True)
+    path = (RESULTS / f"workload_{rows}_{ops}").with_suffix(".json")
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cells = {(c.ratio, c.delta, c.strategy): c for c in load_cells(rows, ops)}
+        cells.update({(c.ratio, c.delta, c.strategy): c for c in measured})
+        merged = list(cells.values())
+        path.write_text(json.dumps([asdict(c) for c in merged], indent=1))
+        report(merged, rows, ops)
+    return merged
+
+
+def report(cells: list[Cell], rows: int, ops: int) -> Path:
     stem = RESULTS / f"workload_{rows}_{ops}"
-    stem.with_suffix(".json").write_text(json.dumps([asdict(c) for c in cells], indent=1))
     lines = [
         f"# Workload benchmark: {rows:,} rows, {ops:,} operations per cell",
         "",
@@ -245,7 +262,10 @@ def report(cells: list[Cell], rows: int, ops: int) -> Path:
         lines.append(
             f"| {ratio} | {delta:,} | {figures} | {ratio_text} | {chose} | {update_s:.1f} | {correct} |"
         )
+    commits = sorted({c.commit for c in cells if c.commit})
     lines += [
+        "",
+        f"Measured at commit {', '.join(commits) or 'unknown'}.",
         "",
         f"auto within {TARGET:.2f}x of the best in {met} of {measured} complete cells; sketches helped "
         f"(capture or incremental faster than no-sketch) in {helped}, and auto beat no-sketch in "
@@ -275,12 +295,13 @@ def main() -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="keep the cells already measured at this size and run only the missing ones",
+        help="run only the cells not yet measured at this size (measured cells are always merged "
+        "into the size's results, so runs over disjoint --ratios/--deltas may go on in parallel)",
     )
     args = parser.parse_args()
     home = Settings.from_env().warehouse.parent
-    cells = load_cells(args.rows, args.ops) if args.resume else []
-    done = {(c.ratio, c.delta, c.strategy) for c in cells}
+    done = {(c.ratio, c.delta, c.strategy) for c in load_cells(args.rows, args.ops)} if args.resume else set()
+    measured: list[Cell] = []
     with bench_service(0.01, home, prefix="workload_") as base:  # TPC-H SF0.01: loaded, unused
         strategies = args.strategies.split(",")
         for ratio, delta in itertools.product(
@@ -295,9 +316,20 @@ def main() -> None:
                     f"{cell.update_s:.2f}s updates {cell.decisions or ''}",
                     flush=True,
                 )
-                cells.append(cell)
-            report(cells, args.rows, args.ops)  # saved as it goes: --resume continues from here
+                measured.append(dataclasses.replace(cell, commit=_commit()))
+            save(measured, args.rows, args.ops)  # as it goes: --resume continues from here
+    cells = save(measured, args.rows, args.ops)
     print(report(cells, args.rows, args.ops).read_text())
+
+
+def _commit() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return head.stdout.strip()
 
 
 if __name__ == "__main__":
