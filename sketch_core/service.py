@@ -26,7 +26,7 @@ from sketch_core.algebra.printer import to_sql
 from sketch_core.config import Settings
 from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import forecast_next, predict
-from sketch_core.costs.choose import Choice, Situation, choose
+from sketch_core.costs.choose import Choice, Situation, choose, worth_exploring
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
     ConfigurationError,
@@ -625,16 +625,17 @@ class SketchService:
                 # before the next load: at least the one this is for (a report, or the refresh
                 # ahead of one), however rarely the template ran per load so far.
                 queries = max(1.0, self.advisor.expected_queries(definition.name))
-                choice = self._cost_choice(definition, delta_rows, (*options, "skip"), queries, table_rows)
+                choice = self._cost_choice(
+                    definition, delta_rows, (*options, "skip"), queries, table_rows, explore=True
+                )
             elif len(options) > 1:  # within what incremental can take: the cheaper by the model
+                # (a run that must first build the state costs more once, but leaves the state
+                # that makes the runs after it incremental: not charged, like an investment)
                 choice = self._cost_choice(definition, delta_rows, options, table_rows=table_rows)
             chosen = choice.action if choice is not None else options[0]
         incremental = chosen == "incremental"
         if on_spark and incremental:  # only aggregations over a changed table that Spark takes
             on_spark = self._spark_summarizes(definition, record, {c.table for c in pending})
-        kept = self._engines.get(definition.name)
-        stored = incremental and bool(self.budget.usable_state(definition.name, record))
-        builds_state = incremental and not stored and not (kept and kept[0] == record.version)
         return MaintenancePlan(
             definition.name,
             record.version,
@@ -642,8 +643,17 @@ class SketchService:
             chosen,
             delta_rows,
             on_spark and incremental,
-            builds_state,
+            incremental and self._builds_state(definition.name, record),
             choice,
+        )
+
+    def _builds_state(self, name: str, record: VersionRecord) -> bool:
+        """Whether an incremental run from ``record`` would first compute the state on Spark:
+        no engine kept at that version and no usable stored state (the kept engine is checked
+        first: the stored state's manifest is a read)."""
+        kept = self._engines.get(name)
+        return not (kept is not None and kept[0] == record.version) and not self.budget.usable_state(
+            name, record
         )
 
     def _stateless_choice(self, name: str) -> Choice:
@@ -774,7 +784,7 @@ class SketchService:
         target, on_spark, delta_rows = plan.target, plan.on_spark, plan.delta_rows
         spark_used = [False]
         try:
-            maintained = self._engine_at(definition, record)
+            maintained, built_state = self._engine_at(definition, record)
             _, read_rows, pins = advance(
                 self.tables,
                 maintained,
@@ -806,6 +816,7 @@ class SketchService:
                     delta_rows,
                     seconds,
                     table_rows=sum(pin.record_count for pin in pins.values()),
+                    built_state=built_state,
                 ),
             )
         except Exception as exc:
@@ -834,26 +845,31 @@ class SketchService:
             name, record.version, published.version, "incremental", delta_rows, seconds, where
         )
 
-    def _engine_at(self, definition: SketchDefinition, record: VersionRecord) -> MaintainedSketch:
+    def _engine_at(
+        self, definition: SketchDefinition, record: VersionRecord
+    ) -> tuple[MaintainedSketch, bool]:
         """The engine at ``record``'s version: the one this process kept, else restored from the
-        stored state (else built from the snapshot). A kept engine is taken out of the cache
-        while it is advanced, so one that fails half-way is never used again."""
+        stored state (else built from the snapshot: then True). A kept engine is taken out of
+        the cache while it is advanced, so one that fails half-way is never used again."""
         kept = self._engines.pop(definition.name, None)
         if kept is not None and kept[0] == record.version:
-            return kept[1]
+            return kept[1], False
         partitions = self._range_partitions(definition)
         keep_top = self.budget.keep_top(definition.name)
         stored = self.budget.usable_state(definition.name, record)
         if stored:
             state = self.state_store.read(stored)
             sequence = record.sequence
-            return build_engine(self.tables, definition, partitions, sequence, state, keep_top=keep_top)
+            return build_engine(
+                self.tables, definition, partitions, sequence, state, keep_top=keep_top
+            ), False
         # No state yet (the version was captured), or state kept for another mode of the state
         # budget: the aggregations' state is computed on Spark.
         summarize = self.spark_summarizer(definition)
-        return build_engine(
+        built = build_engine(
             self.tables, definition, partitions, record.sequence, summarize=summarize, keep_top=keep_top
         )
+        return built, True
 
     def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
         """Computes an incremental engine's frontier aggregations' state on Spark, for
@@ -1227,14 +1243,16 @@ class SketchService:
         allowed: Sequence[str],
         queries: float = 0.0,
         table_rows: int | None = None,
+        explore: bool = False,
     ) -> Choice:
         """The cost model's choice among ``allowed`` for bringing the sketch over ``delta_rows``
         and serving ``queries`` runs (0: the maintenance alone, when it is to happen anyway).
-        ``table_rows``: the rows of the sketch's tables, when known (else read from the log)."""
+        ``table_rows``: the rows of the sketch's tables, when known (else read from the log);
+        ``explore``: see :func:`sketch_core.costs.choose.choose`."""
         if table_rows is None:
             table_rows = self.policies.table_rows(sorted(referenced_tables(definition.query_sql)))
         situation = Situation(table_rows, delta_rows, queries)
-        return choose(self.advisor.model(definition.name), situation, allowed)
+        return choose(self.advisor.model(definition.name), situation, allowed, explore)
 
     def _sketch_for_query(
         self, sql: str, params: Mapping[str, Any] | None, pins: Mapping[str, PinnedSnapshot], sequence: int
@@ -1272,13 +1290,18 @@ class SketchService:
             estimates = {"use": model.estimate("use", rows), "plain": model.estimate("plain", rows)}
             faster = estimates["plain"] * (1 + PLAIN_MARGIN) < estimates["use"]
             figures = f"without it {estimates['plain']:.3g}s, with it {estimates['use']:.3g}s per run"
-            choice = Choice(
-                "skip" if faster else "use",  # "use" is only remembered, never recorded
-                estimates,
+            reason = (
                 f"skip: the query runs faster without the sketch ({figures})"
                 if faster
-                else f"use: the sketch is current and pays ({figures})",
+                else f"use: the sketch is current and pays ({figures})"
             )
+            # Exploring (see sketch_core.costs.choose): the other way, seldom timed and close.
+            other = "use" if faster else "plain"
+            if worth_exploring(model, other, estimates[other], min(estimates.values())):
+                faster = not faster
+                runs = model.costs[other].runs
+                reason = f"{'skip' if faster else 'use'}, exploring: timed {runs} times, close ({figures})"
+            choice = Choice("skip" if faster else "use", estimates, reason)  # "use" is not recorded
             self.advisor.remember_query_choice(name, record.version, sequence, choice)
             if faster:
                 self.advisor.record(name, "query", choice)

@@ -68,8 +68,8 @@ class CostRecords:
     def observations(self, name: str, recent: int = RECENT_RUNS) -> dict[str, list[Observation]]:
         """The sketch's recorded runs by operation (see :mod:`sketch_core.costs.model`): its
         captures, and recaptures (captures included), by table rows; incremental runs by delta
-        rows; its template's queries with this sketch (``use``) and without any (``plain``) by
-        table rows."""
+        rows (those that first built their state on Spark left out); its template's queries
+        with this sketch (``use``) and without any (``plain``) by table rows."""
         runs = t.maintenance_runs
         queries = t.query_runs
         with self.engine.connect() as conn:
@@ -107,6 +107,9 @@ class CostRecords:
                 runs.c.status == "succeeded",
                 runs.c.seconds.is_not(None),
                 runs.c.table_rows.is_not(None),
+                # Runs that first built their state on Spark time mostly that one-off build,
+                # not the incremental work that the runs after them do.
+                runs.c.built_state.is_(False),
             )
             .order_by(runs.c.run_id.desc())
             .limit(recent)

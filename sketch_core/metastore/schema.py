@@ -115,6 +115,7 @@ maintenance_runs = Table(
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
     Column("table_rows", BigInteger),
+    Column("built_state", Boolean, nullable=False),
 )
 
 sketch_policies = Table(

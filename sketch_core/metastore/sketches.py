@@ -62,6 +62,7 @@ class FinishedRun:
     seconds: float
     error: str | None = None
     table_rows: int | None = None  # rows of the sketch's tables at the snapshot it produced
+    built_state: bool = False  # an incremental run that first computed its state on Spark
 
 
 @dataclass(frozen=True)
@@ -436,6 +437,7 @@ class SketchRepository:
                 seconds=run.seconds,
                 error=run.error,
                 table_rows=run.table_rows,
+                built_state=run.built_state,
                 started_at=func.now() - timedelta(seconds=run.seconds),
                 finished_at=func.now(),
             )

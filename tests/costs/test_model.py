@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -89,6 +90,23 @@ def test_the_choice_is_the_cheapest_total_by_hand() -> None:
     assert choose(MODEL, Situation(1_000_000, 200_000, queries=10)).action == "full"
     # No query before the next update: nothing is worth doing now.
     assert choose(MODEL, Situation(1_000_000, 100, queries=0)).action == "skip"
+
+
+def test_exploring_tries_a_way_seldom_timed_whose_estimate_is_close_to_the_best() -> None:
+    # incremental 0.252 (timed often), skip 0.3 (plain timed once): within 50%, tried.
+    model = model_of(full=(2.0, 1e-6), use=(0.1, 1e-7), plain=(0.2, 1e-7), incremental=(0.05, 2e-5))
+    timed = {op: dataclasses.replace(cost, runs=10) for op, cost in model.costs.items()}
+    seldom = CostModel({**timed, "plain": dataclasses.replace(timed["plain"], runs=1)})
+    situation = Situation(1_000_000, 100, queries=1)
+    assert choose(seldom, situation).action == "incremental"  # without exploring: the cheapest
+    tried = choose(seldom, situation, explore=True)
+    assert tried.action == "skip" and tried.reason.startswith("skip, exploring: its cost was timed 1 times")
+    # Timed enough times, or estimated too far from the best: the cheapest.
+    assert choose(CostModel(timed), situation, explore=True).action == "incremental"
+    far = CostModel({**seldom.costs, "plain": LinearCost(0.2, 1e-6, runs=1)})  # skip 1.2 > 1.5 * 0.252
+    assert choose(far, situation, explore=True).action == "incremental"
+    # Not allowed: never tried.
+    assert choose(seldom, situation, ("incremental", "full"), explore=True).action == "incremental"
 
 
 def test_the_choice_keeps_to_the_allowed_actions() -> None:

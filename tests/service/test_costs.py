@@ -3,6 +3,8 @@ models are fitted from those records (priors until they exist)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
@@ -17,7 +19,7 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
     svc = spark_svc
     table = f"{ns}.facts"
     svc.tables.create(table, synthetic_table(3000, 40, seed=5), sort_by=["a"])
-    name, sql = captured(svc, table, "costs")
+    name, sql = captured(svc, table, "costs", with_state=True)  # incremental runs start from it
     untouched = svc.cost_model(name)
     # No query yet: the query with the sketch is expected to read the sketch's share of the rows.
     assert untouched.costs["use"].runs == 0
@@ -59,10 +61,32 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
     assert model.costs["plain"] != DEFAULT_PRIORS["plain"]
 
 
-def pinned_model(svc: SketchService, name: str, **lines: tuple[float, float]) -> None:
-    """Make the service decide for ``name`` with these cost lines (kept for the model's TTL)."""
-    costs = dict(DEFAULT_PRIORS)
-    costs.update({op: LinearCost(a, b) for op, (a, b) in lines.items()})
+def test_an_incremental_run_that_built_its_state_is_left_out_of_the_incremental_fit(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=23), sort_by=["a"])
+    name, sql = captured(svc, table, "built_state")  # no state: the capture computed none
+    DeltaGenerator(svc.tables, table, ("key",), seed=24).inserts(30).apply(svc.tables)
+    assert svc.plan_maintenance(name, "incremental").builds_state
+    (built,) = svc.maintain(name, "incremental")
+    DeltaGenerator(svc.tables, table, ("key",), seed=25).deletes(20).apply(svc.tables)
+    assert not svc.plan_maintenance(name, "incremental").builds_state  # kept from the last run
+    (kept,) = svc.maintain(name, "incremental")
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+    flags = [r["built_state"] for r in svc.sketches.runs(name) if r["strategy"] == "incremental"]
+    assert flags == [True, False]
+    # Only the run that did the incremental work alone is an incremental observation.
+    assert [o.size for o in svc.costs.observations(name)["incremental"]] == [kept.delta_rows] == [20]
+    assert built.delta_rows == 30
+
+
+def pinned_model(svc: SketchService, name: str, runs: int = 10, **lines: tuple[float, float]) -> None:
+    """Make the service decide for ``name`` with these cost lines (kept for the model's TTL),
+    every line as if fitted from ``runs`` runs (the default: timed enough not to be explored)."""
+    costs = {op: dataclasses.replace(cost, runs=runs) for op, cost in DEFAULT_PRIORS.items()}
+    costs.update({op: LinearCost(a, b, runs=runs) for op, (a, b) in lines.items()})
     svc.advisor.pin(name, CostModel(costs))
 
 
@@ -196,3 +220,30 @@ def test_a_current_sketch_is_left_unused_where_the_query_runs_faster_without_it(
     pinned_model(svc, name, use=(0.104, 0.0), plain=(0.1, 0.0))
     assert svc.query(sql).sketch == (name, 1)
     assert sibling(svc, maintain_on_query="off").query(sql).sketch == (name, 1)
+
+
+def test_a_way_seldom_timed_and_estimated_close_is_tried_and_recorded_as_exploring(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = sibling(spark_svc, maintain_on_query="cost")
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=26), sort_by=["a"])
+    name, sql = captured(svc, table, "explore")
+    plain = sorted_rows(svc.query(sql, use_sketches=False).table)
+    # The current sketch is estimated a little faster, but the plain query was never timed.
+    pinned_model(svc, name, runs=0, use=(0.1, 0.0), plain=(0.12, 0.0))
+    tried = svc.query(sql)
+    assert tried.sketch is None and sorted_rows(tried.table) == plain
+    (decision,) = svc.costs.decisions(name, context="query")
+    assert decision.action == "skip" and "exploring: timed 0 times" in decision.reason
+    # Timed enough, the same figures keep the sketch in use.
+    pinned_model(svc, name, use=(0.1, 0.0), plain=(0.12, 0.0))
+    assert svc.query(sql).sketch == (name, 1)
+    # A stale sketch: maintaining is estimated cheapest, the plain query close and never timed.
+    DeltaGenerator(svc.tables, table, ("key",), seed=27).inserts(20).apply(svc.tables)
+    lines = {"full": (9.0, 0.0), "incremental": (0.01, 0.0), "use": (0.1, 0.0), "plain": (0.12, 0.0)}
+    pinned_model(svc, name, runs=0, **lines)
+    assert svc.plan_maintenance(name, "cost").strategy == "skip"
+    assert svc.plan_maintenance(name, "auto").strategy == "incremental"  # auto never explores
+    pinned_model(svc, name, **lines)
+    assert svc.plan_maintenance(name, "cost").strategy == "incremental"
