@@ -129,6 +129,8 @@ class _UsableSketch:
     record: VersionRecord
     sketched: dict[str, tuple[RangePartition, BitMap]]
     pruned: dict[str, PinnedSnapshot]
+    # Brought to the query's snapshots for it: the choice to use it is made (and paid for).
+    maintained: bool = False
 
     @property
     def rows(self) -> int:
@@ -1084,11 +1086,13 @@ class SketchService:
                     log.debug("sketch %s not reusable: %s", definition.name, verdict.reason)
                     continue
             record = self.sketches.version_for_snapshots(definition.name, snapshots)
+            maintained = False
             if record is None and self.settings.maintain_on_query != "off":
                 record = self._maintained_for(definition, snapshots, sequence, pins)
+                maintained = record is not None
             if record is None:
                 continue
-            candidate = self._resolve(record, pins)
+            candidate = dataclasses.replace(self._resolve(record, pins), maintained=maintained)
             if best is None or candidate.rows < best.rows:
                 best = candidate
         return best
@@ -1267,7 +1271,8 @@ class SketchService:
         if usable is not None:
             if self.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
                 self.sketches.record_template_use(template, sql, hit=True)
-            if self._plain_is_faster(usable.record, pins, sequence):
+            # A sketch maintained for this query was chosen over the plain query already.
+            if not usable.maintained and self._plain_is_faster(usable.record, pins, sequence):
                 return None
         else:
             usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence)

@@ -247,3 +247,7 @@ def test_a_way_seldom_timed_and_estimated_close_is_tried_and_recorded_as_explori
     assert svc.plan_maintenance(name, "auto").strategy == "incremental"  # auto never explores
     pinned_model(svc, name, **lines)
     assert svc.plan_maintenance(name, "cost").strategy == "incremental"
+    # The report that maintains the sketch uses it; at the next report the figures decide again.
+    assert svc.query(sql).sketch == (name, 2)
+    pinned_model(svc, name, use=(0.5, 0.0), plain=(0.1, 0.0))
+    assert svc.query(sql).sketch is None
