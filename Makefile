@@ -26,11 +26,13 @@ bench: setup
 	$(BIN)/python -m benchmarks.maintenance_synthetic --rows $(SYNTHETIC_ROWS)
 
 # When to maintain, recapture or skip (issue 6): four strategies over mixed update/report
-# streams. The issue's size is WORKLOAD_ROWS=1000000 WORKLOAD_OPS=1000 (hours).
+# streams. The issue's size is WORKLOAD_OPS=1000 (hours: WORKLOAD_FLAGS=--resume continues a
+# run that was stopped, from the cells already measured).
 WORKLOAD_ROWS ?= 200000
 WORKLOAD_OPS ?= 100
+WORKLOAD_FLAGS ?=
 bench-workload: setup
-	$(BIN)/python -m benchmarks.workload --rows $(WORKLOAD_ROWS) --ops $(WORKLOAD_OPS)
+	$(BIN)/python -m benchmarks.workload --rows $(WORKLOAD_ROWS) --ops $(WORKLOAD_OPS) $(WORKLOAD_FLAGS)
 
 lint: setup
 	$(BIN)/ruff check sketch_core plugins dags tests benchmarks

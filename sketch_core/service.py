@@ -972,7 +972,7 @@ class SketchService:
             times = [due.timestamp() for due in self.policies.report_due_times(report)]
             at = forecast_next(times, moment)
             forecasts[report] = datetime.fromtimestamp(at, UTC) if at is not None else None
-        model = self.cost_model(name)
+        model = self.advisor.model(name)  # within the advisor's ttl: a check per poke refits nothing
         table_rows = self.policies.table_rows(tables)
         seconds = min(model.estimate("incremental", facts.delta_rows), model.estimate("full", table_rows))
         return dataclasses.replace(

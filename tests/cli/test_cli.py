@@ -123,12 +123,19 @@ def test_capture_query_and_status(env: dict[str, str], spark_svc: SketchService,
     assert "incremental" in maintained.output and "1 -> 2" in maintained.output
     fresh = runner.invoke(app, ["status", f"{ns}_cli"], env=env, terminal_width=200)
     assert "0 commits" in fresh.output and "incremental succeeded" in fresh.output
+    # That run first built the state on Spark (the capture stored none): not an incremental
+    # timing. The next one starts from the state it stored.
+    spark_svc.tables.append(table, synthetic_table(10, groups=40, seed=7, key_start=5000))
+    from_state = runner.invoke(app, ["maintain", f"{ns}_cli", "--strategy", "incremental"], env=env)
+    assert from_state.exit_code == 0 and "2 -> 3" in from_state.output, from_state.output
     modelled = runner.invoke(app, ["costs", f"{ns}_cli"], env=env, terminal_width=200)
     assert modelled.exit_code == 0, modelled.output
     # One incremental run and one query with the sketch so far; the capture stands for recaptures.
     lines = {line.split()[1]: line for line in modelled.output.splitlines() if line.startswith("│")}
     assert "(1 runs)" in lines["incremental"] and "delta rows" in lines["incremental"]
     assert "(1 runs)" in lines["use"] and "(1 runs)" in lines["plain"] and "(1 runs)" in lines["full"]
+    flags = [r["built_state"] for r in spark_svc.sketches.runs(f"{ns}_cli") if r["strategy"] == "incremental"]
+    assert flags == [True, False]
     again_ok = runner.invoke(app, ["maintain", f"{ns}_cli"], env=env)
     assert "up to date" in again_ok.output
     bad = runner.invoke(app, ["maintain", f"{ns}_cli", "--strategy", "sometimes"], env=env)
@@ -137,7 +144,7 @@ def test_capture_query_and_status(env: dict[str, str], spark_svc: SketchService,
         app, ["gc"], env={**env, "SKETCH_RETAIN_VERSIONS": "1", "SKETCH_RETAIN_SECONDS": "0"}
     )
     assert collected.exit_code == 0 and "expired" in collected.output, collected.output
-    assert spark_svc.sketches.versions(f"{ns}_cli") == [2]
+    assert spark_svc.sketches.versions(f"{ns}_cli") == [3]
 
     dropped = runner.invoke(app, ["drop", f"{ns}_cli"], env=env)
     assert dropped.exit_code == 0, dropped.output
