@@ -588,8 +588,7 @@ class SketchService:
         return self._plan(definition, record, strategy, target)
 
     def _definition_and_version(self, name: str) -> tuple[SketchDefinition, VersionRecord]:
-        definition = self.sketches.definition(name)
-        record = self.sketches.version(name)
+        definition, record = self.sketches.definition_and_version(name)
         if record is None:
             raise SketchNotFoundError(name)
         return definition, record

@@ -44,7 +44,7 @@ from sketch_core.incremental.aggregate import AggregateOperator
 from sketch_core.incremental.annotated import MULTIPLICITY, AnnotatedDelta, annotate_rows
 from sketch_core.incremental.bloom import EMPTY_BLOOM, KeyBloom, hashable
 from sketch_core.incremental.columnar_aggregate import ColumnarAggregate, columnar_supports
-from sketch_core.incremental.expressions import ExpressionTranslator
+from sketch_core.incremental.expressions import ExpressionTranslator, Translated
 from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
 from sketch_core.incremental.partials import ArgumentSpec, Partials
@@ -147,28 +147,30 @@ class _Select(_Node):
     def __init__(self, node: Select, child: _Node):
         self.node, self.child = node, child
         self.schema, self.annotations = child.schema, child.annotations
+        self.condition = stateless.selection(node.condition)
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
-        return stateless.select(self.child.process(ctx), self.node.condition)
+        return stateless.select(self.child.process(ctx), self.condition)
 
     def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
-        return stateless.select(self.child.current(ctx, keys), self.node.condition)
+        return stateless.select(self.child.current(ctx, keys), self.condition)
 
 
 class _Project(_Node):
     def __init__(self, node: Project, child: _Node):
         self.node, self.child = node, child
+        self.outputs = Translated(dict(node.outputs))
         probe = AnnotatedDelta.empty(child.schema, ())
-        self.schema = stateless.project(probe, node.outputs).data().schema
+        self.schema = stateless.project(probe, self.outputs).data().schema
         self.annotations = child.annotations
         self.passed = {n: e.name for n, e in node.outputs if isinstance(e, exp.Column)}
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
-        return stateless.project(self.child.process(ctx), self.node.outputs)
+        return stateless.project(self.child.process(ctx), self.outputs)
 
     def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
         below = {self.passed[n]: v for n, v in (keys or {}).items() if n in self.passed}
-        rows = stateless.project(self.child.current(ctx, below or None), self.node.outputs)
+        rows = stateless.project(self.child.current(ctx, below or None), self.outputs)
         return _keep_keys(rows, keys)
 
 
@@ -299,7 +301,7 @@ class _Join(_Node):
         self.schema = pa.schema([*left.schema, *right.schema])
         self.annotations = left.annotations + right.annotations
         self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
-        self.residual = exp.and_(*residual) if residual else None
+        self.residual = stateless.selection(exp.and_(*residual)) if residual else None
         # Per side, a Bloom filter over the key values of its output at the engine's snapshot,
         # first built from the side's join-free source of those keys (see _bloom_source).
         self.blooms: list[KeyBloom | None] = [None, None]

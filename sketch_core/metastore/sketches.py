@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, true, update
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.errors import SketchExistsError, SketchNotFoundError, TableNotFoundError
@@ -72,6 +73,32 @@ class SketchDefinition:
     params: dict[str, Any]
     template_key: str | None
     partition_ids: dict[str, int]  # table -> partition id
+
+
+def _fragment_arrays(sketch_id: Any, version: Any) -> tuple[Any, Any]:
+    """A version's partition ids and bitmaps as two arrays in the same order (columns
+    ``partition_ids_of`` and ``bitmaps_of``), read with the version row itself."""
+    f = t.sketch_fragments.c
+    of_version = (f.sketch_id == sketch_id, f.version == version)
+
+    def aggregated(column: Any, label: str) -> Any:
+        ordered = func.array_agg(aggregate_order_by(column, f.partition_id))
+        return select(ordered).where(*of_version).scalar_subquery().label(label)
+
+    return aggregated(f.partition_id, "partition_ids_of"), aggregated(f.bitmap, "bitmaps_of")
+
+
+def _version_record(name: str, row: Any) -> VersionRecord:
+    m = row._mapping
+    ids, bitmaps = m["partition_ids_of"] or [], m["bitmaps_of"] or []
+    return VersionRecord(
+        name,
+        m["version"],
+        m["seq"],
+        dict(m["table_snapshots"]),
+        {int(pid): bytes(bitmap) for pid, bitmap in zip(ids, bitmaps, strict=True)},
+        m["state_ref"],
+    )
 
 
 class SketchRepository:
@@ -175,6 +202,29 @@ class SketchRepository:
         if row is None:
             raise SketchNotFoundError(name)
         return self._definition(row)
+
+    def definition_and_version(self, name: str) -> tuple[SketchDefinition, VersionRecord | None]:
+        """The sketch's definition and its newest version (None: none published), in one query:
+        every maintenance run starts with both, and a round trip is a good part of its cost."""
+        v = t.sketch_versions.c
+        newest = (
+            select(v.version, v.seq, v.table_snapshots, v.state_ref)
+            .where(v.sketch_id == t.sketches.c.sketch_id)
+            .order_by(v.version.desc())
+            .limit(1)
+            .lateral("newest")
+        )
+        query = (
+            select(t.sketches, *newest.c, *_fragment_arrays(t.sketches.c.sketch_id, newest.c.version))
+            .select_from(t.sketches.outerjoin(newest, true()))
+            .where(t.sketches.c.name == name)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        if row is None:
+            raise SketchNotFoundError(name)
+        record = None if row._mapping["version"] is None else _version_record(name, row)
+        return self._definition(row), record
 
     def definitions(self, template_key: str | None = None) -> list[SketchDefinition]:
         """Every sketch, or the sketches captured for one query template."""
@@ -304,9 +354,10 @@ class SketchRepository:
     def _version_row(
         self, conn: Connection, name: str, *, sequence: int | None = None, version: int | None = None
     ) -> Any:
+        v = t.sketch_versions.c
         query = (
-            select(t.sketch_versions)
-            .join(t.sketches, t.sketches.c.sketch_id == t.sketch_versions.c.sketch_id)
+            select(t.sketch_versions, *_fragment_arrays(v.sketch_id, v.version))
+            .join(t.sketches, t.sketches.c.sketch_id == v.sketch_id)
             .where(t.sketches.c.name == name)
         )
         if sequence is not None:
@@ -329,20 +380,7 @@ class SketchRepository:
         if row is None:
             sketch_id_of(conn, name)  # raises when the sketch itself is unknown
             return None
-        m = row._mapping
-        bitmaps = conn.execute(
-            select(t.sketch_fragments.c.partition_id, t.sketch_fragments.c.bitmap).where(
-                t.sketch_fragments.c.sketch_id == m["sketch_id"], t.sketch_fragments.c.version == m["version"]
-            )
-        ).all()
-        return VersionRecord(
-            name,
-            m["version"],
-            m["seq"],
-            dict(m["table_snapshots"]),
-            {int(pid): bytes(bitmap) for pid, bitmap in bitmaps},
-            m["state_ref"],
-        )
+        return _version_record(name, row)
 
     def versions(self, name: str) -> list[int]:
         with self.engine.connect() as conn:

@@ -64,6 +64,12 @@ def _read_columns(path: str, columns: list[str]) -> pa.Table:
     return pq.read_table(_local_path(path), columns=columns)
 
 
+# Files up to this size are read whole and filtered in memory: a dataset scan that could skip
+# row groups by their statistics costs ~0.5 ms more to set up than reading a small file (the
+# appended files of a small load), while big files keep their row-group skipping.
+_WHOLE_READ_BYTES = 1 << 20
+
+
 def read_files(
     files: Sequence[DataFileInfo],
     schema: pa.Schema,
@@ -75,7 +81,11 @@ def read_files(
     target = _projected(schema, columns)
     parts = []
     for info in files:
-        part = pq.read_table(_local_path(info.path), columns=target.names, filters=row_filter)
+        if info.size_bytes <= _WHOLE_READ_BYTES:  # little to skip: read it all, filter in memory
+            part = pq.ParquetFile(_local_path(info.path)).read(columns=target.names)
+            part = part.filter(row_filter) if row_filter is not None else part
+        else:
+            part = pq.read_table(_local_path(info.path), columns=target.names, filters=row_filter)
         parts.append(part.select(target.names).cast(target))
     return pa.concat_tables(parts) if parts else target.empty_table()
 

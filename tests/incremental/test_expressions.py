@@ -11,7 +11,7 @@ import sqlglot
 from pyspark.sql import SparkSession
 
 from sketch_core.errors import UnsupportedQueryError
-from sketch_core.incremental.expressions import ExpressionTranslator, evaluate, filter_rows
+from sketch_core.incremental.expressions import ExpressionTranslator, Translated, evaluate, filter_rows
 
 ROWS = pa.table(
     {
@@ -145,3 +145,26 @@ def test_unknown_functions_are_refused_with_the_fallback_named() -> None:
     with pytest.raises(UnsupportedQueryError) as info:
         ExpressionTranslator(ROWS.schema)(sqlglot.parse_one("levenshtein(s, 'x') > 1", read="spark"))
     assert "strategy='full'" in str(info.value)
+
+
+def test_translations_are_made_once_per_schema_and_agree_with_a_fresh_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    condition = sqlglot.parse_one("i > 1 AND f >= 1.5", read="spark")
+    memo = Translated({"c": condition})
+    made: list[pa.Schema] = []
+    real_init = ExpressionTranslator.__init__
+
+    def counting(self: ExpressionTranslator, schema: pa.Schema) -> None:
+        made.append(schema)
+        real_init(self, schema)
+
+    monkeypatch.setattr(ExpressionTranslator, "__init__", counting)
+    first = memo(ROWS.schema)["c"]
+    again = memo(ROWS.schema)["c"]
+    assert again is first and len(made) == 1  # the second batch reuses the first's translation
+    fresh = filter_rows(ROWS, ExpressionTranslator(ROWS.schema)(condition))
+    assert str(filter_rows(ROWS, first).to_pylist()) == str(fresh.to_pylist())  # str: NaN == NaN
+    narrower = ROWS.select(["i", "f"])
+    assert filter_rows(narrower, memo(narrower.schema)["c"]).num_rows == filter_rows(ROWS, first).num_rows
+    assert len(made) == 3  # the fresh one above, and one for the other schema
