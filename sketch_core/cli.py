@@ -280,13 +280,18 @@ def budget() -> None:
 
 @app.command()
 def gc(name: Annotated[str | None, typer.Argument(help="Only this sketch (default: all).")] = None) -> None:
-    """Expire old sketch versions and delete state files nothing reads (SKETCH_RETAIN_*)."""
+    """Expire old sketch versions and table snapshots, and delete state files nothing reads
+    (SKETCH_RETAIN_*, SKETCH_EXPIRE_TABLE_SNAPSHOTS)."""
     with _errors(), _service() as svc:
         report = svc.collect_garbage([name] if name is not None else None)
     console.print(
         f"expired {report.version_count} versions"
         + "".join(f"\n  {name}: {versions}" for name, versions in sorted(report.versions.items()))
         + f"\ndeleted {report.state_directories} state directories"
+        + "".join(
+            f"\nexpired {count} snapshots of {table}"
+            for table, count in sorted(report.table_snapshots.items())
+        )
     )
 
 

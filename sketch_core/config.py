@@ -101,6 +101,10 @@ class Settings:
     # be running); state files only those versions read are deleted with them.
     retain_versions: int = 20
     retain_seconds: int = 3600
+    # Collecting garbage also expires the tables' snapshots that neither a kept sketch version
+    # nor a query pinned within `retain_seconds` can read (their metadata grows with every
+    # commit, and every pin loads it); off keeps the tables' whole history.
+    expire_table_snapshots: bool = True
     # Bytes of decoded data-file columns kept for the join reads of incremental maintenance.
     file_cache_bytes: int = 512 * 1024 * 1024
     # A global budget for the sketches' operator state (0: none, every sketch keeps its state
@@ -139,6 +143,7 @@ class Settings:
             maintain_on_query=_choice_env("SKETCH_MAINTAIN_ON_QUERY", "off", MAINTAIN_ON_QUERY),
             retain_versions=_int_env("SKETCH_RETAIN_VERSIONS", 20),
             retain_seconds=_int_env("SKETCH_RETAIN_SECONDS", 3600, minimum=0),
+            expire_table_snapshots=_choice_env("SKETCH_EXPIRE_TABLE_SNAPSHOTS", "on", ("on", "off")) == "on",
             file_cache_bytes=_int_env("SKETCH_FILE_CACHE_MB", 512, minimum=0) * 1024 * 1024,
             state_budget_bytes=_int_env("SKETCH_STATE_BUDGET_MB", 0, minimum=0) * 1024 * 1024,
             state_top_m=_int_env("SKETCH_STATE_TOP_M", 10),

@@ -159,6 +159,20 @@ class SnapshotNotFoundError(TableError):
         )
 
 
+class SnapshotExpiredError(SnapshotNotFoundError):
+    """The table's state at the requested sequence was expired by garbage collection."""
+
+    def __init__(self, table: str, sequence: int) -> None:
+        self.table = table
+        self.sequence = sequence
+        TableError.__init__(
+            self,
+            f"the snapshot of {table!r} at commit sequence {sequence} has expired",
+            hint="read a newer sequence; to keep table history longer, raise SKETCH_RETAIN_SECONDS "
+            "or set SKETCH_EXPIRE_TABLE_SNAPSHOTS=off",
+        )
+
+
 class WarehouseMismatchError(TableError):
     """The metastore names files that the warehouse does not have."""
 

@@ -9,7 +9,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -225,6 +225,7 @@ class QueryResult:
 class GarbageReport:
     versions: Mapping[str, list[int]]  # sketch -> the version numbers expired
     state_directories: int
+    table_snapshots: Mapping[str, int] = field(default_factory=dict)  # table -> snapshots expired
 
     @property
     def version_count(self) -> int:
@@ -564,6 +565,7 @@ class SketchService:
         too, which also clears what runs that died before publishing left behind.
         """
         self._collected_at = time.monotonic()  # the next automatic collection waits from here
+        every_table = names is None
         names = list(names) if names is not None else [d.name for d in self.sketches.definitions()]
         expired = {
             n: self.sketches.expire_versions(n, self.settings.retain_versions, self.settings.retain_seconds)
@@ -573,10 +575,44 @@ class SketchService:
         older_than = time.time() - self.settings.retain_seconds
         removed = self.state_store.collect(live, older_than=older_than)
         removed += collect_scratch(self.settings.warehouse / SCRATCH_DIRECTORY, older_than)
-        report = GarbageReport({n: v for n, v in expired.items() if v}, removed)
-        if report.versions or removed:
-            log.info("collected %d versions and %d state directories", report.version_count, removed)
+        snapshots = (
+            self._expire_table_snapshots(None if every_table else names)
+            if self.settings.expire_table_snapshots
+            else {}
+        )
+        report = GarbageReport({n: v for n, v in expired.items() if v}, removed, snapshots)
+        if report.versions or removed or snapshots:
+            log.info(
+                "collected %d versions, %d state directories and %d table snapshots",
+                report.version_count,
+                removed,
+                sum(snapshots.values()),
+            )
         return report
+
+    def _expire_table_snapshots(self, names: Sequence[str] | None) -> dict[str, int]:
+        """Expire the snapshots of the tables the sketches ``names`` read (None: of every table)
+        that no kept sketch version, of any sketch, and no query pinned within the retention
+        time can still read: each table keeps its state as of the newest commit older than
+        ``retain_seconds`` and as of its sketches' oldest kept versions, and all after them."""
+        recent = self.commit_log.sequence_older_than(self.settings.retain_seconds)
+        if recent == 0:
+            return {}
+        if names is None:
+            tables = {record.name for record in self.tables.list()}
+        else:
+            wanted = set(names)
+            definitions = self.sketches.definitions()
+            tables = {t for d in definitions if d.name in wanted for t in referenced_tables(d.query_sql)}
+        keep_from = dict.fromkeys(tables, recent)
+        for sql, oldest in self.sketches.oldest_sequences():
+            for table in referenced_tables(sql):
+                if table in keep_from:
+                    keep_from[table] = min(keep_from[table], oldest)
+        expired = {
+            table: self.tables.expire_snapshots(table, seq) for table, seq in sorted(keep_from.items())
+        }
+        return {table: count for table, count in expired.items() if count}
 
     def plan_maintenance(
         self, name: str, strategy: str = "auto", target: int | None = None

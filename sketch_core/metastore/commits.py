@@ -6,7 +6,7 @@ import bisect
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Select, func, insert, select, text
@@ -223,6 +223,15 @@ class CommitLog:
             window = self._window
             record = window.newest(name, None) if window is not None else None
         return record.seq if record is not None else None
+
+    def sequence_older_than(self, seconds: float) -> int:
+        """The newest global sequence committed at least ``seconds`` ago by the database clock
+        (0: none is that old)."""
+        c = schema.table_commits.c
+        cutoff = func.clock_timestamp() - timedelta(seconds=seconds)
+        with self.engine.connect() as conn:
+            newest = conn.execute(select(func.max(c.seq)).where(c.committed_at <= cutoff)).scalar()
+        return int(newest or 0)
 
     def latest_sequence(self) -> int:
         """The newest global commit sequence number (0 before the first commit)."""

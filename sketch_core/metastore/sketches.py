@@ -417,6 +417,17 @@ class SketchRepository:
                 )
         return sorted(doomed)
 
+    def oldest_sequences(self) -> list[tuple[str, int]]:
+        """(query, sequence of its oldest kept version) for every sketch with a version."""
+        v = t.sketch_versions.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.sketches.c.query_sql, func.min(v.seq))
+                .join(t.sketch_versions, v.sketch_id == t.sketches.c.sketch_id)
+                .group_by(t.sketches.c.sketch_id)
+            ).all()
+        return [(sql, int(seq)) for sql, seq in rows]
+
     def state_refs(self) -> dict[str, list[str]]:
         """Per sketch, the state references of its versions."""
         with self.engine.connect() as conn:

@@ -24,7 +24,7 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate
-from sqlalchemy import insert, text, update
+from sqlalchemy import Connection, insert, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -43,6 +43,9 @@ class PendingCommit:
     added_rows: int = 0
     sort_by: tuple[str, ...] = ()
     seq: int | None = None
+    # A change of metadata alone (expiring snapshots): the table's rows stay as they are, so it
+    # gets no sequence number and no commit row, and readers' pins are unaffected.
+    metadata_only: bool = False
 
 
 _pending: ContextVar[PendingCommit | None] = ContextVar("sketch_pending_commit", default=None)
@@ -161,25 +164,26 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
             return CommitTableResponse(metadata=current.metadata, metadata_location=current.metadata_location)
         self._write_metadata(metadata=staged.metadata, io=staged.io, metadata_path=staged.metadata_location)
 
+        if pending.metadata_only:
+            if current is None:
+                raise TableError(f"a metadata-only commit cannot create {namespace}.{table_name}")
+            with Session(self.engine) as session:
+                self._swap_pointer(
+                    session.connection(),
+                    namespace,
+                    table_name,
+                    current.metadata_location,
+                    staged.metadata_location,
+                )
+                session.commit()
+            return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
         with Session(self.engine) as session:
             conn = session.connection()
             seq = CommitLog.next_sequence(conn)
             if current is not None:
-                result = conn.execute(
-                    update(IcebergTables)
-                    .where(
-                        IcebergTables.catalog_name == self.name,
-                        IcebergTables.table_namespace == namespace,
-                        IcebergTables.table_name == table_name,
-                        IcebergTables.metadata_location == current.metadata_location,
-                    )
-                    .values(
-                        metadata_location=staged.metadata_location,
-                        previous_metadata_location=current.metadata_location,
-                    )
+                self._swap_pointer(
+                    conn, namespace, table_name, current.metadata_location, staged.metadata_location
                 )
-                if result.rowcount < 1:
-                    raise CommitFailedException(f"{namespace}.{table_name} was changed by another commit")
                 table_id = CommitLog.table_id(conn, pending.table)
                 if table_id is None:
                     raise TableError(f"table {pending.table!r} is in the Iceberg catalog but not registered")
@@ -195,6 +199,23 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
             session.commit()
         pending.seq = seq
         return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
+
+    def _swap_pointer(
+        self, conn: Connection, namespace: str, table_name: str, expected: str, new: str
+    ) -> None:
+        """Point the table at ``new`` if it still points at ``expected``, else a lost race."""
+        result = conn.execute(
+            update(IcebergTables)
+            .where(
+                IcebergTables.catalog_name == self.name,
+                IcebergTables.table_namespace == namespace,
+                IcebergTables.table_name == table_name,
+                IcebergTables.metadata_location == expected,
+            )
+            .values(metadata_location=new, previous_metadata_location=expected)
+        )
+        if result.rowcount < 1:
+            raise CommitFailedException(f"{namespace}.{table_name} was changed by another commit")
 
 
 def open_catalog(uri: str, warehouse: str, name: str = "sketch", **properties: Any) -> RecordingSqlCatalog:

@@ -228,6 +228,16 @@ class RecordedRows:
         path = self._path(table, sequence, kind)
         return read_arrow(path) if path.exists() else None
 
+    def remove_through(self, table: str, sequence: int) -> int:
+        """Remove the records of the table's commits up to ``sequence``; returns how many files."""
+        removed = 0
+        for path in (self.root / table).glob("*.arrow") if (self.root / table).is_dir() else ():
+            number = path.name.split(".", 1)[0]
+            if number.isdigit() and int(number) <= sequence:
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
 
 def restrict(
     rows: pa.Table, schema: pa.Schema, columns: Sequence[str] | None, row_filter: pc.Expression | None

@@ -44,6 +44,7 @@ from sketch_core.errors import (
     CommitConflictError,
     DeltaRangeError,
     InvalidDataError,
+    SnapshotExpiredError,
     SnapshotNotFoundError,
     TableExistsError,
     TableNotFoundError,
@@ -85,6 +86,23 @@ _DERIVE_MAX_SNAPSHOTS = 16
 def _summary_count(summary: Summary, key: str) -> int:
     """A file count from a snapshot summary; summaries leave out counts that are zero."""
     return int(summary.get(key) or 0)
+
+
+def _pause_before_retry(attempt: int) -> None:
+    """Exponential back-off with jitter, so racing writers spread out."""
+    time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+
+
+def _ancestors(table: Table, snapshot_id: int) -> list[int]:
+    """The ids of the snapshots before ``snapshot_id`` in its lineage that the metadata still
+    has (none when the snapshot itself is gone)."""
+    found: list[int] = []
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    while snapshot is not None and snapshot.parent_snapshot_id is not None:
+        snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
+        if snapshot is not None:
+            found.append(snapshot.snapshot_id)
+    return found
 
 
 def _row_level_deletes(name: str, snapshot_id: int) -> UnsupportedTableFeatureError:
@@ -180,6 +198,43 @@ class TableService:
             lambda table: {"deleted": self._matching(table, expression), "inserted": arrow},
         )
 
+    def expire_snapshots(self, name: str, keep_from: int) -> int:
+        """Drop from the table's metadata every snapshot before its state at global sequence
+        ``keep_from`` (its newest commit at or before it, which stays, with all after it);
+        returns how many were dropped.
+
+        A table's metadata file lists every snapshot it still has and grows with each commit;
+        every pin after a commit loads it, so without this each maintenance run and query gets
+        slower as loads accumulate. Only metadata changes: data files stay (a reader that
+        loaded the table before still reads what it pinned), no commit sequence number is
+        taken, and pins at ``keep_from`` or later are unaffected. Pinning an earlier sequence
+        raises :class:`SnapshotExpiredError`. The rows recorded for the dropped commits' deltas
+        are removed too: no delta that starts at ``keep_from`` or later reads them.
+        """
+        name = self._require(name).name
+        boundary = self.commit_log.commit_at(name, keep_from)
+        if boundary is None or boundary.snapshot_id is None:
+            return 0
+        attempts = self.settings.commit_attempts
+        for attempt in range(1, attempts + 1):
+            table = self.catalog.load_table(name)
+            older = _ancestors(table, boundary.snapshot_id)
+            if not older:
+                break
+            try:
+                with recording(PendingCommit(name, "expire", metadata_only=True)):
+                    table.maintenance.expire_snapshots().by_ids(older).commit()
+            except (CommitFailedException, ValueError) as exc:  # ValueError: one went meanwhile
+                if attempt == attempts:
+                    raise CommitConflictError(name, attempts) from exc
+                _pause_before_retry(attempt)
+                continue
+            log.info("expired %d snapshots of %s before sequence %d", len(older), name, boundary.seq)
+            self.recorded_rows.remove_through(name, boundary.seq)
+            return len(older)
+        self.recorded_rows.remove_through(name, boundary.seq)
+        return 0
+
     # -- reads -------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
         return self.commit_log.get_table(normalize_table_name(name)) is not None
@@ -202,6 +257,8 @@ class TableService:
         _, _, table = self._open(name)
         if commit.snapshot_id is not None and table.metadata.snapshot_by_id(commit.snapshot_id) is None:
             _, _, table = self._open(name, fresh=True)  # loaded before the commit was seen
+            if table.metadata.snapshot_by_id(commit.snapshot_id) is None:
+                raise SnapshotExpiredError(name, sequence if sequence is not None else commit.seq)
         files = () if commit.snapshot_id is None else self._snapshot_files(name, table, commit.snapshot_id)
         return PinnedSnapshot(name, commit.seq, commit.snapshot_id, files, table.schema().as_arrow())
 
@@ -490,9 +547,8 @@ class TableService:
             except (CommitFailedException, ValidationException):
                 if attempt == attempts:
                     break
-                delay = min(2.0, 0.02 * 2**attempt) * (0.5 + random.random())
-                log.info("commit to %s lost a race (attempt %d); retrying in %.2fs", name, attempt, delay)
-                time.sleep(delay)
+                log.info("commit to %s lost a race (attempt %d); retrying", name, attempt)
+                _pause_before_retry(attempt)
                 continue
             if pending.seq is None:  # nothing changed (e.g. a delete that matched no rows)
                 log.info("%s on %s changed nothing; no commit made", operation, name)

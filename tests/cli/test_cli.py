@@ -140,10 +140,12 @@ def test_capture_query_and_status(env: dict[str, str], spark_svc: SketchService,
     assert "up to date" in again_ok.output
     bad = runner.invoke(app, ["maintain", f"{ns}_cli", "--strategy", "sometimes"], env=env)
     assert bad.exit_code != 0 and "unknown maintenance strategy" in bad.output
+    # Named: `gc` alone would expire every table's history in the metastore the tests share.
     collected = runner.invoke(
-        app, ["gc"], env={**env, "SKETCH_RETAIN_VERSIONS": "1", "SKETCH_RETAIN_SECONDS": "0"}
+        app, ["gc", f"{ns}_cli"], env={**env, "SKETCH_RETAIN_VERSIONS": "1", "SKETCH_RETAIN_SECONDS": "0"}
     )
     assert collected.exit_code == 0 and "expired" in collected.output, collected.output
+    assert f"snapshots of {table}" in collected.output, collected.output
     assert spark_svc.sketches.versions(f"{ns}_cli") == [3]
 
     dropped = runner.invoke(app, ["drop", f"{ns}_cli"], env=env)

@@ -18,7 +18,7 @@ import pytest
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
-from sketch_core.errors import UnsupportedQueryError
+from sketch_core.errors import SnapshotExpiredError, UnsupportedQueryError
 from sketch_core.incremental.engine import IncrementalSketch
 from sketch_core.maintenance import build_engine
 from sketch_core.service import MaintenanceRun, SketchService
@@ -265,6 +265,45 @@ def test_old_versions_and_the_state_only_they_read_are_collected(
     (run,) = other.maintain(sketch_name, strategy="incremental")
     assert run.strategy == "incremental"
     assert maintained(other, sketch_name) == fresh_fragments(other, sql, sketch_name, other.latest_sequence())
+
+
+def test_collecting_expires_the_table_snapshots_no_kept_version_reads(
+    spark_svc: SketchService, table: str
+) -> None:
+    svc = sibling(spark_svc, retain_versions=1, retain_seconds=0)
+    held, _ = captured(svc, table, "held")  # an older sketch's only version protects its snapshots
+    sketch_name, sql = captured(svc, table, "expiring")
+    first = svc.sketch(held).sequence
+    deltas = DeltaGenerator(svc.tables, table, ("key",), seed=16)
+    for _ in range(3):
+        deltas.mixed(20).apply(svc.tables)
+        svc.maintain(sketch_name, strategy="incremental")
+
+    def live_sequences() -> list[int]:
+        metadata = svc.catalog.load_table(table).metadata
+        return [
+            c.seq for c in svc.tables.commits(table) if metadata.snapshot_by_id(c.snapshot_id) is not None
+        ]
+
+    assert live_sequences()[0] <= first, "the held sketch's version still reads its snapshots"
+    assert sibling(svc, expire_table_snapshots=False).collect_garbage([sketch_name]).table_snapshots == {}
+    svc.drop_sketch(held)
+    report = svc.collect_garbage([sketch_name])
+    kept = svc.sketch(sketch_name)
+    assert report.table_snapshots.get(table, 0) > 0
+    assert live_sequences()[0] == kept.sequence, "kept from the oldest kept version on"
+    with pytest.raises(SnapshotExpiredError) as info:
+        sibling(svc).query(sql, snapshot=first)
+    assert info.value.table == table
+
+    # Maintenance and reports go on from what is kept, in a new process too.
+    deltas.mixed(20).apply(svc.tables)
+    other = sibling(svc)
+    (run,) = other.maintain(sketch_name, strategy="incremental")
+    assert run.strategy == "incremental"
+    assert maintained(other, sketch_name) == fresh_fragments(other, sql, sketch_name, other.latest_sequence())
+    sketched, plain = other.query(sql), other.query(sql, use_sketches=False)
+    assert sketched.sketch is not None and sorted_rows(sketched.table) == sorted_rows(plain.table)
 
 
 def test_young_versions_are_kept_whatever_their_number(spark_svc: SketchService, table: str) -> None:
