@@ -35,6 +35,7 @@ from sketch_core.errors import (
     QueryError,
     SequenceOutOfRangeError,
     SketchNotFoundError,
+    SnapshotExpiredError,
     StateMissingError,
     UnsafeAttributeError,
     UnsupportedQueryError,
@@ -749,7 +750,10 @@ class SketchService:
                 return self._maintain_incremental(definition, record, plan)
             except KeptValuesExhaustedError as exc:  # top-m ran out: recapture, whatever was asked
                 log.info("%s: recapturing: %s", name, exc)
-            except (UnsupportedQueryError, StateMissingError) as exc:
+            except (UnsupportedQueryError, StateMissingError, SnapshotExpiredError) as exc:
+                # An expired snapshot: the delta from the version's snapshots cannot be read any
+                # more (a capture that outlived the retention time); a recapture needs only the
+                # target's.
                 if strategy == "incremental":
                     raise
                 log.info("%s: recapturing instead of incremental maintenance: %s", name, exc)

@@ -306,6 +306,23 @@ def test_collecting_expires_the_table_snapshots_no_kept_version_reads(
     assert sketched.sketch is not None and sorted_rows(sketched.table) == sorted_rows(plain.table)
 
 
+def test_a_version_whose_snapshots_expired_is_recaptured_by_auto(
+    spark_svc: SketchService, table: str
+) -> None:
+    sketch_name, sql = captured(spark_svc, table, "outlived")
+    DeltaGenerator(spark_svc.tables, table, ("key",), seed=17).mixed(30).apply(spark_svc.tables)
+    latest = spark_svc.latest_sequence()
+    assert spark_svc.tables.expire_snapshots(table, latest) > 0  # as if the capture outlived retention
+    other = sibling(spark_svc)  # a new process: nothing of the old snapshots loaded
+    with pytest.raises(SnapshotExpiredError):
+        other.maintain(sketch_name, strategy="incremental")
+    fresh = sibling(spark_svc)
+    assert fresh.plan_maintenance(sketch_name, "auto").strategy == "incremental", "planned, then fell back"
+    (run,) = fresh.maintain(sketch_name, strategy="auto")
+    assert run.strategy == "full" and run.to_version == 2
+    assert maintained(other, sketch_name) == fresh_fragments(other, sql, sketch_name, latest)
+
+
 def test_young_versions_are_kept_whatever_their_number(spark_svc: SketchService, table: str) -> None:
     svc = sibling(spark_svc, retain_versions=1, retain_seconds=3600)
     sketch_name, _ = captured(svc, table, "young")
