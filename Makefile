@@ -28,7 +28,7 @@ bench: setup
 # When to maintain, recapture or skip (issue 6): four strategies over mixed update/report
 # streams. The issue's size is WORKLOAD_OPS=1000 (hours: WORKLOAD_FLAGS=--resume continues a
 # run that was stopped, from the cells already measured).
-WORKLOAD_ROWS ?= 200000
+WORKLOAD_ROWS ?= 1000000
 WORKLOAD_OPS ?= 100
 WORKLOAD_FLAGS ?=
 bench-workload: setup
