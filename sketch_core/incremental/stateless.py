@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from sketch_core.algebra.ir import Scan
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
-from sketch_core.incremental.expressions import ExpressionTranslator, Translated, evaluate, filter_rows
+from sketch_core.incremental.expressions import Translated, evaluate, filter_rows
 
 
 def scan(node: Scan, rows: AnnotatedDelta) -> AnnotatedDelta:
@@ -19,26 +19,8 @@ def scan(node: Scan, rows: AnnotatedDelta) -> AnnotatedDelta:
     return rows.with_data(data)
 
 
-def select(rows: AnnotatedDelta, condition: exp.Expr | Translated) -> AnnotatedDelta:
-    """``condition``: as :class:`Translated` (under the name ``condition``) where the same
-    selection runs batch after batch."""
-    if rows.num_rows == 0:
-        return rows
-    if isinstance(condition, Translated):
-        translated = condition(rows.table.schema)[CONDITION]
-    else:
-        translated = ExpressionTranslator(rows.table.schema)(condition)
-    return AnnotatedDelta(filter_rows(rows.table, translated), rows.annotations)
-
-
-def project(rows: AnnotatedDelta, outputs: Sequence[tuple[str, exp.Expr]] | Translated) -> AnnotatedDelta:
-    """``outputs``: as :class:`Translated` where the same projection runs batch after batch."""
-    if isinstance(outputs, Translated):
-        translated = outputs(rows.data().schema)
-    else:
-        translate = ExpressionTranslator(rows.data().schema)
-        translated = {name: translate(expression) for name, expression in outputs}
-    return rows.with_data(evaluate(rows.data(), translated))
+# The name a selection's condition has in its :class:`Translated`.
+CONDITION = "condition"
 
 
 def selection(condition: exp.Expr) -> Translated:
@@ -46,7 +28,17 @@ def selection(condition: exp.Expr) -> Translated:
     return Translated({CONDITION: condition})
 
 
-CONDITION = "condition"
+def select(rows: AnnotatedDelta, condition: Translated) -> AnnotatedDelta:
+    """``condition``: made by :func:`selection`."""
+    if rows.num_rows == 0:
+        return rows
+    translated = condition(rows.table.schema)[CONDITION]
+    return AnnotatedDelta(filter_rows(rows.table, translated), rows.annotations)
+
+
+def project(rows: AnnotatedDelta, outputs: Translated) -> AnnotatedDelta:
+    """``outputs``: the projection's named expressions."""
+    return rows.with_data(evaluate(rows.data(), outputs(rows.data().schema)))
 
 
 def union(inputs: Sequence[AnnotatedDelta], names: Sequence[str]) -> AnnotatedDelta:

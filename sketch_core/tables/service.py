@@ -216,24 +216,24 @@ class TableService:
         if boundary is None or boundary.snapshot_id is None:
             return 0
         attempts = self.settings.commit_attempts
+        expired = 0
         for attempt in range(1, attempts + 1):
             table = self.catalog.load_table(name)
             older = _ancestors(table, boundary.snapshot_id)
-            if not older:
-                break
-            try:
-                with recording(PendingCommit(name, "expire", metadata_only=True)):
-                    table.maintenance.expire_snapshots().by_ids(older).commit()
-            except (CommitFailedException, ValueError) as exc:  # ValueError: one went meanwhile
-                if attempt == attempts:
-                    raise CommitConflictError(name, attempts) from exc
-                _pause_before_retry(attempt)
-                continue
-            log.info("expired %d snapshots of %s before sequence %d", len(older), name, boundary.seq)
-            self.recorded_rows.remove_through(name, boundary.seq)
-            return len(older)
+            if older:
+                try:
+                    with recording(PendingCommit(name, "expire", metadata_only=True)):
+                        table.maintenance.expire_snapshots().by_ids(older).commit()
+                except (CommitFailedException, ValueError) as exc:  # ValueError: one went meanwhile
+                    if attempt == attempts:
+                        raise CommitConflictError(name, attempts) from exc
+                    _pause_before_retry(attempt)
+                    continue
+                log.info("expired %d snapshots of %s before sequence %d", len(older), name, boundary.seq)
+                expired = len(older)
+            break
         self.recorded_rows.remove_through(name, boundary.seq)
-        return 0
+        return expired
 
     # -- reads -------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
