@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, func, insert, select, text
+from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select, text
 from sqlalchemy.dialects.postgresql import distinct_on
 
 from sketch_core.metastore import schema
@@ -41,6 +41,8 @@ class CommitRecord:
     removed_files: int
     total_rows: int
     committed_at: datetime
+    # The data files the commit added and removed (sketch_core.tables.file_changes), when recorded.
+    files: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class NewCommit:
     added_files: int = 0
     removed_files: int = 0
     total_rows: int = 0
+    files: dict[str, Any] | None = None
 
 
 def _table_record(row: object) -> TableRecord:
@@ -104,6 +107,33 @@ class _CommitWindow:
         return [r for r in records[first:] if until_seq is None or r.seq <= until_seq]
 
 
+def _commit_query() -> Select[Any]:
+    c, t = schema.table_commits.c, schema.tables.c
+    return select(
+        c.seq,
+        t.name.label("table"),
+        c.snapshot_id,
+        c.parent_snapshot_id,
+        c.operation,
+        c.added_rows,
+        c.deleted_rows,
+        c.added_files,
+        c.removed_files,
+        c.total_rows,
+        c.committed_at,
+        c.files,
+    ).join(schema.tables, schema.tables.c.table_id == c.table_id)
+
+
+# What refreshing the window asks on every read about recent commits; built once (building it
+# costs about as much as running it).
+_COMMITS_AFTER = (
+    _commit_query()
+    .where(schema.table_commits.c.seq > bindparam("through"))
+    .order_by(schema.table_commits.c.seq)
+)
+
+
 class CommitLog:
     """Reads and writes ``sketch.tables`` and ``sketch.table_commits``."""
 
@@ -149,6 +179,7 @@ class CommitLog:
                 removed_files=commit.removed_files,
                 total_rows=commit.total_rows,
                 committed_at=func.clock_timestamp(),
+                files=commit.files,
             )
         )
 
@@ -163,22 +194,6 @@ class CommitLog:
             rows = conn.execute(select(schema.tables).order_by(schema.tables.c.name)).all()
         return [_table_record(row) for row in rows]
 
-    def _commit_query(self) -> Select[Any]:
-        c, t = schema.table_commits.c, schema.tables.c
-        return select(
-            c.seq,
-            t.name.label("table"),
-            c.snapshot_id,
-            c.parent_snapshot_id,
-            c.operation,
-            c.added_rows,
-            c.deleted_rows,
-            c.added_files,
-            c.removed_files,
-            c.total_rows,
-            c.committed_at,
-        ).join(schema.tables, schema.tables.c.table_id == c.table_id)
-
     def commits(
         self, name: str | None = None, *, after_seq: int = 0, until_seq: int | None = None
     ) -> list[CommitRecord]:
@@ -190,7 +205,7 @@ class CommitLog:
                 window = self._window
             if window is not None and window.covers(name, after_seq):
                 return window.between(name, after_seq, until_seq)
-        query = self._commit_query().where(schema.table_commits.c.seq > after_seq)
+        query = _commit_query().where(schema.table_commits.c.seq > after_seq)
         if until_seq is not None:
             query = query.where(schema.table_commits.c.seq <= until_seq)
         if name is not None:
@@ -208,7 +223,7 @@ class CommitLog:
                 window = self._window
             if window is not None and (seq is None or window.covers(name, seq)):
                 return window.newest(name, seq)
-        query = self._commit_query().where(schema.tables.c.name == name)
+        query = _commit_query().where(schema.tables.c.name == name)
         if seq is not None:
             query = query.where(schema.table_commits.c.seq <= seq)
         query = query.order_by(schema.table_commits.c.seq.desc()).limit(1)
@@ -252,10 +267,10 @@ class CommitLog:
         c = schema.table_commits.c
         with self.engine.connect() as conn:
             if window is None:
-                newest = self._commit_query().order_by(c.table_id, c.seq.desc()).ext(distinct_on(c.table_id))
+                newest = _commit_query().order_by(c.table_id, c.seq.desc()).ext(distinct_on(c.table_id))
                 rows = conn.execute(newest).all()
             else:
-                rows = conn.execute(self._commit_query().where(c.seq > window.through).order_by(c.seq)).all()
+                rows = conn.execute(_COMMITS_AFTER, {"through": window.through}).all()
         records = sorted((CommitRecord(**row._mapping) for row in rows), key=lambda r: r.seq)
         if window is None:
             self._window = _CommitWindow(records)

@@ -44,6 +44,7 @@ table_commits = Table(
     Column("removed_files", Integer, nullable=False),
     Column("total_rows", BigInteger, nullable=False),
     Column("committed_at", DateTime(timezone=True), nullable=False),
+    Column("files", JSONB(none_as_null=True)),
 )
 
 partitions = Table(

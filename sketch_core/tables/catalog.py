@@ -18,19 +18,23 @@ from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.io import load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import TableRequirement, TableUpdate
-from sqlalchemy import Connection, insert, text, update
+from pyiceberg.typedef import Identifier
+from sqlalchemy import Connection, Select, bindparam, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sketch_core.errors import TableError
 from sketch_core.metastore.commits import CommitLog, NewCommit
+from sketch_core.metastore.engine import ping_idle_connections
 from sketch_core.metastore.migrations import MIGRATION_LOCK_KEY
+from sketch_core.tables.file_changes import record_commit_files
 from sketch_core.tables.metadata_parse import MetadataParser
 
 
@@ -70,7 +74,18 @@ def _summary_int(metadata: TableMetadata | None, snapshot_id: int | None, key: s
     return int(snapshot.summary.get(key, "0") or 0)
 
 
-def describe_commit(before: TableMetadata | None, after: TableMetadata, pending: PendingCommit) -> NewCommit:
+def new_snapshots(before: TableMetadata | None, after: TableMetadata) -> list[Snapshot]:
+    """The snapshots a commit added, oldest first (an overwrite adds a delete and an append)."""
+    known = {s.snapshot_id for s in before.snapshots} if before is not None else set()
+    return [s for s in after.snapshots if s.snapshot_id not in known]
+
+
+def describe_commit(
+    before: TableMetadata | None,
+    after: TableMetadata,
+    pending: PendingCommit,
+    files: dict[str, Any] | None = None,
+) -> NewCommit:
     """Row counts of a commit in logical terms.
 
     A copy-on-write delete reports the rewritten files' rows as deleted and re-added; users care
@@ -78,8 +93,7 @@ def describe_commit(before: TableMetadata | None, after: TableMetadata, pending:
     """
     parent = before.current_snapshot_id if before is not None else None
     current = after.current_snapshot_id
-    known = {s.snapshot_id for s in before.snapshots} if before is not None else set()
-    new_ids = [s.snapshot_id for s in after.snapshots if s.snapshot_id not in known]
+    new_ids = [s.snapshot_id for s in new_snapshots(before, after)]
     total_before = _summary_int(before, parent, "total-records")
     total_after = _summary_int(after, current, "total-records")
     return NewCommit(
@@ -91,6 +105,7 @@ def describe_commit(before: TableMetadata | None, after: TableMetadata, pending:
         added_files=sum(_summary_int(after, sid, "added-data-files") for sid in new_ids),
         removed_files=sum(_summary_int(after, sid, "deleted-data-files") for sid in new_ids),
         total_rows=total_after,
+        files=files,
     )
 
 
@@ -111,11 +126,39 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
         self._parsed: OrderedDict[str, TableMetadata] = OrderedDict()
         self._parsed_lock = threading.Lock()
         self._parser = MetadataParser()
+        self._pointer_query: Select[tuple[str]] | None = None
+
+    def load_table(self, identifier: str | Identifier) -> Table:
+        """PyIceberg's ``load_table``, reading the metadata pointer with one prebuilt Core query
+        instead of an ORM session (which costs about 1 ms; every pin after a commit loads)."""
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+        table_name = Catalog.table_name_from(identifier)
+        if self._pointer_query is None:
+            query = select(IcebergTables.metadata_location).where(
+                IcebergTables.catalog_name == self.name,
+                IcebergTables.table_namespace == bindparam("namespace"),
+                IcebergTables.table_name == bindparam("table_name"),
+            )
+            if (type_filter := self._iceberg_type_filter()) is not None:
+                query = query.where(type_filter)
+            self._pointer_query = query
+        with self.engine.connect() as conn:
+            location = conn.execute(
+                self._pointer_query, {"namespace": namespace, "table_name": table_name}
+            ).scalar()
+        if not location:
+            raise NoSuchTableError(f"Table does not exist: {namespace}.{table_name}")
+        return self._table_at((*Catalog.identifier_to_tuple(namespace), table_name), location)
 
     def _convert_orm_to_iceberg(self, orm_table: IcebergTables) -> Table:
         location = orm_table.metadata_location
         if not location or not orm_table.table_namespace or not orm_table.table_name:
             return super()._convert_orm_to_iceberg(orm_table)  # raises its own NoSuchTableError
+        identifier = (*Catalog.identifier_to_tuple(orm_table.table_namespace), orm_table.table_name)
+        return self._table_at(identifier, location)
+
+    def _table_at(self, identifier: tuple[str, ...], location: str) -> Table:
+        """The table as of the metadata file at ``location``, parsed once per file."""
         with self._parsed_lock:
             metadata = self._parsed.get(location)
             if metadata is not None:
@@ -127,17 +170,21 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
                     metadata = self._parser.parse(stream.read())
             else:  # compressed metadata: PyIceberg's own reader
                 metadata = FromInputFile.table_metadata(source)
-            with self._parsed_lock:
-                self._parsed[location] = metadata
-                if len(self._parsed) > _METADATA_CACHE_ENTRIES:
-                    self._parsed.popitem(last=False)
+            self._remember_metadata(location, metadata)
         return Table(
-            identifier=(*Catalog.identifier_to_tuple(orm_table.table_namespace), orm_table.table_name),
+            identifier=identifier,
             metadata=metadata,
             metadata_location=location,
             io=self._load_file_io(metadata.properties, location),
             catalog=self,
         )
+
+    def _remember_metadata(self, location: str, metadata: TableMetadata) -> None:
+        with self._parsed_lock:
+            self._parsed[location] = metadata
+            self._parsed.move_to_end(location)
+            if len(self._parsed) > _METADATA_CACHE_ENTRIES:
+                self._parsed.popitem(last=False)
 
     def commit_table(
         self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
@@ -176,7 +223,12 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
                     staged.metadata_location,
                 )
                 session.commit()
+            self._remember_metadata(staged.metadata_location, staged.metadata)
             return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
+        # Read before the commit lock is taken: the manifests are written already.
+        files = record_commit_files(
+            staged.io, new_snapshots(current.metadata if current else None, staged.metadata)
+        )
         with Session(self.engine) as session:
             conn = session.connection()
             seq = CommitLog.next_sequence(conn)
@@ -194,10 +246,12 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
                     table_id = CommitLog.register_table(conn, pending.table, pending.sort_by, seq)
                 except IntegrityError as exc:
                     raise TableAlreadyExistsError(f"{namespace}.{table_name} already exists") from exc
-            commit = describe_commit(current.metadata if current else None, staged.metadata, pending)
+            commit = describe_commit(current.metadata if current else None, staged.metadata, pending, files)
             CommitLog.record(conn, table_id, seq, commit)
             session.commit()
         pending.seq = seq
+        # This process's next load finds the file it just wrote without parsing it.
+        self._remember_metadata(staged.metadata_location, staged.metadata)
         return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
 
     def _swap_pointer(
@@ -227,9 +281,13 @@ def open_catalog(uri: str, warehouse: str, name: str = "sketch", **properties: A
         with engine.connect() as conn:
             conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
             try:
-                catalog = RecordingSqlCatalog(name, uri=uri, warehouse=warehouse, **properties)
+                # Pinged when idle instead of on every checkout (see ping_idle_connections).
+                catalog = RecordingSqlCatalog(
+                    name, uri=uri, warehouse=warehouse, **{"pool_pre_ping": "false", **properties}
+                )
             finally:
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
     finally:
         engine.dispose()
+    ping_idle_connections(catalog.engine)
     return catalog

@@ -26,11 +26,8 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.manifest import ManifestContent, ManifestEntryStatus, read_manifest_list
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.snapshots import (
-    ADDED_DATA_FILES,
-    DELETED_DATA_FILES,
     TOTAL_DATA_FILES,
     Snapshot,
     Summary,
@@ -63,6 +60,12 @@ from sketch_core.tables.deltas import (
     snapshot_delta,
 )
 from sketch_core.tables.file_cache import FileCache
+from sketch_core.tables.file_changes import (
+    RowLevelDeletes,
+    apply_recorded,
+    apply_snapshot_files,
+    read_snapshot_files,
+)
 from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
@@ -122,6 +125,7 @@ class TableService:
         self.file_cache = FileCache(settings.file_cache_bytes) if settings.file_cache_bytes else None
         self._pinned_files: OrderedDict[tuple[str, int, int], tuple[DataFileInfo, ...]] = OrderedDict()
         self._loaded: dict[str, tuple[int, Table]] = {}  # name -> (newest commit seen, table)
+        self._arrow_schemas: dict[tuple[str, int], pa.Schema] = {}
 
     # -- writes ------------------------------------------------------------------------------
     def create(self, name: str, data: Any, sort_by: list[str] | tuple[str, ...] | None = None) -> int:
@@ -259,23 +263,42 @@ class TableService:
             _, _, table = self._open(name, fresh=True)  # loaded before the commit was seen
             if table.metadata.snapshot_by_id(commit.snapshot_id) is None:
                 raise SnapshotExpiredError(name, sequence if sequence is not None else commit.seq)
-        files = () if commit.snapshot_id is None else self._snapshot_files(name, table, commit.snapshot_id)
-        return PinnedSnapshot(name, commit.seq, commit.snapshot_id, files, table.schema().as_arrow())
+        files = () if commit.snapshot_id is None else self._snapshot_files(name, table, commit)
+        return PinnedSnapshot(name, commit.seq, commit.snapshot_id, files, self._arrow_schema(name, table))
 
-    def _snapshot_files(self, name: str, table: Table, snapshot_id: int) -> tuple[DataFileInfo, ...]:
+    def _arrow_schema(self, name: str, table: Table) -> pa.Schema:
+        """The table's current schema in Arrow, converted once per schema (every pin needs it)."""
+        key = (name, table.metadata.current_schema_id)
+        schema = self._arrow_schemas.get(key)
+        if schema is None:
+            schema = self._arrow_schemas[key] = table.schema().as_arrow()
+        return schema
+
+    def _snapshot_files(self, name: str, table: Table, commit: CommitRecord) -> tuple[DataFileInfo, ...]:
         """The snapshot's data files with their statistics; planned once per snapshot and schema
         (planning and decoding the bounds costs ~20 ms per 100 files, on every query).
 
         A snapshot whose parent is already planned is derived from it: the parent's files, less
         the files this snapshot removed, plus those it added, both read from the manifests this
-        snapshot wrote. A commit's pin then costs one manifest read, not a plan of the table.
+        snapshot wrote. A commit's pin then costs one manifest read, not a plan of the table; and
+        none when the commit row carries its file changes (see :mod:`file_changes`).
         """
+        assert commit.snapshot_id is not None
+        snapshot_id = commit.snapshot_id
         schema_id = table.metadata.current_schema_id  # the bounds are decoded with this schema
         key = (name, snapshot_id, schema_id)
         cached = self._pinned_files.get(key)
         if cached is not None:
             self._pinned_files.move_to_end(key)
             return cached
+        parent: tuple[DataFileInfo, ...] | None = ()  # the first snapshot's parent: no files
+        if commit.parent_snapshot_id is not None:
+            parent = self._pinned_files.get((name, commit.parent_snapshot_id, schema_id))
+        if commit.files is not None and parent is not None:
+            recorded = apply_recorded(parent, commit.files, table.schema())
+            if recorded is not None:
+                self._remember_files(key, recorded)
+                return recorded
         # The nearest planned ancestor, and the snapshots after it down to this one.
         chain: list[Snapshot] = []
         base: tuple[DataFileInfo, ...] | None = None
@@ -322,33 +345,15 @@ class TableService:
     ) -> tuple[DataFileInfo, ...] | None:
         """``snapshot``'s files from its ``parent``'s; None when the result does not add up to the
         snapshot's own file count (then the caller plans the snapshot in full)."""
-        added: list[DataFileInfo] = []
-        removed: set[str] = set()
         summary = snapshot.summary
-        if summary is None:
+        if summary is None or TOTAL_DATA_FILES not in summary:
             return None  # nothing to check the result against
-        # The summary counts this snapshot's added and removed files: once all are found the
-        # rest of the manifest list (one entry per earlier commit's manifest) is not read.
-        wanted_added = _summary_count(summary, ADDED_DATA_FILES)
-        wanted_removed = _summary_count(summary, DELETED_DATA_FILES)
-        for manifest in read_manifest_list(table.io.new_input(snapshot.manifest_list)):
-            if len(added) >= wanted_added and len(removed) >= wanted_removed:
-                break
-            if manifest.added_snapshot_id != snapshot.snapshot_id:
-                continue  # carried over from earlier snapshots: nothing new in it
-            if manifest.content != ManifestContent.DATA:
-                raise _row_level_deletes(name, snapshot.snapshot_id)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-                if entry.snapshot_id != snapshot.snapshot_id:
-                    continue  # an existing file rewritten into this snapshot's manifest
-                if entry.status == ManifestEntryStatus.ADDED:
-                    added.append(describe_file(entry.data_file, table.schema()))
-                elif entry.status == ManifestEntryStatus.DELETED:
-                    removed.add(entry.data_file.file_path)
-        files = [f for f in parent if f.path not in removed] + added
-        if TOTAL_DATA_FILES not in summary or _summary_count(summary, TOTAL_DATA_FILES) != len(files):
-            return None
-        return tuple(sorted(files, key=lambda f: f.path))
+        try:
+            changes = read_snapshot_files(table.io, snapshot)
+        except RowLevelDeletes as exc:
+            raise _row_level_deletes(name, exc.snapshot_id) from exc
+        files = apply_snapshot_files(parent, changes, table.schema())
+        return files if _summary_count(summary, TOTAL_DATA_FILES) == len(files) else None
 
     def delta(
         self,

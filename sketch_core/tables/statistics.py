@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
 from pyiceberg.conversions import from_bytes
@@ -26,10 +27,19 @@ def _python_value(kind: IcebergType, raw: bytes) -> Any:
     return value
 
 
-def describe_file(data_file: DataFile, schema: Schema) -> DataFileInfo:
+def describe_bounds(
+    path: str,
+    record_count: int,
+    size_bytes: int,
+    lower_bounds: Mapping[int, bytes] | None,
+    upper_bounds: Mapping[int, bytes] | None,
+    null_counts: Mapping[int, int] | None,
+    schema: Schema,
+) -> DataFileInfo:
+    """A data file from its raw Iceberg statistics (bounds and null counts keyed by field id)."""
     names = {f.field_id: (f.name, f.field_type) for f in schema.fields}
 
-    def decode(bounds: dict[int, bytes] | None) -> dict[str, Any]:
+    def decode(bounds: Mapping[int, bytes] | None) -> dict[str, Any]:
         decoded = {}
         for field_id, raw in (bounds or {}).items():
             if field_id in names:
@@ -37,12 +47,24 @@ def describe_file(data_file: DataFile, schema: Schema) -> DataFileInfo:
                 decoded[name] = _python_value(kind, raw)
         return decoded
 
-    nulls = {names[i][0]: int(n) for i, n in dict(data_file.null_value_counts or {}).items() if i in names}
+    nulls = {names[i][0]: int(n) for i, n in dict(null_counts or {}).items() if i in names}
     return DataFileInfo(
-        path=data_file.file_path,
-        record_count=data_file.record_count,
-        size_bytes=data_file.file_size_in_bytes,
-        lower=decode(data_file.lower_bounds),
-        upper=decode(data_file.upper_bounds),
+        path=path,
+        record_count=record_count,
+        size_bytes=size_bytes,
+        lower=decode(lower_bounds),
+        upper=decode(upper_bounds),
         null_counts=nulls,
+    )
+
+
+def describe_file(data_file: DataFile, schema: Schema) -> DataFileInfo:
+    return describe_bounds(
+        data_file.file_path,
+        data_file.record_count,
+        data_file.file_size_in_bytes,
+        data_file.lower_bounds,
+        data_file.upper_bounds,
+        data_file.null_value_counts,
+        schema,
     )

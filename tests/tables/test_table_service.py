@@ -213,18 +213,20 @@ class TestBadInput:
 def test_pinned_files_are_planned_once_per_snapshot(
     svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sketch_core.tables import service as tables_module
+    from sketch_core.tables import file_changes, statistics
 
     name = f"{ns}.r"
     first = svc.tables.create(name, rows(20_000), sort_by=["key"])
     described: list[str] = []
-    real_describe = tables_module.describe_file
+    real_describe = statistics.describe_bounds
 
-    def counting_describe(data_file: Any, schema: Any) -> Any:
-        described.append(data_file.file_path)
-        return real_describe(data_file, schema)
+    def counting_describe(path: str, *args: Any) -> Any:
+        described.append(path)
+        return real_describe(path, *args)
 
-    monkeypatch.setattr(tables_module, "describe_file", counting_describe)
+    # Every file's statistics are decoded here, from a manifest or from a commit's record.
+    monkeypatch.setattr(statistics, "describe_bounds", counting_describe)
+    monkeypatch.setattr(file_changes, "describe_bounds", counting_describe)
     pinned = svc.tables.pin(name)
     planned = len(described)
     assert planned == len(pinned.files) >= 3
@@ -266,6 +268,44 @@ def test_snapshots_derived_from_their_parents_equal_a_full_plan(
         assert pinned.snapshot_id is not None
         full = svc.tables._planned_files(name, table, pinned.snapshot_id)
         assert pinned.files == full, f"sequence {sequence}"
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["files-recorded", "manifests"])
+def test_pins_commit_by_commit_equal_a_full_plan(
+    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch, recorded: bool
+) -> None:
+    """Pinning each commit in turn (what maintenance does) derives the files from the parent's:
+    from the file changes the commit row carries, without reading a manifest; or, for commits
+    without them (made before they were recorded), from the manifests."""
+    from sketch_core.tables import catalog, service
+
+    name = f"{ns}.r"
+    if not recorded:
+        monkeypatch.setattr(catalog, "record_commit_files", lambda io, snapshots: None)
+    sequences = [svc.tables.create(name, rows(20_000), sort_by=["key"])]
+    sequences.append(svc.tables.append(name, rows(300, start=40_000)))
+    sequences.append(svc.tables.delete(name, "a = 3"))  # rewrites every file
+    sequences.append(svc.tables.overwrite(name, rows(50, start=5_000), "key BETWEEN 5000 AND 5100"))
+    sequences.append(svc.tables.delete(name, "key < 100"))
+    sequences.append(svc.tables.append(name, rows(10, start=90_000)))
+    assert all(c.files is not None for c in svc.tables.commits(name)) == recorded
+    table = svc.tables.catalog.load_table(name)
+    manifests_read: list[int] = []
+    real_read = service.read_snapshot_files
+
+    def counting_read(io: Any, snapshot: Any) -> Any:
+        manifests_read.append(snapshot.snapshot_id)
+        return real_read(io, snapshot)
+
+    monkeypatch.setattr(service, "read_snapshot_files", counting_read)
+    svc.tables._pinned_files.clear()
+    for sequence in sequences:
+        pinned = svc.tables.pin(name, sequence)
+        assert pinned.snapshot_id is not None
+        assert pinned.files == svc.tables._planned_files(name, table, pinned.snapshot_id), sequence
+    # The first pin is planned in full; each later one is derived from the one before.
+    assert (manifests_read == []) == recorded
+    assert recorded or len(manifests_read) >= len(sequences) - 1
 
 
 def test_commits_by_another_service_are_seen_by_the_next_read(svc: SketchService, ns: str) -> None:
@@ -322,3 +362,21 @@ def test_missing_warehouse_files_give_a_typed_error(svc: SketchService, ns: str)
         location.with_suffix(".moved").rename(location)
         other.close()
     assert svc.tables.pin(name).record_count == 5
+
+
+def test_commits_touching_many_files_are_not_recorded(
+    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit above the cap carries no file changes (readers read its manifests), and the
+    commits after it are recorded again."""
+    from sketch_core.tables import file_changes
+
+    monkeypatch.setattr(file_changes, "RECORDED_FILES_MAX", 2)
+    name = f"{ns}.r"
+    svc.tables.create(name, rows(20_000), sort_by=["key"])
+    svc.tables.append(name, rows(10, start=50_000))
+    big, small = (c for c in svc.tables.commits(name) if c.snapshot_id is not None)
+    assert big.added_files > 2 and big.files is None
+    assert small.files is not None and [f["path"] for f in small.files["added"]] != []
+    assert small.files["removed"] == [] and small.files["total"] == big.added_files + 1
+    assert len(svc.tables.pin(name).files) == big.added_files + 1
