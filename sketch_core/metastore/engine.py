@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, create_engine, text
+import time
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from sketch_core.errors import ConfigurationError, MetastoreUnavailableError
 
@@ -28,9 +32,45 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+# A pooled connection idle longer than this is checked with a ping before it is handed out.
+PING_IDLE_SECONDS = 5.0
+_IDLE_SINCE = "sketch_idle_since"
+
+
+def ping_idle_connections(engine: Engine, idle_seconds: float = PING_IDLE_SECONDS) -> None:
+    """Check a pooled connection before use only if it sat idle for ``idle_seconds``.
+
+    SQLAlchemy's ``pool_pre_ping`` pings on every checkout: a round trip that is a good part of
+    a short metastore read, and incremental maintenance makes a dozen of those. A connection
+    goes stale when the server restarts or drops it, which happens to idle ones; one in steady
+    use fails its next statement at worst, and the pool then replaces all of them.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _fresh(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def _returned(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(
+        dbapi_connection: Any, record: ConnectionPoolEntry, proxy: PoolProxiedConnection
+    ) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is not None and time.monotonic() - since <= idle_seconds:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:  # the pool discards this connection and checks out another
+            raise DisconnectionError(f"stale pooled connection: {exc}") from exc
+
+
 def connect_metastore(url: str, *, check: bool = True) -> Engine:
     """An engine for ``url``; with ``check``, fail now (transiently) if the server is down."""
-    engine = create_engine(normalize_url(url), pool_pre_ping=True, pool_size=10, max_overflow=20)
+    engine = create_engine(normalize_url(url), pool_size=10, max_overflow=20)
+    ping_idle_connections(engine)
     if check:
         try:
             with engine.connect() as conn:

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
 
 from sketch_core.errors import ConfigurationError, MetastoreUnavailableError
 from sketch_core.localstack.postgres import free_loopback_port
-from sketch_core.metastore.engine import connect_metastore, normalize_url
+from sketch_core.metastore.engine import connect_metastore, normalize_url, ping_idle_connections
 
 
 def test_plain_postgres_urls_use_psycopg3() -> None:
@@ -22,3 +27,39 @@ def test_unreachable_metastore_is_a_transient_error() -> None:
         connect_metastore(f"postgresql://nobody:secret@127.0.0.1:{port}/x")
     assert info.value.transient
     assert "secret" not in str(info.value)
+
+
+def _drop_pooled_connections(engine: Engine) -> None:
+    """What a server restart does to a pool: its connections die while checked in."""
+    with engine.connect() as conn:
+        pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    killer = create_engine(engine.url, poolclass=NullPool)
+    with killer.connect() as conn:
+        assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+    killer.dispose()
+
+
+def test_an_idle_connection_is_pinged_and_replaced(databases: Any) -> None:
+    engine = create_engine(normalize_url(databases.create()), pool_size=1, max_overflow=0)
+    ping_idle_connections(engine, idle_seconds=0.0)
+    try:
+        _drop_pooled_connections(engine)
+        with engine.connect() as conn:  # the dead connection fails its ping and is replaced
+            assert conn.execute(text("SELECT 1")).scalar_one() == 1
+    finally:
+        engine.dispose()
+
+
+def test_a_busy_connection_is_not_pinged(databases: Any) -> None:
+    """Within the idle time no ping is made: a connection killed meanwhile fails its next
+    statement once, and the pool then starts afresh (the trade for a round trip per checkout)."""
+    engine = create_engine(normalize_url(databases.create()), pool_size=1, max_overflow=0)
+    ping_idle_connections(engine, idle_seconds=3600.0)
+    try:
+        _drop_pooled_connections(engine)
+        with pytest.raises(OperationalError), engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT 1")).scalar_one() == 1
+    finally:
+        engine.dispose()
