@@ -19,11 +19,11 @@ import datetime as dt
 from decimal import Decimal
 
 import pyarrow as pa
-import pyarrow.acero as acero
 import pyarrow.compute as pc
 from sqlglot import exp
 
 from sketch_core.algebra.ir import COMPARISON_OPERATORS
+from sketch_core.arrow_plans import filter_table, project_table
 from sketch_core.errors import UnsupportedQueryError
 
 
@@ -37,18 +37,12 @@ def _unsupported(expression: exp.Expr) -> UnsupportedQueryError:
 
 def evaluate(table: pa.Table, outputs: dict[str, pc.Expression]) -> pa.Table:
     """A table of the named expressions over ``table``'s rows."""
-    declaration = acero.Declaration.from_sequence(
-        [
-            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
-            acero.Declaration("project", acero.ProjectNodeOptions(list(outputs.values()), list(outputs))),
-        ]
-    )
-    return declaration.to_table()
+    return project_table(table, outputs)
 
 
 def filter_rows(table: pa.Table, condition: pc.Expression) -> pa.Table:
     """The rows where ``condition`` is true (not false, not NULL), as SQL's WHERE keeps them."""
-    return table.filter(pc.Expression._call("coalesce", [condition, pc.scalar(False)]))
+    return filter_table(table, pc.Expression._call("coalesce", [condition, pc.scalar(False)]))
 
 
 class Translated:

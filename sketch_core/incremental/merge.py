@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,34 +40,48 @@ class MergeState:
         }
 
     def apply(self, rows: AnnotatedDelta) -> SketchDelta:
-        """Add the delta's rows to the counters; returns the fragments that changed membership."""
-        before = {t: set(c) for t, c in self.counters.items()}
+        """Add the delta's rows to the counters; returns the fragments that changed membership.
+
+        Only the fragments whose counters change are visited: an aggregation's update retracts
+        its old row and emits the new one, often with the same fragments, so most cancel.
+        """
         multiplicities = rows.table.column(MULTIPLICITY).combine_chunks()
+        net: dict[str, Counter[int]] = {}
         for annotation in rows.annotations:
             table = self.tables[annotation]
-            counter = self.counters.setdefault(table, Counter())
-            # Summed per fragment with Arrow first: one step per fragment, not per row.
             lists = rows.table.column(annotation).combine_chunks()
-            flat = pa.table(
-                {
-                    "f": pc.list_flatten(lists),
-                    "n": pc.take(multiplicities, pc.list_parent_indices(lists)).cast(pa.int64()),
-                }
+            fragments = pc.list_flatten(lists).to_numpy(zero_copy_only=False)
+            if len(fragments) == 0:
+                continue
+            counts = pc.take(multiplicities, pc.list_parent_indices(lists)).cast(pa.int64()).to_numpy()
+            # Summed per fragment first, exactly: one step per fragment, not per row.
+            order = np.argsort(fragments, kind="stable")
+            fragments, counts = fragments[order], counts[order]
+            starts = np.flatnonzero(np.r_[True, fragments[1:] != fragments[:-1]])
+            sums = np.add.reduceat(counts, starts)
+            changed = np.flatnonzero(sums)
+            net.setdefault(table, Counter()).update(
+                dict(zip(fragments[starts[changed]].tolist(), sums[changed].tolist(), strict=True))
             )
-            sums = flat.group_by("f", use_threads=False).aggregate([("n", "sum")])
-            for fragment, n in zip(
-                sums.column("f").to_pylist(), sums.column("n_sum").to_pylist(), strict=True
-            ):
-                counter[fragment] += n
-        added: dict[str, set[int]] = {}
-        removed: dict[str, set[int]] = {}
-        for table, counter in self.counters.items():
-            for fragment in [f for f, n in counter.items() if n == 0]:
-                del counter[fragment]
-            if any(n < 0 for n in counter.values()):
-                raise AssertionError(f"a fragment counter of {table} went negative: the state is corrupt")
-            now, then = set(counter), before.get(table, set())
-            added[table], removed[table] = now - then, then - now
+        added: dict[str, set[int]] = {t: set() for t in self.counters}
+        removed: dict[str, set[int]] = {t: set() for t in self.counters}
+        for table, changes in net.items():
+            counter = self.counters.setdefault(table, Counter())
+            entered, left = added.setdefault(table, set()), removed.setdefault(table, set())
+            for fragment, n in changes.items():
+                if n == 0:
+                    continue
+                old = counter.get(fragment, 0)
+                new = old + n
+                if new < 0:
+                    raise AssertionError(f"a fragment counter of {table} went negative: the state is corrupt")
+                if new == 0:
+                    del counter[fragment]
+                    left.add(fragment)
+                else:
+                    counter[fragment] = new
+                    if old == 0:
+                        entered.add(fragment)
         return SketchDelta(added, removed)
 
 

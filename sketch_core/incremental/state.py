@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from sketch_core.incremental.aggregate import (
@@ -211,14 +212,21 @@ def restore_topk(op: TopKOperator, layers: Sequence[pa.Table]) -> None:
 
 # -- merge ---------------------------------------------------------------------------------------
 def merge_state(merge: MergeState) -> pa.Table:
-    rows = [
-        (t, f, n) for t, counter in sorted(merge.counters.items()) for f, n in sorted(counter.items()) if n
-    ]
+    """The merge counters, sorted by table and fragment (a whole sketch's worth per version)."""
+    tables, fragments, rows = [], [], []
+    for table, counter in sorted(merge.counters.items()):
+        ids = np.fromiter(counter.keys(), np.int64, len(counter))
+        counts = np.fromiter(counter.values(), np.int64, len(counter))
+        order = np.argsort(ids)
+        kept = order[counts[order] != 0]
+        tables.append(np.full(len(kept), table, dtype=object))
+        fragments.append(ids[kept])
+        rows.append(counts[kept])
     return pa.table(
         {
-            "table": pa.array([r[0] for r in rows], pa.string()),
-            "fragment": pa.array([r[1] for r in rows], pa.int32()),
-            "rows": pa.array([r[2] for r in rows], pa.int64()),
+            "table": pa.array(np.concatenate(tables) if tables else [], pa.string()),
+            "fragment": pa.array(np.concatenate(fragments) if fragments else [], pa.int64()).cast(pa.int32()),
+            "rows": pa.array(np.concatenate(rows) if rows else [], pa.int64()),
         }
     )
 

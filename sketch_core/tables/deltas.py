@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sketch_core.arrow_files import read_arrow, write_arrow
+from sketch_core.arrow_plans import filter_table
 from sketch_core.tables.file_cache import FileCache
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 
@@ -82,8 +83,8 @@ def read_files(
     parts = []
     for info in files:
         if info.size_bytes <= _WHOLE_READ_BYTES:  # little to skip: read it all, filter in memory
-            part = pq.ParquetFile(_local_path(info.path)).read(columns=target.names)
-            part = part.filter(row_filter) if row_filter is not None else part
+            part = pq.ParquetFile(_local_path(info.path)).read(columns=target.names, use_threads=False)
+            part = filter_table(part, row_filter) if row_filter is not None else part
         else:
             part = pq.read_table(_local_path(info.path), columns=target.names, filters=row_filter)
         parts.append(part.select(target.names).cast(target))
@@ -246,5 +247,5 @@ def restrict(
     target = _projected(schema, columns)
     rows = rows.select(schema.names).cast(schema)
     if row_filter is not None:
-        rows = rows.filter(row_filter)
+        rows = filter_table(rows, row_filter)
     return rows.select(target.names)
