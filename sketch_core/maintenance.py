@@ -139,7 +139,12 @@ def build_engine(
 
 # A stored state is a whole state plus at most this many layers of changes; the next write
 # after that stores the whole state again, so a restore reads a bounded number of files.
-MAX_STATE_LAYERS = 16
+MAX_STATE_LAYERS = 64
+# ... and the layers together hold at most this fraction of the whole state's entries: then a
+# restore reads at most that much more than the whole state, and rewriting the whole state
+# (hundreds of milliseconds for tens of thousands of groups) is paid once per that many changes,
+# not once per so many runs.
+MAX_LAYERED_FRACTION = 0.5
 
 
 class StateStore:
@@ -158,10 +163,15 @@ class StateStore:
         tables: Mapping[str, pa.Table],
         base: str | None = None,
         keep_top: int | None = None,
+        changed_entries: int = 0,
     ) -> str:
-        """Store ``tables``: a whole state, or with ``base`` the changes to that state.
+        """Store ``tables``: a whole state, or with ``base`` the changes to that state
+        (``changed_entries`` of them, summed along the chain of layers).
         ``keep_top``: the m its min/max and top-k values were cut to (None: kept in full)."""
-        depth = 0 if base is None else self._manifest(base).get("depth", 0) + 1
+        depth, layered = 0, 0
+        if base is not None:
+            base_depth, base_layered = self.layers(base)
+            depth, layered = base_depth + 1, base_layered + changed_entries
         directory = self.root / sketch / uuid.uuid4().hex
         directory.mkdir(parents=True)
         for name, table in tables.items():
@@ -171,6 +181,7 @@ class StateStore:
             "files": sorted(tables),
             "base": Path(base).name if base is not None else None,
             "depth": depth,
+            "layered": layered,
             "keep_top": keep_top,
         }
         (directory / "manifest.json").write_text(json.dumps(manifest))
@@ -178,7 +189,16 @@ class StateStore:
 
     def depth(self, ref: str) -> int:
         """How many layers of changes the state at ``ref`` has on top of a whole state."""
-        return int(self._manifest(ref).get("depth", 0))
+        return self.layers(ref)[0]
+
+    def layers(self, ref: str) -> tuple[int, int]:
+        """The state at ``ref``'s layers of changes on top of a whole state, and the entries
+        changed in them (0 and 0 for a whole state)."""
+        manifest = self._manifest(ref)
+        depth = int(manifest.get("depth", 0))
+        if "layered" in manifest:
+            return depth, int(manifest["layered"])
+        return depth, 0 if depth == 0 else _UNKNOWN_LAYERED  # written before it was counted
 
     def keep_top(self, ref: str) -> int | None:
         """The m the state's ordered values were cut to (None: kept in full)."""
@@ -240,18 +260,24 @@ class StateStore:
 
 
 _READABLE_FORMATS = (1, STATE_FORMAT)  # format 1: a whole state, no layers
+# Layers written without their entry count: treated as big enough to rewrite the whole state.
+_UNKNOWN_LAYERED = 1 << 62
 
 
 def store_state(store: StateStore, sketch: str, engine: IncrementalSketch, base: str | None) -> str:
     """Store the engine's state for a new version: as the changes to ``base`` (the stored state
-    the engine was at), unless the chain is long or most of the state changed anyway."""
-    if base is not None and (
-        store.depth(base) + 1 >= MAX_STATE_LAYERS
-        or 2 * engine.changed_entries() > engine.state_entries()
+    the engine was at), unless the chain of layers gets too long or, with these changes, holds
+    more than :data:`MAX_LAYERED_FRACTION` of the state (then the whole state is written)."""
+    changed = engine.changed_entries()
+    depth, layered = store.layers(base) if base is not None else (0, 0)
+    if (
+        depth + 1 >= MAX_STATE_LAYERS
+        or layered + changed > MAX_LAYERED_FRACTION * engine.state_entries()
         or engine.blooms_dropped
     ):
         base = None
-    ref = store.write(sketch, engine.state_tables(changes_only=base is not None), base, engine.keep_top)
+    tables = engine.state_tables(changes_only=base is not None)
+    ref = store.write(sketch, tables, base, engine.keep_top, changed_entries=changed)
     engine.mark_stored()
     return ref
 

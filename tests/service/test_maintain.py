@@ -209,7 +209,11 @@ def test_a_run_that_dies_before_publishing_leaves_the_last_version_intact(
 def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
     spark_svc: SketchService, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from sketch_core import maintenance
+
     svc = spark_svc
+    # Layers of changes, however much of this small state they change (the rule is checked last).
+    monkeypatch.setattr(maintenance, "MAX_LAYERED_FRACTION", 100.0)
     sketch_name, sql = captured(svc, table, "kept")
     deltas = DeltaGenerator(svc.tables, table, ("key",), seed=12)
     reads: list[str] = []
@@ -233,9 +237,20 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
     (run,) = svc.maintain(sketch_name, strategy="incremental")
     assert run.to_version == 5 and len(reads) == 1, "restored from the other process's state"
     record = svc.sketches.version(sketch_name)
-    assert (
-        record is not None and record.state_ref is not None and svc.state_store.depth(record.state_ref) == 3
+    assert record is not None and record.state_ref is not None
+    depth, layered = svc.state_store.layers(record.state_ref)
+    assert depth == 3 and layered > 0
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+
+    # Once the layers hold more than the set fraction of the state, the whole state is written.
+    monkeypatch.setattr(
+        maintenance, "MAX_LAYERED_FRACTION", layered / svc._engines[sketch_name][1].engine.state_entries()
     )
+    deltas.mixed(40).apply(svc.tables)
+    svc.maintain(sketch_name, strategy="incremental")
+    record = svc.sketches.version(sketch_name)
+    assert record is not None and record.state_ref is not None
+    assert svc.state_store.layers(record.state_ref) == (0, 0)
     assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
 
 
