@@ -83,8 +83,13 @@ def apply_snapshot_files(
     parent: Iterable[DataFileInfo], changes: SnapshotFiles, schema: Schema
 ) -> tuple[DataFileInfo, ...]:
     """The files after ``changes``, sorted by path (the order pins list them in)."""
-    kept = [f for f in parent if f.path not in changes.removed]
-    files = kept + [describe_file(d, schema) for d in changes.added]
+    return _after(parent, changes.removed, [describe_file(d, schema) for d in changes.added])
+
+
+def _after(
+    parent: Iterable[DataFileInfo], removed: frozenset[str] | set[str], added: list[DataFileInfo]
+) -> tuple[DataFileInfo, ...]:
+    files = [f for f in parent if f.path not in removed] + added
     return tuple(sorted(files, key=lambda f: f.path))
 
 
@@ -138,20 +143,17 @@ def apply_recorded(
     None when the result does not add up to the commit's file count, or the form is unknown."""
     if recorded.get("format") != _FORMAT:
         return None
-    removed = set(recorded["removed"])
-    files = [f for f in parent if f.path not in removed]
-    for entry in recorded["added"]:
-        files.append(
-            describe_bounds(
-                entry["path"],
-                entry["records"],
-                entry["bytes"],
-                {int(i): bytes.fromhex(h) for i, h in entry["lower"].items()},
-                {int(i): bytes.fromhex(h) for i, h in entry["upper"].items()},
-                {int(i): int(n) for i, n in entry["nulls"].items()},
-                schema,
-            )
+    added = [
+        describe_bounds(
+            entry["path"],
+            entry["records"],
+            entry["bytes"],
+            {int(i): bytes.fromhex(h) for i, h in entry["lower"].items()},
+            {int(i): bytes.fromhex(h) for i, h in entry["upper"].items()},
+            {int(i): int(n) for i, n in entry["nulls"].items()},
+            schema,
         )
-    if len(files) != recorded["total"]:
-        return None
-    return tuple(sorted(files, key=lambda f: f.path))
+        for entry in recorded["added"]
+    ]
+    files = _after(parent, set(recorded["removed"]), added)
+    return files if len(files) == recorded["total"] else None
