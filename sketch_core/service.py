@@ -11,7 +11,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -73,7 +72,7 @@ from sketch_core.policy import Decision, Policy, PolicyFacts, effective_policy, 
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
 from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
-from sketch_core.rewrites.use import Condition, instrument_use
+from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.spark.capture import register_annotated_view, run_capture
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, collect_scratch, delta_partials
 from sketch_core.spark.partitioning import compute_range_partition
@@ -1362,7 +1361,7 @@ class SketchService:
         for table, (partition, fragments) in usable.sketched.items():
             share = partition.predicate_share(fragments, max_intervals)
             pays = row_condition_pays(share, pruned[table].record_count, pins[table].record_count)
-            condition = partial(partition.predicate, fragments, max_intervals=max_intervals) if pays else None
+            condition = sketch_condition(partition, fragments, max_intervals) if pays else None
             conditions[table] = (partition.attribute, condition)
         plan, filtered = instrument_use(parsed.plan, conditions)
         filtered_ids = {id(scan) for scan in filtered}

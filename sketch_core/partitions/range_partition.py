@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
+import sqlglot
 from sqlglot import exp
 
 from sketch_core.errors import SketchError
@@ -166,28 +167,41 @@ class RangePartition:
     def _high(self, fragment: int) -> Any | None:
         return None if fragment == self.fragment_count - 1 else self.cuts[fragment]
 
-    def predicate(
-        self, fragments: Iterable[int], column: exp.Expr | None = None, max_intervals: int | None = None
-    ) -> exp.Expr:
-        """A condition selecting the rows of ``fragments`` (FALSE for an empty sketch): exactly
-        them, or for a sketch of more than :data:`MAX_TREE_INTERVALS` ranges a superset.
+    def predicate_sql(
+        self, fragments: Iterable[int], column: str | None = None, max_intervals: int | None = None
+    ) -> str:
+        """A Spark SQL condition selecting the rows of ``fragments`` (FALSE for an empty sketch):
+        exactly them, or for a sketch of more than :data:`MAX_TREE_INTERVALS` ranges a superset.
+        ``column`` is the SQL that reads the attribute (default: its name).
 
         A sketch of at most ``max_intervals`` ranges becomes an OR of ranges, which Spark pushes
         into Parquet to skip row groups. A longer OR is slow: Spark evaluates every branch for
         every row, and past a few dozen ranges the generated method gets too large for the JIT
         (ten times slower on TPC-H SF1). Then the condition is a binary search over the range
-        bounds (:func:`membership_tree`, log n comparisons per row) AND the coarsened ranges
+        bounds (:func:`membership_tree_sql`, log n comparisons per row) AND the coarsened ranges
         (:meth:`intervals`), which are still pushed down and only evaluated for rows the
         search kept.
+
+        The text is rendered directly rather than through sqlglot trees: a sketched query is
+        planned on every run, and building and copying trees of a few hundred bounds per table
+        cost tens of milliseconds of a report that takes a few hundred.
         """
         ids = {int(f) for f in fragments}
-        column = column if column is not None else exp.column(self.attribute)
+        target = column if column is not None else _identifier_sql(self.attribute)
         tested = self._tested_intervals(ids, max_intervals)
         with_nulls = self.null_fragment in ids
         if max_intervals is None or len(tested) <= max_intervals:
-            return _ranges_condition(tested, column, with_nulls)
-        coarse = _ranges_condition(self.intervals(ids, max_intervals), column, with_nulls)
-        return exp.and_(membership_tree(tested, column, with_nulls), coarse)
+            return ranges_sql(tested, target, with_nulls).text
+        coarse = ranges_sql(self.intervals(ids, max_intervals), target, with_nulls)
+        tree = membership_tree_sql(tested, target, with_nulls)
+        return f"{tree.operand()} AND {coarse.operand()}"
+
+    def predicate(
+        self, fragments: Iterable[int], column: exp.Expr | None = None, max_intervals: int | None = None
+    ) -> exp.Expr:
+        """:meth:`predicate_sql` parsed, for callers that inspect or evaluate the condition."""
+        target = None if column is None else column.sql(dialect="spark")
+        return sqlglot.parse_one(self.predicate_sql(fragments, target, max_intervals), dialect="spark")
 
     def _tested_intervals(self, ids: set[int], max_intervals: int | None) -> list[Interval]:
         """The ranges :meth:`predicate` tests: the sketch's own, or past
@@ -202,10 +216,6 @@ class RangePartition:
         equi-depth fragments, about the share of its rows (NULLs aside)."""
         tested = self._tested_intervals({int(f) for f in fragments}, max_intervals)
         return sum(i.last - i.first + 1 for i in tested) / self.fragment_count
-
-    def predicate_sql(self, fragments: Iterable[int], column: str | None = None) -> str:
-        target = exp.column(*reversed(column.split(".", 1))) if column else None
-        return self.predicate(fragments, target).sql(dialect="spark")
 
     # -- storage -----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -229,53 +239,75 @@ class RangePartition:
         return cls(table, attribute, tuple(decode(c) if decode else c for c in data["cuts"]))
 
 
-def _ranges_condition(intervals: Sequence[Interval], column: exp.Expr, with_nulls: bool) -> exp.Expr:
+@dataclass(frozen=True)
+class ConditionSql:
+    """Rendered condition text; ``connective`` if its top level is an AND or OR, which must be
+    parenthesized where it becomes an operand of another AND (as sqlglot prints it)."""
+
+    text: str
+    connective: bool
+
+    def operand(self) -> str:
+        return f"({self.text})" if self.connective else self.text
+
+
+def ranges_sql(intervals: Sequence[Interval], column: str, with_nulls: bool) -> ConditionSql:
     """``intervals`` as an OR of range conditions (plus ``IS NULL``), the form Parquet can use."""
-    parts: list[exp.Expr] = []
+    parts: list[ConditionSql] = []
     for interval in intervals:
-        bounds: list[exp.Expr] = []
+        bounds: list[str] = []
         if interval.low is not None:
-            bounds.append(exp.GTE(this=column.copy(), expression=sql_literal(interval.low)))
+            bounds.append(f"{column} >= {literal_sql(interval.low)}")
         if interval.high is not None:
-            bounds.append(exp.LT(this=column.copy(), expression=sql_literal(interval.high)))
-        parts.append(exp.and_(*bounds) if bounds else _is_null(column, negate=True))
+            bounds.append(f"{column} < {literal_sql(interval.high)}")
+        if bounds:
+            parts.append(ConditionSql(" AND ".join(bounds), len(bounds) > 1))
+        else:
+            parts.append(ConditionSql(f"NOT {column} IS NULL", False))
     if with_nulls:
-        parts.append(_is_null(column))
+        parts.append(ConditionSql(f"{column} IS NULL", False))
     if not parts:
-        return exp.false()
-    return exp.or_(*parts) if len(parts) > 1 else parts[0]
+        return ConditionSql("FALSE", False)
+    if len(parts) == 1:
+        return parts[0]
+    return ConditionSql(" OR ".join(part.operand() for part in parts), True)
 
 
-def membership_tree(intervals: Sequence[Interval], column: exp.Expr, with_nulls: bool) -> exp.Expr:
+def membership_tree_sql(intervals: Sequence[Interval], column: str, with_nulls: bool) -> ConditionSql:
     """Whether ``column`` lies in one of the disjoint, sorted ``intervals``, as nested IFs.
 
     The interval bounds are the points where membership flips: a value is in the set iff the
     number of bounds at or below it is odd (even if the first interval is unbounded below).
     Each IF halves the bounds still in question, so a row costs log2(2 n) comparisons.
     """
-    points = [bound for i in intervals for bound in (i.low, i.high) if bound is not None]
+    points = [literal_sql(bound) for i in intervals for bound in (i.low, i.high) if bound is not None]
     starts_inside = bool(intervals) and intervals[0].low is None
 
-    def count_between(low: int, high: int) -> exp.Expr:
+    def count_between(low: int, high: int) -> str:
         # The value has between ``low`` and ``high`` bounds at or below it.
         if low == high:
-            return exp.Boolean(this=starts_inside != (low % 2 == 1))
+            return "TRUE" if starts_inside != (low % 2 == 1) else "FALSE"
         middle = (low + high) // 2
-        return exp.If(
-            this=exp.LT(this=column.copy(), expression=sql_literal(points[middle])),
-            true=count_between(low, middle),
-            false=count_between(middle + 1, high),
+        return (
+            f"IF({column} < {points[middle]}, "
+            f"{count_between(low, middle)}, {count_between(middle + 1, high)})"
         )
 
     # A NULL comparison takes IF's false branch, so NULLs are settled before the search.
     if with_nulls:
-        return exp.or_(_is_null(column), count_between(0, len(points)))
-    return exp.and_(_is_null(column, negate=True), count_between(0, len(points)))
+        return ConditionSql(f"{column} IS NULL OR {count_between(0, len(points))}", True)
+    return ConditionSql(f"NOT {column} IS NULL AND {count_between(0, len(points))}", True)
 
 
-def _is_null(column: exp.Expr, negate: bool = False) -> exp.Expr:
-    test = exp.Is(this=column.copy(), expression=exp.Null())
-    return exp.Not(this=test) if negate else test
+def _identifier_sql(name: str) -> str:
+    return exp.to_identifier(name).sql(dialect="spark")
+
+
+def literal_sql(value: Any) -> str:
+    """:func:`sql_literal` as Spark SQL text; integers, the usual cut points, without sqlglot."""
+    if type(value) is int:
+        return str(value)
+    return sql_literal(value).sql(dialect="spark")
 
 
 def sql_literal(value: Any) -> exp.Expr:

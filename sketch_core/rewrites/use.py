@@ -7,14 +7,32 @@ it added for the condition and projected away again, so operators above see the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from sqlglot import exp
 
 from sketch_core.algebra.ir import Project, Relation, Scan, Select, column, positive_scans, replace_children
+from sketch_core.partitions import RangePartition
 
 # Given the column that holds the attribute, the condition selecting the sketch's fragments.
 Condition = Callable[[exp.Expr], exp.Expr]
+
+
+def sketch_condition(
+    partition: RangePartition, fragments: Iterable[int], max_intervals: int | None = None
+) -> Condition:
+    """The condition of :meth:`RangePartition.predicate_sql` for :func:`instrument_use`.
+
+    It stays Spark SQL text (parenthesized, so it is safe as an operand) instead of becoming a
+    sqlglot tree: the plan is only printed, and trees of a few hundred bounds are slow to build.
+    """
+    kept = frozenset(int(f) for f in fragments)
+
+    def condition(target: exp.Expr) -> exp.Expr:
+        text = partition.predicate_sql(kept, target.sql(dialect="spark"), max_intervals)
+        return exp.Paren(this=exp.Var(this=text))
+
+    return condition
 
 
 def instrument_use(

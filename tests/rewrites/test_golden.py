@@ -7,16 +7,16 @@ UPDATE_GOLDEN=1 to rewrite the expected sections after a deliberate change, then
 from __future__ import annotations
 
 import os
-from functools import partial
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 from sketch_core.algebra.frontend import to_ir
 from sketch_core.algebra.printer import to_sql
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.capture import instrument_capture
-from sketch_core.rewrites.use import instrument_use
+from sketch_core.rewrites.use import instrument_use, sketch_condition
 
 GOLDEN = Path(__file__).parent / "golden"
 SCHEMAS = {
@@ -45,7 +45,7 @@ def rewrite(sql: str) -> dict[str, str]:
     capture = instrument_capture(parsed.plan, attributes={t: p.attribute for t, p in PARTITIONS.items()})
     used, _ = instrument_use(
         parsed.plan,
-        {t: (p.attribute, partial(p.predicate, FRAGMENTS[t])) for t, p in PARTITIONS.items()},
+        {t: (p.attribute, sketch_condition(p, FRAGMENTS[t])) for t, p in PARTITIONS.items()},
     )
     return {
         "capture": to_sql(capture.plan, pretty=True),
@@ -79,3 +79,9 @@ def test_a_table_without_row_condition_is_still_marked_for_pruned_files() -> Non
     used, filtered = instrument_use(parsed.plan, {"s.sales": ("id", None)})
     assert [scan.table for scan in filtered] == ["s.sales"]
     assert to_sql(used) == to_sql(parsed.plan)  # no condition added
+
+
+def test_a_sketch_condition_keeps_its_precedence_inside_other_conditions() -> None:
+    condition = sketch_condition(RangePartition("s.sales", "id", (100, 200, 300)), [0, 3])
+    combined = exp.and_(condition(exp.column("id")), exp.column("flag"))
+    assert combined.sql(dialect="spark") == "(id < 100 OR id >= 300) AND flag"

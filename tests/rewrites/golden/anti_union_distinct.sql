@@ -128,7 +128,9 @@ FROM (
                 FROM s.sales
               ) AS q5
               WHERE
-                __sketch_id >= 100 AND __sketch_id < 300
+                (
+                  __sketch_id >= 100 AND __sketch_id < 300
+                )
             ) AS q6
           ) AS q7
           WHERE

@@ -61,7 +61,9 @@ FROM (
           amount
         FROM s.sales
         WHERE
-          id >= 100 AND id < 300
+          (
+            id >= 100 AND id < 300
+          )
       ) AS q2
       WHERE
         amount > 50

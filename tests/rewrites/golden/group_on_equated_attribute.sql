@@ -80,7 +80,9 @@ FROM (
             amount
           FROM s.sales
           WHERE
-            id >= 100 AND id < 300
+            (
+              id >= 100 AND id < 300
+            )
         ) AS q2
         JOIN (
           SELECT
@@ -91,7 +93,9 @@ FROM (
             FROM s.sales
           ) AS q4
           WHERE
-            id_2 >= 100 AND id_2 < 300
+            (
+              id_2 >= 100 AND id_2 < 300
+            )
         ) AS q3
           ON id = id_2
       ) AS q5

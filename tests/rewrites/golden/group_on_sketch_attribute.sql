@@ -49,7 +49,9 @@ FROM (
         amount
       FROM s.sales
       WHERE
-        id >= 100 AND id < 300
+        (
+          id >= 100 AND id < 300
+        )
     ) AS q1
     GROUP BY
       id

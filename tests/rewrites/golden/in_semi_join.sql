@@ -85,7 +85,9 @@ FROM (
             FROM s.sales
           ) AS q3
           WHERE
-            __sketch_id >= 100 AND __sketch_id < 300
+            (
+              __sketch_id >= 100 AND __sketch_id < 300
+            )
         ) AS q4
       ) AS q5
       WHERE

@@ -76,7 +76,9 @@ FROM (
             FROM s.sales
           ) AS q4
           WHERE
-            __sketch_id >= 100 AND __sketch_id < 300
+            (
+              __sketch_id >= 100 AND __sketch_id < 300
+            )
         ) AS q5
       ) AS q2
       JOIN (

@@ -76,7 +76,9 @@ FROM (
         FROM s.sales
       ) AS q1
       WHERE
-        __sketch_id >= 100 AND __sketch_id < 300
+        (
+          __sketch_id >= 100 AND __sketch_id < 300
+        )
     ) AS q2
   ) AS q3
   GROUP BY

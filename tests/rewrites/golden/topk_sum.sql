@@ -62,7 +62,9 @@ FROM (
           FROM s.sales
         ) AS q2
         WHERE
-          __sketch_id >= 100 AND __sketch_id < 300
+          (
+            __sketch_id >= 100 AND __sketch_id < 300
+          )
       ) AS q3
     ) AS q4
     GROUP BY
