@@ -1,0 +1,1 @@
+"""Cost-based choice of the sketch attribute (CBS): stratified samples and selectivity estimates."""
