@@ -45,6 +45,22 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
     return value
 
 
+def _share_env(name: str, default: float, *, allow_zero: bool = False) -> float:
+    """A fraction in (0, 1] (or [0, 1] with ``allow_zero``)."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={raw!r} is not a number") from exc
+    if not (0 <= value <= 1) or (value == 0 and not allow_zero):
+        raise ConfigurationError(
+            f"{name}={value} must be a share of the table, in {'[' if allow_zero else '('}0, 1]"
+        )
+    return value
+
+
 def _choice_env(name: str, default: str, choices: tuple[str, ...]) -> str:
     raw = (os.environ.get(name) or default).strip().lower()
     if raw not in choices:
@@ -114,6 +130,10 @@ class Settings:
     state_budget_bytes: int = 0
     state_top_m: int = 10
     state_revisit_seconds: int = 300
+    # Cost-based attribute choice (CBS): stratified samples at this rate (CBS Sec. 11 uses 5%
+    # and 10%), drawn again once more than `sample_max_drift` of the table has changed.
+    sample_rate: float = 0.05
+    sample_max_drift: float = 0.1
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -148,6 +168,8 @@ class Settings:
             state_budget_bytes=_int_env("SKETCH_STATE_BUDGET_MB", 0, minimum=0) * 1024 * 1024,
             state_top_m=_int_env("SKETCH_STATE_TOP_M", 10),
             state_revisit_seconds=_int_env("SKETCH_STATE_REVISIT_SECONDS", 300, minimum=0),
+            sample_rate=_share_env("SKETCH_SAMPLE_RATE", 0.05),
+            sample_max_drift=_share_env("SKETCH_SAMPLE_MAX_DRIFT", 0.1, allow_zero=True),
         )
 
     def with_metastore(self, url: str) -> Settings:

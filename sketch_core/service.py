@@ -22,6 +22,7 @@ from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_para
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.parse_cache import ParsedQueryCache
 from sketch_core.algebra.printer import to_sql
+from sketch_core.choice.store import SampleStore
 from sketch_core.config import Settings
 from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import forecast_next, predict
@@ -58,6 +59,7 @@ from sketch_core.metastore.costs import CostRecords
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
 from sketch_core.metastore.policies import PolicyRepository
+from sketch_core.metastore.samples import SampleRepository
 from sketch_core.metastore.sketches import (
     FinishedRun,
     PartitionRecord,
@@ -251,6 +253,14 @@ class SketchService:
         self.policies = PolicyRepository(engine)
         self.costs = CostRecords(engine)
         self.state_store = StateStore(settings.warehouse / "_sketch_state")
+        self.samples = SampleStore(
+            SampleRepository(engine),
+            self.commit_log,
+            settings.warehouse,
+            lambda: self.spark,
+            rate=settings.sample_rate,
+            max_drift=settings.sample_max_drift,
+        )
         self._spark = spark
         # Stored partitions are immutable (a new computation gets a new id), so parsing one
         # (10,000 cuts: ~10 ms) is done once per service, not on every query.

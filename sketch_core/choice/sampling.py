@@ -111,6 +111,28 @@ def draw_stratified(
     )
 
 
+def sample_from_rows(
+    rows: pa.Table, group_columns: Sequence[str], rate: float, stratum_rows_column: str
+) -> StratifiedSample:
+    """A sample drawn elsewhere (on Spark): ``rows`` holds the sampled rows and, in
+    ``stratum_rows_column``, the table rows of each row's stratum. No group columns: one stratum."""
+    if stratum_rows_column not in rows.column_names:
+        raise SamplingError(f"the sampled rows have no {stratum_rows_column!r} column")
+    sizes = rows.column(stratum_rows_column).to_numpy(zero_copy_only=False).astype(np.int64)
+    data = rows.drop_columns([stratum_rows_column])
+    strata, count = stratum_ids(data, group_columns)
+    stratum_rows = np.zeros(count, dtype=np.int64)
+    stratum_rows[strata] = sizes
+    return StratifiedSample(
+        rows=data,
+        strata=strata,
+        stratum_rows=stratum_rows,
+        stratum_samples=np.bincount(strata, minlength=count),
+        group_columns=tuple(group_columns),
+        rate=rate,
+    )
+
+
 def quota(rows: int, rate: float) -> int:
     """The rows a stratum of ``rows`` rows keeps at ``rate``."""
     return min(rows, max(1, math.ceil(rate * rows)))

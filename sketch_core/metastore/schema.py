@@ -184,3 +184,28 @@ state_modes = Table(
     Column("reason", Text, nullable=False),
     Column("decided_at", DateTime(timezone=True), nullable=False),
 )
+
+samples = Table(
+    "samples",
+    metadata,
+    Column("sample_id", BigInteger, primary_key=True),
+    Column("table_id", BigInteger, ForeignKey("sketch.tables.table_id"), nullable=False),
+    Column("group_columns", ARRAY(Text), nullable=False),
+    Column("rate", Float, nullable=False),
+    Column("drawn_at_seq", BigInteger, nullable=False),
+    Column("table_rows", BigInteger, nullable=False),
+    Column("sample_rows", BigInteger, nullable=False),
+    Column("strata", BigInteger, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("drawn_at", DateTime(timezone=True), nullable=False),
+)
+
+attribute_choices = Table(
+    "attribute_choices",
+    metadata,
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id"), primary_key=True),
+    Column("strategy", Text, nullable=False),
+    Column("estimates", JSONB, nullable=False),
+    Column("outcome", JSONB),
+    Column("decided_at", DateTime(timezone=True), nullable=False),
+)

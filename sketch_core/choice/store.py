@@ -1,0 +1,99 @@
+"""Stratified samples of pinned tables, kept for reuse (CBS Sec. 7.1: samples are cached per
+group-by attributes and shared by the queries grouping on them).
+
+A sample is drawn on Spark (:func:`sketch_core.spark.sampling.draw_sample`), written as one
+Parquet file under ``<warehouse>/_sketch_samples/`` and recorded in the metastore. It is reused
+for any snapshot of its table until the rows inserted and deleted between the snapshot it was
+drawn from and the one asked for exceed ``max_drift`` of the table; then it is drawn again and
+the old file deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from sketch_core.choice.sampling import StratifiedSample, sample_from_rows
+from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.samples import SampleRecord, SampleRepository
+from sketch_core.spark.sampling import STRATUM_ROWS, draw_sample
+from sketch_core.spark.views import pinned_dataframe
+from sketch_core.tables.pinned import PinnedSnapshot
+
+log = logging.getLogger(__name__)
+SAMPLES_DIRECTORY = "_sketch_samples"
+
+
+class SampleStore:
+    def __init__(
+        self,
+        repository: SampleRepository,
+        commit_log: CommitLog,
+        warehouse: Path,
+        spark: Callable[[], SparkSession],
+        *,
+        rate: float,
+        max_drift: float,
+        seed: int = 0,
+    ) -> None:
+        self.repository = repository
+        self.commit_log = commit_log
+        self.directory = warehouse / SAMPLES_DIRECTORY
+        self.spark = spark
+        self.rate = rate
+        self.max_drift = max_drift
+        self.seed = seed
+
+    def sample(self, pinned: PinnedSnapshot, group_columns: Sequence[str]) -> tuple[StratifiedSample, bool]:
+        """The sample of ``pinned``'s table stratified by ``group_columns``; and whether it was
+        drawn now (False: a stored one was reused)."""
+        columns = tuple(group_columns)
+        record = self.repository.find(pinned.table, columns, self.rate)
+        if record is not None and Path(record.path).exists() and self.drift(record, pinned) <= self.max_drift:
+            return self._load(record), False
+        return self._load(self._draw(pinned, columns)), True
+
+    def drift(self, record: SampleRecord, pinned: PinnedSnapshot) -> float:
+        """Rows inserted and deleted between the sample's snapshot and ``pinned``, as a share of
+        the table the sample was drawn from."""
+        low, high = sorted((record.drawn_at_seq, pinned.sequence))
+        commits = self.commit_log.commits(pinned.table, after_seq=low, until_seq=high)
+        changed = sum(c.added_rows + c.deleted_rows for c in commits)
+        return changed / max(1, record.table_rows)
+
+    def _draw(self, pinned: PinnedSnapshot, columns: tuple[str, ...]) -> SampleRecord:
+        rows, stratified_by = draw_sample(
+            pinned_dataframe(self.spark(), pinned), columns, self.rate, self.seed
+        )
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"{pinned.table}-{uuid.uuid4().hex}.parquet"
+        pq.write_table(rows, path)
+        sample = sample_from_rows(rows, stratified_by, self.rate, STRATUM_ROWS)
+        record = SampleRecord(
+            table=pinned.table,
+            group_columns=columns,
+            rate=self.rate,
+            drawn_at_seq=pinned.sequence,
+            table_rows=pinned.record_count,
+            sample_rows=rows.num_rows,
+            strata=len(sample.stratum_rows) if stratified_by else 1,
+            path=str(path),
+        )
+        replaced = self.repository.record(record)
+        if replaced is not None:
+            Path(replaced).unlink(missing_ok=True)
+        log.info(
+            "drew a %d-row sample of %s (%s)", rows.num_rows, pinned.table, ", ".join(columns) or "uniform"
+        )
+        return record
+
+    def _load(self, record: SampleRecord) -> StratifiedSample:
+        rows = pq.read_table(record.path)
+        # One stratum: the groups were too many to stratify by (or there is one group).
+        stratified_by = record.group_columns if record.strata > 1 else ()
+        return sample_from_rows(rows, stratified_by, record.rate, STRATUM_ROWS)
