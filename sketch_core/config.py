@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from sketch_core.errors import ConfigurationError
+
+T = TypeVar("T")
 
 DEFAULT_SPARK_MASTER = "local[2]"
 # Arrow in-memory bytes per data file (PyIceberg's unit). 8 MiB gives ~1-3 MiB Parquet files:
@@ -32,14 +36,21 @@ def default_home() -> Path:
     return cache / "sketch-skipping"
 
 
-def _int_env(name: str, default: int, minimum: int = 1) -> int:
+def _parsed_env(name: str, parse: Callable[[str], T], kind: str) -> T | None:
+    """``name``'s value parsed, or None when it is unset or empty."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
-        return default
+        return None
     try:
-        value = int(raw)
+        return parse(raw)
     except ValueError as exc:
-        raise ConfigurationError(f"{name}={raw!r} is not an integer") from exc
+        raise ConfigurationError(f"{name}={raw!r} is not {kind}") from exc
+
+
+def _int_env(name: str, default: int, minimum: int = 1) -> int:
+    value = _parsed_env(name, int, "an integer")
+    if value is None:
+        return default
     if value < minimum:
         raise ConfigurationError(f"{name}={value} must be at least {minimum}")
     return value
@@ -47,17 +58,12 @@ def _int_env(name: str, default: int, minimum: int = 1) -> int:
 
 def _share_env(name: str, default: float, *, allow_zero: bool = False) -> float:
     """A fraction in (0, 1] (or [0, 1] with ``allow_zero``)."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    value = _parsed_env(name, float, "a number")
+    if value is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"{name}={raw!r} is not a number") from exc
     if not (0 <= value <= 1) or (value == 0 and not allow_zero):
-        raise ConfigurationError(
-            f"{name}={value} must be a share of the table, in {'[' if allow_zero else '('}0, 1]"
-        )
+        low = "[" if allow_zero else "("
+        raise ConfigurationError(f"{name}={value} must be a share of the table, in {low}0, 1]")
     return value
 
 
