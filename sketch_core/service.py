@@ -22,6 +22,9 @@ from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_para
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.parse_cache import ParsedQueryCache
 from sketch_core.algebra.printer import to_sql
+from sketch_core.choice.estimation import DEFAULT_REPLICATES
+from sketch_core.choice.query import AttributeEstimates, SampledTable, estimate_candidates
+from sketch_core.choice.shape import aggregation_shape
 from sketch_core.choice.store import SampleStore
 from sketch_core.config import Settings
 from sketch_core.cost_advisor import CostAdvisor
@@ -354,6 +357,80 @@ class SketchService:
 
     def _pin_query(self, sql: str, sequence: int) -> dict[str, PinnedSnapshot]:
         return {name: self.tables.pin(name, sequence) for name in referenced_tables(sql)}
+
+    # -- attribute choice (CBS) ----------------------------------------------------------------
+    def estimate_attributes(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        snapshot: int | None = None,
+        fragments: int | None = None,
+        replicates: int = DEFAULT_REPLICATES,
+    ) -> AttributeEstimates:
+        """Every safe candidate attribute of every table the query reads, with the expected
+        selectivity of a sketch on it, estimated from a stratified sample of the query's largest
+        table (CBS; see :mod:`sketch_core.choice.query`). Candidates: the table's sort key and
+        the columns the query reads; unsafe ones are listed with the reason.
+        """
+        started = time.perf_counter()
+        sequence = self._sequence(snapshot)
+        pins = self._pin_query(sql, sequence)
+        parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
+        statistics = {table: pin.column_bounds() for table, pin in pins.items()}
+        candidates, refused = self._safe_candidates(parsed.plan, pins, statistics)
+        shape = aggregation_shape(parsed.plan)
+        if isinstance(shape, str):
+            return AttributeEstimates(candidates, refused, None, reason=shape)
+        positive = {scan.table for scan in positive_scans(parsed.plan)}
+        fact = max(sorted(positive), key=lambda t: pins[t].record_count)
+        stored = self.samples.sample(pins[fact], group_by_attributes(parsed.plan).get(fact, []))
+        view = f"__sample_{abs(hash(stored.path))}"
+        self.spark.read.parquet(stored.path).createOrReplaceTempView(view)
+        count = fragments or self.settings.fragments
+
+        def partition_of(table: str, attribute: str) -> RangePartition | None:
+            found = self.sketches.find_partition(table, attribute, count)
+            return None if found is None else self._partition(found.partition_id)[1]
+
+        estimation = estimate_candidates(
+            self.spark,
+            shape,
+            {table: register_view(self.spark, pin) for table, pin in pins.items()},
+            SampledTable(fact, stored.sample, view),
+            candidates,
+            partition_of,
+            count,
+            replicates=replicates,
+        )
+        return AttributeEstimates(
+            candidates,
+            refused,
+            estimation,
+            sampled_table=fact,
+            sample_drawn=stored.drawn,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _safe_candidates(
+        self, plan: Relation, pins: Mapping[str, PinnedSnapshot], statistics: Statistics
+    ) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
+        """Per positive table: its sort key and the columns the query reads, each checked alone."""
+        read: dict[str, list[str]] = {}
+        for scan in positive_scans(plan):
+            record = self.commit_log.get_table(scan.table)
+            columns = read.setdefault(scan.table, list(record.sort_by[:1]) if record else [])
+            columns += [c for c in scan.source_columns if c not in columns]
+        safe: dict[str, list[str]] = {}
+        refused: dict[str, list[tuple[str, str]]] = {}
+        for table, columns in read.items():
+            for attribute in columns:
+                result = check_safety(plan, {table: attribute}, statistics)
+                if result.safe:
+                    safe.setdefault(table, []).append(attribute)
+                else:
+                    refused.setdefault(table, []).append((attribute, result.reason or "unsafe"))
+        return safe, refused
 
     # -- capture --------------------------------------------------------------------------------
     def capture(

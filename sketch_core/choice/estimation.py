@@ -52,12 +52,14 @@ class AggregateInput:
 @dataclass(frozen=True)
 class ResultSelection:
     """Which groups the query returns: those passing ``having`` (over the estimated aggregates,
-    one array per aggregate name), or the ``limit`` first by ``order_by``; or all of them."""
+    one array per aggregate name), or the ``limit`` first by ``order_by``; or all of them.
+    ``choose`` replaces both: given the estimates and which groups exist, the groups returned."""
 
     having: Callable[[Mapping[str, np.ndarray]], np.ndarray] | None = None
     order_by: str | None = None
     descending: bool = True
     limit: int | None = None
+    choose: Callable[[Mapping[str, np.ndarray], np.ndarray], np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         if (self.order_by is None) != (self.limit is None):
@@ -67,17 +69,25 @@ class ResultSelection:
 @dataclass(frozen=True)
 class CandidateFragments:
     """Per sampled row, the fragment its value of the candidate attribute falls in; how many
-    fragments the partition has; and whether the value is fixed by the row's group."""
+    fragments the partition has; and whether the value is fixed by the row's group.
+
+    With ``occupancy`` the ids are distinct values, not fragments (no partition is known): the
+    estimated count of values k becomes the fragments that k values spread over equi-depth
+    fragments are expected to occupy, ``n * (1 - (1 - 1/n) ** k)``."""
 
     fragments: np.ndarray
     fragment_count: int
     determined_by_group: bool = False
+    occupancy: bool = False
+    # Estimated table rows per fragment id (fragments need not hold equal shares: repeated
+    # quantiles collapse); None: equal shares.
+    fragment_rows: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class SelectivityEstimate:
     attribute: str
-    selectivity: float  # expected share of the table the sketch keeps (bootstrap mean)
+    selectivity: float  # expected share of the table's rows the sketch keeps (bootstrap mean)
     low: float  # bootstrap interval at the requested confidence
     high: float
     fragments: float  # expected number of fragments in the sketch
@@ -106,30 +116,63 @@ class Estimation:
 
 
 class SampleEstimator:
-    """Estimates for one query over one sample; the inputs are per sampled row."""
+    """Estimates for one query over the rows of a sample.
+
+    The per-row inputs cover the sampled rows the query reads (all of them, or only those that
+    passed its joins and WHERE clause: a row left out counts as one that failed). ``weights``
+    are the table rows each sampled row stands for; ``strata`` number their strata and
+    ``stratum_samples`` says how many rows each stratum's sample has in all.
+    """
 
     def __init__(
         self,
-        sample: StratifiedSample,
+        weights: np.ndarray,
+        strata: np.ndarray,
+        stratum_samples: np.ndarray,
         groups: np.ndarray,
         group_count: int,
         aggregates: Sequence[AggregateInput],
         selection: ResultSelection,
         passes: np.ndarray | None = None,
     ) -> None:
-        rows = sample.rows.num_rows
-        if len(groups) != rows or (passes is not None and len(passes) != rows):
+        rows = len(weights)
+        if len(strata) != rows or len(groups) != rows or (passes is not None and len(passes) != rows):
             raise SamplingError("every per-row input must have one entry per sampled row")
         for aggregate in aggregates:
             if aggregate.values is not None and len(aggregate.values) != rows:
                 raise SamplingError(f"aggregate {aggregate.name!r} has the wrong number of values")
-        self.sample = sample
+        if np.any(np.bincount(strata, minlength=len(stratum_samples)) > stratum_samples):
+            raise SamplingError("a stratum has more rows than its sample")
+        self.weights = weights.astype(float)
+        self.strata = strata.astype(np.int64)
+        self.stratum_samples = stratum_samples.astype(np.int64)
         self.groups = groups.astype(np.int64)
         self.group_count = group_count
         self.aggregates = list(aggregates)
         self.selection = selection
         self.passes = np.ones(rows, dtype=bool) if passes is None else passes.astype(bool)
-        self.weights = sample.weights()
+
+    @classmethod
+    def over_sample(
+        cls,
+        sample: StratifiedSample,
+        groups: np.ndarray,
+        group_count: int,
+        aggregates: Sequence[AggregateInput],
+        selection: ResultSelection,
+        passes: np.ndarray | None = None,
+    ) -> SampleEstimator:
+        """An estimator over every row of ``sample``."""
+        return cls(
+            sample.weights(),
+            sample.strata,
+            sample.stratum_samples,
+            groups,
+            group_count,
+            aggregates,
+            selection,
+            passes,
+        )
 
     # -- one estimate -----------------------------------------------------------------------
     def aggregate_estimates(self, index: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -145,6 +188,9 @@ class SampleEstimator:
 
     def result(self, estimates: Mapping[str, np.ndarray], exists: np.ndarray) -> np.ndarray:
         """Which groups the query would return, were the estimates the true values."""
+        if self.selection.choose is not None:
+            chosen_groups = np.asarray(self.selection.choose(estimates, exists), dtype=bool)
+            return np.asarray(chosen_groups & exists, dtype=bool)
         chosen = exists.copy()
         if self.selection.having is not None:
             with np.errstate(invalid="ignore"):
@@ -158,20 +204,38 @@ class SampleEstimator:
             chosen[ranking] = True
         return chosen
 
-    def selectivity(self, index: np.ndarray, chosen: np.ndarray, candidate: CandidateFragments) -> float:
-        """Expected number of fragments of ``candidate`` holding the result's provenance."""
+    def sketch_size(
+        self, index: np.ndarray, chosen: np.ndarray, candidate: CandidateFragments
+    ) -> tuple[float, float]:
+        """Expected fragments of ``candidate`` holding the result's provenance, and the share of
+        the table's rows those fragments hold."""
         provenance = chosen[self.groups[index]] & self.passes[index]
         fragments = candidate.fragments[index][provenance]
         if len(fragments) == 0:
-            return 0.0
-        _, counts = np.unique(fragments, return_counts=True)
+            return 0.0, 0.0
+        ids, counts = np.unique(fragments, return_counts=True)
         seen = float(len(counts))
         if candidate.determined_by_group:
-            return seen
-        represented = float(self.weights[index][provenance].sum())  # table rows the provenance rows stand for
-        once = float(np.count_nonzero(counts == 1))
-        guess = np.sqrt(max(represented, 1.0) / len(fragments)) * once + (seen - once)
-        return float(min(max(guess, seen), candidate.fragment_count, max(represented, seen)))
+            distinct = seen
+        else:
+            represented = float(self.weights[index][provenance].sum())  # table rows they stand for
+            once = float(np.count_nonzero(counts == 1))
+            guess = np.sqrt(max(represented, 1.0) / len(fragments)) * once + (seen - once)
+            distinct = min(max(guess, seen), max(represented, seen))
+        total = max(1, candidate.fragment_count)
+        if candidate.occupancy:
+            occupied = float(total * (1 - (1 - 1 / total) ** distinct))
+            return occupied, occupied / total
+        count = float(min(distinct, total))
+        rows = candidate.fragment_rows
+        if rows is None or rows.sum() <= 0:
+            return count, count / total
+        # The fragments seen hold what they hold; those estimated but not seen hold what an
+        # unseen fragment holds on average.
+        seen_rows = float(rows[ids].sum())
+        unseen = max(1.0, len(rows) - seen)
+        extra = max(0.0, count - seen) * (float(rows.sum()) - seen_rows) / unseen
+        return count, min(1.0, (seen_rows + extra) / float(rows.sum()))
 
     # -- with the bootstrap -----------------------------------------------------------------
     def estimate(
@@ -182,18 +246,18 @@ class SampleEstimator:
         seed: int = 0,
     ) -> Estimation:
         for name, candidate in candidates.items():
-            if len(candidate.fragments) != self.sample.rows.num_rows:
+            if len(candidate.fragments) != len(self.weights):
                 raise SamplingError(f"candidate {name!r} has the wrong number of fragment ids")
-        everything = np.arange(self.sample.rows.num_rows)
+        everything = np.arange(len(self.weights))
         values, exists = self.aggregate_estimates(everything)
         selected = self.result(values, exists)
-        point = {name: self.selectivity(everything, selected, c) for name, c in candidates.items()}
+        point = {name: self.sketch_size(everything, selected, c)[1] for name, c in candidates.items()}
 
         rng = np.random.default_rng(seed)
-        resample = _Resampler(self.sample.strata)
+        resample = _Resampler(self.strata, self.stratum_samples)
         in_result = np.zeros(self.group_count)
         draws: dict[str, list[np.ndarray]] = {a.name: [] for a in self.aggregates}
-        fragments: dict[str, list[float]] = {name: [] for name in candidates}
+        sizes: dict[str, list[tuple[float, float]]] = {name: [] for name in candidates}
         for _ in range(max(1, replicates)):
             index = resample.draw(rng)
             estimates, present = self.aggregate_estimates(index)
@@ -205,7 +269,7 @@ class SampleEstimator:
             # as drawn: a resample repeats rows, which a distinct-value estimate would read
             # as fewer fragments.
             for name, candidate in candidates.items():
-                fragments[name].append(self.selectivity(everything, chosen, candidate))
+                sizes[name].append(self.sketch_size(everything, chosen, candidate))
 
         tail = (1 - confidence) / 2 * 100
         low: dict[str, np.ndarray] = {}
@@ -217,36 +281,39 @@ class SampleEstimator:
                 high[name] = np.nanpercentile(stacked, 100 - tail, axis=0) if stacked.size else stacked
         groups = GroupEstimates(values, low, high, in_result / max(1, replicates), selected)
         estimates_by_candidate = {}
-        for name, candidate in candidates.items():
-            counts = np.asarray(fragments[name])
-            total = max(1, candidate.fragment_count)
-            mean = float(counts.mean())
+        for name in candidates:
+            counts, shares = (np.asarray(column) for column in zip(*sizes[name], strict=True))
+            mean = float(shares.mean())
             estimates_by_candidate[name] = SelectivityEstimate(
                 attribute=name,
-                selectivity=mean / total,
-                low=min(mean, float(np.percentile(counts, tail))) / total,
-                high=max(mean, float(np.percentile(counts, 100 - tail))) / total,
-                fragments=mean,
-                point=point[name] / total,
+                selectivity=mean,
+                low=min(mean, float(np.percentile(shares, tail))),
+                high=max(mean, float(np.percentile(shares, 100 - tail))),
+                fragments=float(counts.mean()),
+                point=point[name],
             )
         return Estimation(groups, estimates_by_candidate)
 
 
 class _Resampler:
-    """Bootstrap resamples of the sample: within each stratum, as many rows as it has, drawn
-    with replacement (the strata keep their sizes, so the weights stay valid)."""
+    """Bootstrap resamples: each stratum's whole sample drawn again with replacement (so the
+    strata keep their sizes and the weights stay valid). A draw of one of the stratum's sampled
+    rows that are not among the rows given (they failed the query's joins or WHERE) is a row
+    that contributes nothing, and is left out of the returned positions."""
 
-    def __init__(self, strata: np.ndarray) -> None:
+    def __init__(self, strata: np.ndarray, stratum_samples: np.ndarray) -> None:
         self.order = np.argsort(strata, kind="stable")
-        ordered = strata[self.order]
-        sizes = np.bincount(ordered) if len(ordered) else np.zeros(0, dtype=np.int64)
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])) if len(sizes) else sizes
-        self.row_start = starts[ordered]
-        self.row_size = sizes[ordered]
+        present = np.bincount(strata, minlength=len(stratum_samples))
+        self.start = np.concatenate(([0], np.cumsum(present)[:-1])) if len(present) else present
+        self.present = present
+        self.draw_stratum = np.repeat(np.arange(len(stratum_samples)), stratum_samples)
+        self.draw_size = stratum_samples[self.draw_stratum]
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        offsets = np.floor(rng.random(len(self.order)) * self.row_size).astype(np.int64)
-        return np.asarray(self.order[self.row_start + offsets], dtype=np.int64)
+        offsets = np.floor(rng.random(len(self.draw_stratum)) * self.draw_size).astype(np.int64)
+        kept = offsets < self.present[self.draw_stratum]
+        positions = self.start[self.draw_stratum[kept]] + offsets[kept]
+        return np.asarray(self.order[positions], dtype=np.int64)
 
 
 def _aggregate(

@@ -13,12 +13,15 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from sketch_core.choice.sampling import StratifiedSample, sample_from_rows
+from sketch_core.choice.sampling import SAMPLE_ROW, StratifiedSample, sample_from_rows
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.samples import SampleRecord, SampleRepository
 from sketch_core.spark.sampling import STRATUM_ROWS, draw_sample
@@ -27,6 +30,13 @@ from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
 SAMPLES_DIRECTORY = "_sketch_samples"
+
+
+@dataclass(frozen=True)
+class StoredSample:
+    sample: StratifiedSample
+    path: str  # its Parquet file, with the SAMPLE_ROW column
+    drawn: bool  # drawn now (False: a stored one was reused)
 
 
 class SampleStore:
@@ -49,14 +59,14 @@ class SampleStore:
         self.max_drift = max_drift
         self.seed = seed
 
-    def sample(self, pinned: PinnedSnapshot, group_columns: Sequence[str]) -> tuple[StratifiedSample, bool]:
-        """The sample of ``pinned``'s table stratified by ``group_columns``; and whether it was
-        drawn now (False: a stored one was reused)."""
+    def sample(self, pinned: PinnedSnapshot, group_columns: Sequence[str]) -> StoredSample:
+        """The sample of ``pinned``'s table stratified by ``group_columns``, reused or drawn now."""
         columns = tuple(group_columns)
         record = self.repository.find(pinned.table, columns, self.rate)
         if record is not None and Path(record.path).exists() and self.drift(record, pinned) <= self.max_drift:
-            return self._load(record), False
-        return self._load(self._draw(pinned, columns)), True
+            return StoredSample(self._load(record), record.path, drawn=False)
+        record = self._draw(pinned, columns)
+        return StoredSample(self._load(record), record.path, drawn=True)
 
     def drift(self, record: SampleRecord, pinned: PinnedSnapshot) -> float:
         """Rows inserted and deleted between the sample's snapshot and ``pinned``, as a share of
@@ -72,6 +82,7 @@ class SampleStore:
         )
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{pinned.table}-{uuid.uuid4().hex}.parquet"
+        rows = rows.append_column(SAMPLE_ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         pq.write_table(rows, path)
         sample = sample_from_rows(rows, stratified_by, self.rate, STRATUM_ROWS)
         record = SampleRecord(

@@ -38,7 +38,7 @@ def estimator_for(
     # Group ids in the order of the group values: id i is group value i (every group is sampled).
     values = sample.rows.column("g").to_numpy()
     order = np.unique(values)
-    return SampleEstimator(
+    return SampleEstimator.over_sample(
         sample,
         np.searchsorted(order, values),
         len(order),

@@ -23,8 +23,9 @@ def test_each_group_keeps_its_quota_and_the_sample_is_reused(spark_svc: SketchSe
     name = f"{ns}.facts"
     spark_svc.tables.create(name, grouped(40, 500), sort_by=["id"])
     pin = spark_svc.tables.pin(name)
-    sample, drawn = spark_svc.samples.sample(pin, ["g"])
-    assert drawn and sample.stratified
+    stored = spark_svc.samples.sample(pin, ["g"])
+    sample = stored.sample
+    assert stored.drawn and sample.stratified
     assert list(sample.stratum_rows) == [500] * 40
     # The quota is 25 rows a group; the Spark job falls short only with tiny probability.
     assert list(sample.stratum_samples) == [quota(500, spark_svc.settings.sample_rate)] * 40
@@ -32,9 +33,9 @@ def test_each_group_keeps_its_quota_and_the_sample_is_reused(spark_svc: SketchSe
     assert len(set(ids)) == len(ids)  # no row twice
     assert np.array_equal(sample.rows.column("g").to_numpy(), ids // 500)  # each row from its group
 
-    again, drawn_again = spark_svc.samples.sample(pin, ["g"])
-    assert not drawn_again
-    assert again.rows.column("id").to_pylist() == sample.rows.column("id").to_pylist()
+    again = spark_svc.samples.sample(pin, ["g"])
+    assert not again.drawn
+    assert again.sample.rows.column("id").to_pylist() == sample.rows.column("id").to_pylist()
 
 
 def test_a_table_that_drifted_gets_a_new_sample_and_the_old_file_goes(
@@ -47,11 +48,10 @@ def test_a_table_that_drifted_gets_a_new_sample_and_the_old_file_goes(
     assert first is not None and Path(first.path).exists()
 
     spark_svc.tables.append(name, grouped(1, 100, start=10_000))  # 5% of the table: still fresh
-    _, drawn = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
-    assert not drawn
+    assert not spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"]).drawn
     spark_svc.tables.append(name, grouped(1, 300, start=20_000))  # 20% now
-    sample, drawn = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
-    assert drawn and int(sample.stratum_rows.sum()) == 2_400
+    redrawn = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
+    assert redrawn.drawn and int(redrawn.sample.stratum_rows.sum()) == 2_400
     second = spark_svc.samples.repository.find(name, ["g"], spark_svc.settings.sample_rate)
     assert second is not None and second.path != first.path
     assert not Path(first.path).exists() and Path(second.path).exists()
@@ -60,19 +60,19 @@ def test_a_table_that_drifted_gets_a_new_sample_and_the_old_file_goes(
 def test_too_many_groups_give_one_uniform_stratum(spark_svc: SketchService, ns: str) -> None:
     name = f"{ns}.facts"
     spark_svc.tables.create(name, grouped(2_000, 2), sort_by=["id"])  # 2,000 groups, 200-row sample
-    sample, _ = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
+    sample = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"]).sample
     assert not sample.stratified and list(sample.stratum_rows) == [4_000]
     assert 100 < sample.rows.num_rows < 320  # Bernoulli at 5%: 200 expected
     stored = spark_svc.samples.repository.find(name, ["g"], spark_svc.settings.sample_rate)
     assert stored is not None and stored.strata == 1
-    reloaded, drawn = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
-    assert not drawn and not reloaded.stratified
+    reloaded = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
+    assert not reloaded.drawn and not reloaded.sample.stratified
 
 
 def test_null_group_keys_are_a_stratum(spark_svc: SketchService, ns: str) -> None:
     name = f"{ns}.facts"
     g = pa.array([None] * 300 + [1] * 300, type=pa.int64())
     spark_svc.tables.create(name, pa.table({"id": np.arange(600), "g": g}), sort_by=["id"])
-    sample, _ = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
+    sample = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"]).sample
     assert sorted(sample.stratum_rows.tolist()) == [300, 300]
     assert sample.rows.column("g").null_count == quota(300, spark_svc.settings.sample_rate)

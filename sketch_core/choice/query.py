@@ -1,0 +1,250 @@
+"""Sample-based selectivity estimates for a query's candidate attributes (CBS Sec. 8), on Spark.
+
+The query's largest table is replaced by its stratified sample (the other tables are read in
+full: joined with a sample of the fact table they give a sample of the join, as CBS's join
+templates need). One Spark job evaluates the aggregation's input over it, with per row: the
+group-by values, the aggregates' arguments, the values of every candidate attribute of every
+table, and which sampled row it came from. Everything after that is in-process
+(:class:`~sketch_core.choice.estimation.SampleEstimator`): group estimates, the chain above the
+aggregation (HAVING, top-k) on them, fragments per candidate, bootstrap.
+
+A candidate's values map to fragments through its range partition: the stored one when there
+is one (what a capture would use), otherwise equi-depth cuts from the sample itself for the
+sampled table; for another table without a stored partition the distinct values are estimated
+and turned into an expected number of equi-depth fragments they occupy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from sqlglot import exp
+
+from sketch_core.algebra.ir import Project, Relation, Scan, column, replace_children
+from sketch_core.algebra.printer import to_sql
+from sketch_core.choice.estimation import (
+    AggregateInput,
+    CandidateFragments,
+    Estimation,
+    ResultSelection,
+    SampleEstimator,
+)
+from sketch_core.choice.sampling import SAMPLE_ROW, StratifiedSample, stratum_ids
+from sketch_core.choice.shape import GROUP, AggregationShape, result_groups
+from sketch_core.partitions import RangePartition
+
+
+@dataclass(frozen=True)
+class SampledTable:
+    """The table read through its sample: the sample, and a Spark view over its rows that has
+    :data:`SAMPLE_ROW` (the row's position in ``sample.rows``)."""
+
+    table: str
+    sample: StratifiedSample
+    view: str
+
+
+# A candidate's range partition, when one is known: (table, attribute) -> partition or None.
+PartitionLookup = Callable[[str, str], RangePartition | None]
+
+
+def estimate_candidates(
+    spark: SparkSession,
+    shape: AggregationShape,
+    views: Mapping[str, str],
+    sampled: SampledTable,
+    candidates: Mapping[str, Sequence[str]],
+    partition_of: PartitionLookup,
+    fragments: int,
+    *,
+    replicates: int,
+    seed: int = 0,
+) -> Estimation:
+    """Estimates keyed ``table.attribute`` for every candidate (see the module docstring)."""
+    child, names = _widened(shape.aggregate.child, sampled.table, candidates)
+    outputs: list[tuple[str, exp.Expr]] = [(name, e) for name, e in shape.aggregate.groups]
+    arguments = {}
+    for i, (name, call) in enumerate(shape.aggregate.aggregates):
+        if call.arg is not None:
+            arguments[name] = f"__argument_{i}"
+            outputs.append((arguments[name], call.arg))
+    outputs += [(f"__candidate_{i}", column(n)) for i, n in enumerate(names.values())]
+    outputs.append((SAMPLE_ROW, column(names[(sampled.table, SAMPLE_ROW)])))
+    source = {**views, sampled.table: sampled.view}
+    sql = to_sql(Project(child, tuple(outputs)), source=lambda scan: source[scan.table])
+    rows = spark.sql(sql).toArrow()
+
+    sample = sampled.sample
+    positions = rows.column(SAMPLE_ROW).to_numpy(zero_copy_only=False).astype(np.int64)
+    group_names = [name for name, _ in shape.aggregate.groups]
+    groups, group_count = stratum_ids(rows, group_names)
+    keys = _first_per_group(rows.select(group_names), groups, group_count)
+    aggregates = [
+        AggregateInput(
+            name,
+            call.func,  # type: ignore[arg-type]
+            None
+            if call.arg is None
+            else rows.column(arguments[name]).cast(pa.float64()).to_numpy(zero_copy_only=False),
+        )
+        for name, call in shape.aggregate.aggregates
+    ]
+
+    def choose(estimates: Mapping[str, np.ndarray], exists: np.ndarray) -> np.ndarray:
+        table = keys.append_column(GROUP, pa.array(np.arange(group_count), pa.int64()))
+        for name, values in estimates.items():
+            table = table.append_column(name, pa.array(values, pa.float64()))
+        table = table.filter(pa.array(exists))
+        chosen = np.zeros(group_count, dtype=bool)
+        chosen[result_groups(shape, table)] = True
+        return chosen
+
+    estimator = SampleEstimator(
+        sample.weights()[positions],
+        sample.strata[positions],
+        sample.stratum_samples,
+        groups,
+        group_count,
+        aggregates,
+        ResultSelection(choose=choose),
+    )
+    grouped = {e.name for _, e in shape.aggregate.groups if isinstance(e, exp.Column)}
+    per_candidate = {}
+    for i, ((table, attribute), name) in enumerate(names.items()):
+        if attribute == SAMPLE_ROW:
+            continue
+        values = rows.column(f"__candidate_{i}")
+        per_candidate[f"{table}.{attribute}"] = _fragments(
+            values,
+            partition_of(table, attribute),
+            fragments,
+            determined_by_group=name in grouped,
+            sample=sample if table == sampled.table else None,
+            attribute=attribute,
+        )
+    return estimator.estimate(per_candidate, replicates=replicates, seed=seed)
+
+
+def _widened(
+    plan: Relation, sampled_table: str, candidates: Mapping[str, Sequence[str]]
+) -> tuple[Relation, dict[tuple[str, str], str]]:
+    """``plan`` with every scan also reading its table's candidate attributes (and the sampled
+    table's scan the sample row); and the name each (table, attribute) is read under (from the
+    table's first scan)."""
+    names: dict[tuple[str, str], str] = {}
+    counter = iter(range(1_000_000))
+
+    def widen(scan: Scan) -> Scan:
+        wanted = list(candidates.get(scan.table, ()))
+        if scan.table == sampled_table:
+            wanted.append(SAMPLE_ROW)
+        sources, outputs, types = list(scan.source_columns), list(scan.names), list(scan.types)
+        for attribute in wanted:
+            name = scan.name_of(attribute)
+            if name is None:
+                name = f"__read_{next(counter)}"
+                sources.append(attribute)
+                outputs.append(name)
+                if types:
+                    types.append("")
+            names.setdefault((scan.table, attribute), name)
+        return Scan(scan.table, scan.alias, tuple(sources), tuple(outputs), tuple(types))
+
+    def visit(node: Relation) -> Relation:
+        if isinstance(node, Scan):
+            return widen(node)
+        return replace_children(node, tuple(visit(c) for c in node.children))
+
+    return visit(plan), names
+
+
+def _first_per_group(keys: pa.Table, groups: np.ndarray, count: int) -> pa.Table:
+    """Per group id (0..count-1), the key values of its first row."""
+    order = np.argsort(groups, kind="stable")
+    starts = np.flatnonzero(np.r_[True, groups[order][1:] != groups[order][:-1]]) if len(order) else order
+    first = order[starts]
+    return keys.take(pa.array(first, pa.int64()))
+
+
+def _fragments(
+    values: pa.ChunkedArray,
+    partition: RangePartition | None,
+    fragments: int,
+    *,
+    determined_by_group: bool,
+    sample: StratifiedSample | None,
+    attribute: str,
+) -> CandidateFragments:
+    """The candidate's fragment per row. For the sampled table (``sample``) also the table rows
+    per fragment, estimated from the whole sample; and its partition, when none is stored,
+    from the sample's quantiles."""
+    array = _plain(values)
+    if sample is not None:
+        everything = _plain(sample.rows.column(attribute))
+        partition = partition or sample_partition(everything, fragments)
+    if partition is None:
+        # A table read in full, without a stored partition: each distinct value stands in for
+        # a fragment, and ``occupancy`` turns the estimated count of values into fragments.
+        text = values.cast(pa.string()).fill_null("\0null").to_numpy(zero_copy_only=False)
+        _, codes = np.unique(text, return_inverse=True)
+        return CandidateFragments(codes.astype(np.int64), fragments, determined_by_group, occupancy=True)
+    rows = None
+    if sample is not None:
+        ids = partition.fragments_of(everything)
+        rows = np.bincount(ids, weights=sample.weights(), minlength=partition.fragment_count + 1)
+    return CandidateFragments(
+        partition.fragments_of(array), partition.fragment_count, determined_by_group, fragment_rows=rows
+    )
+
+
+def _plain(values: pa.ChunkedArray) -> np.ndarray:
+    """Values as numpy, dates and timestamps as Python objects (as partitions hold them)."""
+    array: np.ndarray = values.to_numpy(zero_copy_only=False)
+    return array.astype(object) if array.dtype.kind == "M" else array
+
+
+def sample_partition(values: np.ndarray, fragments: int) -> RangePartition | None:
+    """Equi-depth cuts from a sample's values (NULLs left out); None when there are none."""
+    present = values[~_is_null(values)]
+    if len(present) == 0:
+        return None
+    ordered = np.sort(present)
+    positions = (np.arange(1, fragments) * len(ordered)) // fragments
+    cuts = ordered[positions] if len(positions) else ordered[:0]
+    return RangePartition.from_quantiles(
+        "sample", "value", [c.item() if hasattr(c, "item") else c for c in cuts]
+    )
+
+
+def _is_null(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind == "f":
+        return np.asarray(np.isnan(values), dtype=bool)
+    if values.dtype.kind == "O":
+        return np.array([v is None for v in values], dtype=bool)
+    return np.zeros(len(values), dtype=bool)
+
+
+@dataclass(frozen=True)
+class AttributeEstimates:
+    """Per table its safe candidate attributes with their estimates (when the query's shape
+    allows estimating), and the unsafe ones with the reasons; plus how the estimate was made."""
+
+    candidates: dict[str, list[str]]
+    refused: dict[str, list[tuple[str, str]]]
+    estimation: Estimation | None
+    reason: str | None = None  # why there are no estimates
+    sampled_table: str | None = None
+    sample_drawn: bool = False
+    seconds: float = 0.0
+
+    def ranked(self, table: str) -> list[tuple[str, float | None]]:
+        """The table's safe candidates, smallest expected sketch first (unestimated: in order)."""
+        if self.estimation is None:
+            return [(a, None) for a in self.candidates.get(table, [])]
+        found = self.estimation.candidates
+        scored = [(a, found[f"{table}.{a}"].selectivity) for a in self.candidates.get(table, [])]
+        return [(a, s) for a, s in sorted(scored, key=lambda item: item[1])]

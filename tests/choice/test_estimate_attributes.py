@@ -1,0 +1,93 @@
+"""Sample-based estimates of each candidate attribute's sketch selectivity, checked against the
+true selectivity of a sketch captured on that attribute (the differential oracle of issue 7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sketch_core.datasets.tpch_queries import TPCH_QUERIES
+from sketch_core.service import SketchService
+
+pytestmark = pytest.mark.spark
+
+
+def true_selectivity(svc: SketchService, sql: str, table: str, attribute: str, fragments: int) -> float:
+    """The share of the table's rows in the fragments of a sketch captured on ``attribute``."""
+    version = svc.capture(sql, name=None, attributes={table: attribute}, fragments=fragments)
+    _, partition = svc.range_partition(table, attribute, fragments)
+    values = svc.tables.read_arrow(table).column(attribute).to_numpy(zero_copy_only=False)
+    return float(np.isin(partition.fragments_of(values), version.fragments[table]).mean())
+
+
+def skewed_groups(rows: int, groups: int, seed: int) -> pa.Table:
+    """Rows in random order of ``key``; group ``a`` sizes spread from a few rows to hundreds;
+    ``b`` follows ``a`` (a correlated attribute), ``c`` does not."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.lognormal(0, 1.2, groups)
+    a = rng.choice(groups, size=rows, p=sizes / sizes.sum())
+    return pa.table(
+        {
+            "key": np.arange(rows),
+            "a": a,
+            "b": a * 10 + rng.integers(0, 30, rows),
+            "c": rng.integers(0, 1_000_000, rows),
+        }
+    )
+
+
+def test_estimates_rank_the_candidates_of_a_having_query_like_their_sketches(
+    spark_svc: SketchService, ns: str
+) -> None:
+    table = f"{ns}.facts"
+    data = skewed_groups(40_000, 200, seed=5)
+    spark_svc.tables.create(table, data, sort_by=["key"])
+    sizes = np.bincount(data.column("a").to_numpy())
+    threshold = int(np.percentile(sizes[sizes > 0], 90))  # about 20 groups are larger
+    sql = (
+        f"SELECT a, COUNT(*) AS n, MAX(b) AS top_b, MIN(c) AS low_c FROM {table} "
+        f"GROUP BY a HAVING COUNT(*) > {threshold}"
+    )
+    estimates = spark_svc.estimate_attributes(sql, fragments=100, replicates=30)
+    assert estimates.estimation is not None and estimates.sampled_table == table
+    assert estimates.sample_drawn
+    # COUNT(*) > n only loses groups when rows go missing: the attributes are all safe.
+    assert set(estimates.candidates[table]) == {"key", "a", "b", "c"}
+
+    truth = {a: true_selectivity(spark_svc, sql, table, a, 100) for a in estimates.candidates[table]}
+    found = estimates.estimation.candidates
+    for attribute, actual in truth.items():
+        estimate = found[f"{table}.{attribute}"]
+        assert 0 <= estimate.low <= estimate.selectivity <= estimate.high <= 1
+        # Within a quarter of the truth, or 0.05 of the table for small sketches.
+        assert abs(estimate.selectivity - actual) <= max(0.05, actual / 4), (attribute, estimate, actual)
+    best, _ = estimates.ranked(table)[0]
+    assert truth[best] <= min(truth.values()) * 1.1 + 0.01
+    # The large groups' rows are a good half of the table: a sketch on the group attribute
+    # keeps just them, while their rows are spread over every fragment of key and c.
+    assert truth["a"] < 0.65 and min(truth["key"], truth["c"]) > 0.95
+
+    again = spark_svc.estimate_attributes(sql, fragments=100, replicates=30)
+    assert not again.sample_drawn  # the stored sample is reused
+
+
+def test_tpch_top_k_over_joins_gets_estimates_for_every_table(tpch_svc: SketchService) -> None:
+    estimates = tpch_svc.estimate_attributes(TPCH_QUERIES[10], fragments=100, replicates=20)
+    assert estimates.estimation is not None and estimates.sampled_table == "tpch.lineitem"
+    assert {"tpch.lineitem", "tpch.orders", "tpch.customer"} <= set(estimates.candidates)
+    for key, estimate in estimates.estimation.candidates.items():
+        assert 0 <= estimate.selectivity <= 1, key
+    # 20 customers in the result: a sketch on the customer key keeps about 20 of 100 fragments.
+    customer = estimates.estimation.candidates["tpch.customer.c_custkey"]
+    assert 0.1 <= customer.selectivity <= 0.25
+    # The result's 20 groups come from the sample's estimates in every replicate.
+    assert estimates.estimation.groups.in_result.sum() == pytest.approx(20)
+
+
+def test_a_query_without_an_aggregation_has_candidates_but_no_estimates(tpch_svc: SketchService) -> None:
+    estimates = tpch_svc.estimate_attributes(
+        "SELECT l_orderkey, l_quantity FROM tpch.lineitem WHERE l_quantity > 49"
+    )
+    assert estimates.estimation is None and "not an aggregation" in (estimates.reason or "")
+    assert "l_orderkey" in estimates.candidates["tpch.lineitem"]
