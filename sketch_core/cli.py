@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sketch_core.choice.strategies import preferences
 from sketch_core.config import Settings
 from sketch_core.errors import QueryError, SketchError
 from sketch_core.localstack.postgres import PrivatePostgres
@@ -149,6 +150,48 @@ def capture(
     for table, ids in sorted(version.fragments.items()):
         attr, count = version.partitions[table]
         console.print(f"  {table}.{attr}: {len(ids)} of {count} fragments")
+
+
+@app.command("explain-choice")
+def explain_choice(
+    sql: Annotated[str, typer.Argument(help="Spark SQL over ns.table names, or @file.sql.")],
+    param: ParamOption = None,
+    fragments: Annotated[int | None, typer.Option(help="Fragments per partition.")] = None,
+) -> None:
+    """Show each table's candidate sketch attributes with their estimated selectivity (from a
+    stratified sample), and the unsafe ones with the reason."""
+    with _errors(), _service() as svc:
+        params = {k: parse_value(v) for k, v in _pairs(param, "--param").items()}
+        estimates = svc.estimate_attributes(_read_sql(sql), params=params or None, fragments=fragments)
+        strategy = svc.settings.attribute_strategy
+    picks = preferences("cost-all", estimates.tables, estimates.expected_selectivities())
+    view = Table("table", "attribute", "kind", "expected selectivity", "95% interval", "cost-based pick")
+    found = estimates.estimation.candidates if estimates.estimation else {}
+    for table in sorted(estimates.candidates):
+        candidates = estimates.tables[table]
+        for attribute, _ in estimates.ranked(table):
+            kinds = [k for k in ("key", "group-by", "used") if attribute in candidates.pool(k)]
+            e = found.get(f"{table}.{attribute}")
+            best = "smallest" if picks.get(table, [None])[0] == attribute else ""
+            view.add_row(
+                table,
+                attribute,
+                ", ".join(kinds) or "-",
+                "-" if e is None else f"{e.selectivity:.1%}",
+                "-" if e is None else f"{e.low:.1%} - {e.high:.1%}",
+                best,
+            )
+        for attribute, reason in estimates.refused.get(table, []):
+            view.add_row(table, attribute, "unsafe", "-", "-", reason)
+    console.print(view)
+    if estimates.estimation is None:
+        console.print(f"no estimates: {estimates.reason}")
+    else:
+        sample = "drawn now" if estimates.sample_drawn else "stored"
+        console.print(
+            f"estimated from a {sample} sample of {estimates.sampled_table} in {estimates.seconds:.2f}s; "
+            f"captures use the {strategy!r} strategy (SKETCH_ATTRIBUTE_STRATEGY)"
+        )
 
 
 @app.command()

@@ -29,6 +29,16 @@ DEFAULT_FRAGMENTS = 10_000
 DEFAULT_MAX_INTERVALS = 4
 SELF_TUNING_MODES = ("off", "eager", "adaptive")
 MAINTAIN_ON_QUERY = ("off", "incremental", "full", "auto", "cost")
+# sketch_core.choice.strategies describes them.
+ATTRIBUTE_STRATEGIES = (
+    "heuristic",
+    "random-all",
+    "random-used",
+    "random-group-by",
+    "random-key",
+    "cost-all",
+    "cost-group-by",
+)
 
 
 def default_home() -> Path:
@@ -140,6 +150,8 @@ class Settings:
     # and 10%), drawn again once more than `sample_max_drift` of the table has changed.
     sample_rate: float = 0.05
     sample_max_drift: float = 0.1
+    # How a capture without explicit attributes picks them (sketch_core.choice.strategies).
+    attribute_strategy: str = "heuristic"
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -176,6 +188,7 @@ class Settings:
             state_revisit_seconds=_int_env("SKETCH_STATE_REVISIT_SECONDS", 300, minimum=0),
             sample_rate=_share_env("SKETCH_SAMPLE_RATE", 0.05),
             sample_max_drift=_share_env("SKETCH_SAMPLE_MAX_DRIFT", 0.1, allow_zero=True),
+            attribute_strategy=_choice_env("SKETCH_ATTRIBUTE_STRATEGY", "heuristic", ATTRIBUTE_STRATEGIES),
         )
 
     def with_metastore(self, url: str) -> Settings:

@@ -22,10 +22,12 @@ from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_para
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.parse_cache import ParsedQueryCache
 from sketch_core.algebra.printer import to_sql
+from sketch_core.choice.candidates import table_candidates
 from sketch_core.choice.estimation import DEFAULT_REPLICATES
 from sketch_core.choice.query import AttributeEstimates, SampledTable, estimate_candidates
 from sketch_core.choice.shape import aggregation_shape
 from sketch_core.choice.store import SampleStore
+from sketch_core.choice.strategies import TableCandidates, preferences
 from sketch_core.config import Settings
 from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import forecast_next, predict
@@ -57,6 +59,7 @@ from sketch_core.maintenance import (
     store_state,
     summarizable,
 )
+from sketch_core.metastore.choices import AttributeChoiceRepository
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.costs import CostRecords
 from sketch_core.metastore.engine import connect_metastore
@@ -76,7 +79,13 @@ from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.policy import Decision, Policy, PolicyFacts, effective_policy, evaluate
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
 from sketch_core.rewrites.reuse import can_reuse
-from sketch_core.rewrites.safety import Statistics, check_safety, choose_attributes, group_by_attributes
+from sketch_core.rewrites.safety import (
+    SafetyResult,
+    Statistics,
+    check_safety,
+    choose_attributes,
+    group_by_attributes,
+)
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.spark.capture import register_annotated_view, run_capture
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, collect_scratch, delta_partials
@@ -117,6 +126,10 @@ def _fragment_count(fragments: int | Mapping[str, int] | None, table: str, setti
     if isinstance(fragments, int):
         return fragments
     return int(fragments.get(table, settings.fragments))
+
+
+def _unsafe_because(result: SafetyResult) -> str | None:
+    return None if result.safe else result.reason or "unsafe"
 
 
 def _default_name(template: str, params: Mapping[str, Any], partition_ids: Mapping[str, int]) -> str:
@@ -256,6 +269,7 @@ class SketchService:
         self.policies = PolicyRepository(engine)
         self.costs = CostRecords(engine)
         self.state_store = StateStore(settings.warehouse / "_sketch_state")
+        self.choices = AttributeChoiceRepository(engine)
         self.samples = SampleStore(
             SampleRepository(engine),
             self.commit_log,
@@ -368,29 +382,44 @@ class SketchService:
         fragments: int | None = None,
         replicates: int = DEFAULT_REPLICATES,
     ) -> AttributeEstimates:
-        """Every safe candidate attribute of every table the query reads, with the expected
-        selectivity of a sketch on it, estimated from a stratified sample of the query's largest
-        table (CBS; see :mod:`sketch_core.choice.query`). Candidates: the table's sort key and
-        the columns the query reads; unsafe ones are listed with the reason.
-        """
-        started = time.perf_counter()
+        """Every safe attribute of every table the query reads, with the expected selectivity of
+        a sketch on it, estimated from a stratified sample of the query's largest table (CBS;
+        see :mod:`sketch_core.choice.query`); the unsafe ones with the reason."""
         sequence = self._sequence(snapshot)
         pins = self._pin_query(sql, sequence)
         parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
         statistics = {table: pin.column_bounds() for table, pin in pins.items()}
-        candidates, refused = self._safe_candidates(parsed.plan, pins, statistics)
-        shape = aggregation_shape(parsed.plan)
+        return self._estimates(
+            parsed.plan, pins, statistics, fragments or self.settings.fragments, replicates
+        )
+
+    def _estimates(
+        self,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        statistics: Statistics,
+        fragments: int,
+        replicates: int = DEFAULT_REPLICATES,
+    ) -> AttributeEstimates:
+        started = time.perf_counter()
+        tables, refused = table_candidates(
+            plan,
+            {table: pin.schema.names for table, pin in pins.items()},
+            self._sort_keys(pins),
+            lambda table, attribute: _unsafe_because(check_safety(plan, {table: attribute}, statistics)),
+        )
+        candidates = {table: list(c.all) for table, c in tables.items()}
+        shape = aggregation_shape(plan)
         if isinstance(shape, str):
-            return AttributeEstimates(candidates, refused, None, reason=shape)
-        positive = {scan.table for scan in positive_scans(parsed.plan)}
+            return AttributeEstimates(candidates, refused, None, reason=shape, tables=tables)
+        positive = {scan.table for scan in positive_scans(plan)}
         fact = max(sorted(positive), key=lambda t: pins[t].record_count)
-        stored = self.samples.sample(pins[fact], group_by_attributes(parsed.plan).get(fact, []))
+        stored = self.samples.sample(pins[fact], group_by_attributes(plan).get(fact, []))
         view = f"__sample_{abs(hash(stored.path))}"
         self.spark.read.parquet(stored.path).createOrReplaceTempView(view)
-        count = fragments or self.settings.fragments
 
         def partition_of(table: str, attribute: str) -> RangePartition | None:
-            found = self.sketches.find_partition(table, attribute, count)
+            found = self.sketches.find_partition(table, attribute, fragments)
             return None if found is None else self._partition(found.partition_id)[1]
 
         estimation = estimate_candidates(
@@ -400,7 +429,7 @@ class SketchService:
             SampledTable(fact, stored.sample, view),
             candidates,
             partition_of,
-            count,
+            fragments,
             replicates=replicates,
         )
         return AttributeEstimates(
@@ -410,27 +439,15 @@ class SketchService:
             sampled_table=fact,
             sample_drawn=stored.drawn,
             seconds=time.perf_counter() - started,
+            tables=tables,
         )
 
-    def _safe_candidates(
-        self, plan: Relation, pins: Mapping[str, PinnedSnapshot], statistics: Statistics
-    ) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
-        """Per positive table: its sort key and the columns the query reads, each checked alone."""
-        read: dict[str, list[str]] = {}
-        for scan in positive_scans(plan):
-            record = self.commit_log.get_table(scan.table)
-            columns = read.setdefault(scan.table, list(record.sort_by[:1]) if record else [])
-            columns += [c for c in scan.source_columns if c not in columns]
-        safe: dict[str, list[str]] = {}
-        refused: dict[str, list[tuple[str, str]]] = {}
-        for table, columns in read.items():
-            for attribute in columns:
-                result = check_safety(plan, {table: attribute}, statistics)
-                if result.safe:
-                    safe.setdefault(table, []).append(attribute)
-                else:
-                    refused.setdefault(table, []).append((attribute, result.reason or "unsafe"))
-        return safe, refused
+    def _sort_keys(self, pins: Mapping[str, PinnedSnapshot]) -> dict[str, tuple[str, ...]]:
+        keys = {}
+        for table in pins:
+            record = self.commit_log.get_table(table)
+            keys[table] = record.sort_by if record else ()
+        return keys
 
     # -- capture --------------------------------------------------------------------------------
     def capture(
@@ -476,7 +493,13 @@ class SketchService:
         pins = self._pin_query(sql, sequence)
         parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
         statistics = {table: pin.column_bounds() for table, pin in pins.items()}
-        chosen = self._attributes(parsed.plan, pins, statistics, attributes)
+        chosen, estimates = self._attributes(
+            parsed.plan,
+            pins,
+            statistics,
+            attributes,
+            fragments if isinstance(fragments, int) else self.settings.fragments,
+        )
         partitions = {
             table: self.range_partition(
                 table, attribute, _fragment_count(fragments, table, self.settings), sequence=sequence
@@ -502,6 +525,8 @@ class SketchService:
         )
         if maintained is not None and record.state_ref is not None:
             self._keep_engine(name, record.version, maintained)
+        if estimates is not None and estimates.estimation is not None:
+            self._record_choice(name, estimates, chosen, found, partitions)
         seconds = time.perf_counter() - started
         self.sketches.finish_run(
             run_id,
@@ -554,7 +579,10 @@ class SketchService:
         pins: Mapping[str, PinnedSnapshot],
         statistics: Statistics,
         requested: Mapping[str, str] | None,
-    ) -> dict[str, str]:
+        fragments: int,
+    ) -> tuple[dict[str, str], AttributeEstimates | None]:
+        """The attribute of each sketched table: ``requested`` (checked to be safe), or as the
+        ``attribute_strategy`` setting picks them (with the estimates it ranked them by)."""
         if requested:
             wanted = {table.lower(): attribute for table, attribute in requested.items()}
             for table, attribute in wanted.items():
@@ -573,25 +601,59 @@ class SketchService:
                 raise UnsafeAttributeError(
                     ", ".join(wanted), ", ".join(wanted.values()), f"together: {together.reason}"
                 )
-            return wanted
+            return wanted, None
         positive = {scan.table for scan in positive_scans(plan)}
-        grouped = group_by_attributes(plan)
-        candidates: dict[str, list[str]] = {}
         # Largest tables first: they have the most to skip, so they get first pick.
-        for table in sorted(positive, key=lambda t: -pins[t].record_count):
-            if len(pins[table].files) < self.settings.min_files_to_sketch:
-                continue
-            record = self.commit_log.get_table(table)
-            options = list(record.sort_by[:1]) if record else []
-            options += [c for c in grouped.get(table, []) if c not in options]
-            candidates[table] = options
+        sketched = [
+            table
+            for table in sorted(positive, key=lambda t: -pins[t].record_count)
+            if len(pins[table].files) >= self.settings.min_files_to_sketch
+        ]
+        strategy = self.settings.attribute_strategy
+        estimates: AttributeEstimates | None = None
+        if strategy == "heuristic":
+            grouped = group_by_attributes(plan)
+            keys = self._sort_keys(pins)
+            pools = {t: TableCandidates((), (), tuple(grouped.get(t, [])), keys[t][:1]) for t in sketched}
+        else:
+            estimates = self._estimates(plan, pins, statistics, fragments)
+            pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
+        expected = estimates.expected_selectivities() if estimates is not None else None
+        candidates = preferences(strategy, pools, expected)
         choice = choose_attributes(plan, candidates, statistics)
         if not choice.chosen:
             reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
             raise NoSafeAttributeError(
                 sorted(candidates), reasons or "no table has enough data files to skip"
             )
-        return choice.chosen
+        return choice.chosen, estimates
+
+    def _record_choice(
+        self,
+        name: str,
+        estimates: AttributeEstimates,
+        chosen: Mapping[str, str],
+        found: Mapping[str, Any],
+        partitions: Mapping[str, tuple[int, RangePartition]],
+    ) -> None:
+        """Keep the estimates beside the sketch, with the true selectivity of the captured sketch
+        on each chosen attribute and the relative size error of its estimate (CBS Sec. 4.4.1)."""
+        assert estimates.estimation is not None
+        by_table: dict[str, dict[str, Any]] = {}
+        for key, e in estimates.estimation.candidates.items():
+            table, attribute = key.rsplit(".", 1)
+            by_table.setdefault(table, {})[attribute] = {
+                "selectivity": e.selectivity,
+                "low": e.low,
+                "high": e.high,
+            }
+        outcome: dict[str, Any] = {}
+        for table, attribute in chosen.items():
+            estimated = by_table.get(table, {}).get(attribute, {}).get("selectivity")
+            actual = len(found.get(table, ())) / max(1, partitions[table][1].fragment_count)
+            rse = None if estimated is None or actual == 0 else abs(estimated - actual) / actual
+            outcome[table] = {"attribute": attribute, "estimated": estimated, "actual": actual, "rse": rse}
+        self.choices.record(name, self.settings.attribute_strategy, by_table, outcome)
 
     # -- sketches -------------------------------------------------------------------------------
     def _sketch_version(self, record: VersionRecord) -> SketchVersion:

@@ -100,6 +100,13 @@ def settings(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> 
     )
 
 
+@pytest.fixture
+def env(settings: Settings) -> dict[str, str]:
+    """The environment that points the `sketch` command at the tests' metastore and warehouse."""
+    assert settings.metastore_url is not None
+    return {"SKETCH_METASTORE_URL": settings.metastore_url, "SKETCH_WAREHOUSE": str(settings.warehouse)}
+
+
 @pytest.fixture(scope="session")
 def spark(settings: Settings) -> Iterator[SparkSession]:
     session = build_session(settings, app_name="sketch-tests")

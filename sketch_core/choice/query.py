@@ -17,7 +17,7 @@ and turned into an expected number of equi-depth fragments they occupy.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,7 @@ from sketch_core.choice.estimation import (
 )
 from sketch_core.choice.sampling import SAMPLE_ROW, StratifiedSample, stratum_ids
 from sketch_core.choice.shape import GROUP, AggregationShape, result_groups
+from sketch_core.choice.strategies import TableCandidates
 from sketch_core.partitions import RangePartition
 
 
@@ -240,6 +241,13 @@ class AttributeEstimates:
     sampled_table: str | None = None
     sample_drawn: bool = False
     seconds: float = 0.0
+    tables: dict[str, TableCandidates] = field(default_factory=dict)
+
+    def expected_selectivities(self) -> dict[str, float] | None:
+        """``table.attribute`` -> expected selectivity; None without estimates."""
+        if self.estimation is None:
+            return None
+        return {key: e.selectivity for key, e in self.estimation.candidates.items()}
 
     def ranked(self, table: str) -> list[tuple[str, float | None]]:
         """The table's safe candidates, smallest expected sketch first (unestimated: in order)."""

@@ -3,10 +3,14 @@ true selectivity of a sketch captured on that attribute (the differential oracle
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 import pytest
+from typer.testing import CliRunner
 
+from sketch_core.cli import app
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.service import SketchService
 
@@ -37,14 +41,19 @@ def skewed_groups(rows: int, groups: int, seed: int) -> pa.Table:
     )
 
 
+def skewed_table(svc: SketchService, ns: str, rows: int, groups: int, seed: int) -> tuple[str, int]:
+    """A table of :func:`skewed_groups` sorted by key, and the size only a tenth of groups exceed."""
+    table = f"{ns}.facts"
+    data = skewed_groups(rows, groups, seed)
+    svc.tables.create(table, data, sort_by=["key"])
+    sizes = np.bincount(data.column("a").to_numpy())
+    return table, int(np.percentile(sizes[sizes > 0], 90))
+
+
 def test_estimates_rank_the_candidates_of_a_having_query_like_their_sketches(
     spark_svc: SketchService, ns: str
 ) -> None:
-    table = f"{ns}.facts"
-    data = skewed_groups(40_000, 200, seed=5)
-    spark_svc.tables.create(table, data, sort_by=["key"])
-    sizes = np.bincount(data.column("a").to_numpy())
-    threshold = int(np.percentile(sizes[sizes > 0], 90))  # about 20 groups are larger
+    table, threshold = skewed_table(spark_svc, ns, 40_000, 200, seed=5)
     sql = (
         f"SELECT a, COUNT(*) AS n, MAX(b) AS top_b, MIN(c) AS low_c FROM {table} "
         f"GROUP BY a HAVING COUNT(*) > {threshold}"
@@ -91,3 +100,43 @@ def test_a_query_without_an_aggregation_has_candidates_but_no_estimates(tpch_svc
     )
     assert estimates.estimation is None and "not an aggregation" in (estimates.reason or "")
     assert "l_orderkey" in estimates.candidates["tpch.lineitem"]
+
+
+def test_a_cost_based_capture_records_its_estimates_and_their_error(
+    spark_svc: SketchService, ns: str
+) -> None:
+    table, threshold = skewed_table(spark_svc, ns, 20_000, 100, seed=9)
+    sql = f"SELECT a, COUNT(*) AS n FROM {table} GROUP BY a HAVING COUNT(*) > {threshold}"
+    cost_based = replace(spark_svc.settings, attribute_strategy="cost-all")
+    previous, spark_svc.settings = spark_svc.settings, cost_based
+    try:
+        version = spark_svc.capture(sql, name=f"{ns}_cost", fragments=50)
+    finally:
+        spark_svc.settings = previous
+    attribute, _ = version.partitions[table]
+    # The key and c are spread over every fragment; the group attribute (and b, which follows
+    # it) are not.
+    assert attribute in ("a", "b")
+    choice = spark_svc.choices.get(f"{ns}_cost")
+    assert choice is not None and choice.strategy == "cost-all"
+    assert set(choice.estimates[table]) == {"key", "a", "b", "c"}
+    outcome = choice.outcome[table] if choice.outcome else {}
+    assert outcome["attribute"] == attribute
+    _, partition = spark_svc.range_partition(table, attribute, 50)
+    assert outcome["actual"] == len(version.fragments[table]) / partition.fragment_count
+    assert outcome["rse"] == pytest.approx(abs(outcome["estimated"] - outcome["actual"]) / outcome["actual"])
+
+
+def test_explain_choice_lists_candidates_estimates_and_unsafe_attributes(
+    spark_svc: SketchService, ns: str, env: dict[str, str]
+) -> None:
+    table = f"{ns}.facts"
+    spark_svc.tables.create(table, skewed_groups(10_000, 50, seed=3), sort_by=["key"])
+    sql = f"SELECT a, AVG(c) AS m FROM {table} GROUP BY a HAVING AVG(c) > 500000"
+    shown = CliRunner().invoke(app, ["explain-choice", sql, "--fragments", "20"], env=env, terminal_width=250)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    # AVG over a subset of a group's rows can cross the threshold either way: only `a` is safe
+    # (PBDS Ex. 4), and it is the pick.
+    assert shown.output.count("unsafe") == 3 and "estimated from a" in shown.output
+    assert any(" a " in line and "smallest" in line for line in lines)

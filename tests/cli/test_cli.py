@@ -12,16 +12,9 @@ from typer.testing import CliRunner
 
 from sketch_core import cli
 from sketch_core.cli import EXIT_TERMINAL, EXIT_TRANSIENT, app, parse_value
-from sketch_core.config import Settings
 from sketch_core.datasets import synthetic_table
 from sketch_core.localstack.postgres import free_loopback_port
 from sketch_core.service import SketchService
-
-
-@pytest.fixture
-def env(settings: Settings) -> dict[str, str]:
-    assert settings.metastore_url is not None
-    return {"SKETCH_METASTORE_URL": settings.metastore_url, "SKETCH_WAREHOUSE": str(settings.warehouse)}
 
 
 def test_tables_verbs_round_trip(env: dict[str, str], ns: str, tmp_path: Path) -> None:
