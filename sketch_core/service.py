@@ -636,8 +636,9 @@ class SketchService:
         found: Mapping[str, Any],
         partitions: Mapping[str, tuple[int, RangePartition]],
     ) -> None:
-        """Keep the estimates beside the sketch, with the true selectivity of the captured sketch
-        on each chosen attribute and the relative size error of its estimate (CBS Sec. 4.4.1)."""
+        """Keep the estimates beside the sketch, with the share of fragments the captured sketch
+        keeps on each chosen attribute and the relative size error of its estimate (CBS Sec.
+        4.4.1; fragments, not rows: the captured sketch tells those without a scan)."""
         assert estimates.estimation is not None
         by_table: dict[str, dict[str, Any]] = {}
         for key, e in estimates.estimation.candidates.items():
@@ -646,10 +647,12 @@ class SketchService:
                 "selectivity": e.selectivity,
                 "low": e.low,
                 "high": e.high,
+                "fragment_share": e.fragment_share,
             }
         outcome: dict[str, Any] = {}
         for table, attribute in chosen.items():
-            estimated = by_table.get(table, {}).get(attribute, {}).get("selectivity")
+            # Compared as shares of fragments: what the captured sketch tells without a scan.
+            estimated = by_table.get(table, {}).get(attribute, {}).get("fragment_share")
             actual = len(found.get(table, ())) / max(1, partitions[table][1].fragment_count)
             rse = None if estimated is None or actual == 0 else abs(estimated - actual) / actual
             outcome[table] = {"attribute": attribute, "estimated": estimated, "actual": actual, "rse": rse}

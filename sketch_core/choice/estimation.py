@@ -92,6 +92,7 @@ class SelectivityEstimate:
     high: float
     fragments: float  # expected number of fragments in the sketch
     point: float  # the estimate from the sample as drawn, without resampling
+    fragment_share: float = 0.0  # expected fragments / the partition's fragments
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,7 @@ class SampleEstimator:
                 high=max(mean, float(np.percentile(shares, 100 - tail))),
                 fragments=float(counts.mean()),
                 point=point[name],
+                fragment_share=float(counts.mean()) / max(1, candidates[name].fragment_count),
             )
         return Estimation(groups, estimates_by_candidate)
 

@@ -124,6 +124,7 @@ def test_a_cost_based_capture_records_its_estimates_and_their_error(
     assert outcome["attribute"] == attribute
     _, partition = spark_svc.range_partition(table, attribute, 50)
     assert outcome["actual"] == len(version.fragments[table]) / partition.fragment_count
+    assert outcome["estimated"] == choice.estimates[table][attribute]["fragment_share"]
     assert outcome["rse"] == pytest.approx(abs(outcome["estimated"] - outcome["actual"]) / outcome["actual"])
 
 
