@@ -135,6 +135,7 @@ class SampleEstimator:
         aggregates: Sequence[AggregateInput],
         selection: ResultSelection,
         passes: np.ndarray | None = None,
+        population_scale: float = 1.0,
     ) -> None:
         rows = len(weights)
         if len(strata) != rows or len(groups) != rows or (passes is not None and len(passes) != rows):
@@ -152,6 +153,8 @@ class SampleEstimator:
         self.aggregates = list(aggregates)
         self.selection = selection
         self.passes = np.ones(rows, dtype=bool) if passes is None else passes.astype(bool)
+        # Table rows per unit of weight: 1, or 1 / rate for a sample of whole groups.
+        self.population_scale = population_scale
 
     @classmethod
     def over_sample(
@@ -173,6 +176,7 @@ class SampleEstimator:
             aggregates,
             selection,
             passes,
+            sample.population_scale,
         )
 
     # -- one estimate -----------------------------------------------------------------------
@@ -216,10 +220,13 @@ class SampleEstimator:
             return 0.0, 0.0
         ids, counts = np.unique(fragments, return_counts=True)
         seen = float(len(counts))
-        if candidate.determined_by_group:
+        if self.population_scale > 1:
+            distinct = self._whole_group_fragments(index, provenance, fragments, seen, candidate)
+        elif candidate.determined_by_group:
             distinct = seen
         else:
-            represented = float(self.weights[index][provenance].sum())  # table rows they stand for
+            # The table rows the sampled provenance rows stand for.
+            represented = float(self.weights[index][provenance].sum()) * self.population_scale
             once = float(np.count_nonzero(counts == 1))
             guess = np.sqrt(max(represented, 1.0) / len(fragments)) * once + (seen - once)
             distinct = min(max(guess, seen), max(represented, seen))
@@ -237,6 +244,29 @@ class SampleEstimator:
         unseen = max(1.0, len(rows) - seen)
         extra = max(0.0, count - seen) * (float(rows.sum()) - seen_rows) / unseen
         return count, min(1.0, (seen_rows + extra) / float(rows.sum()))
+
+    def _whole_group_fragments(
+        self,
+        index: np.ndarray,
+        provenance: np.ndarray,
+        fragments: np.ndarray,
+        seen: float,
+        candidate: CandidateFragments,
+    ) -> float:
+        """Fragments holding the provenance when whole groups were sampled, each with
+        probability ``q = 1 / scale``. The sample's (group, fragment) pairs stand for ``scale``
+        times as many; ``occupied(k) = n (1 - (1 - 1/n) ** k)`` fragments is what k pairs would
+        occupy spread at random, and the sample shows how far they cluster instead: the
+        estimate is ``seen * occupied(scale * pairs) / occupied(pairs)``."""
+        groups = self.groups[index][provenance]
+        pairs = float(np.unique(np.stack([fragments, groups]), axis=1).shape[1])
+        total = max(1, candidate.fragment_count)
+
+        def occupied(k: float) -> float:
+            return float(total * (1 - (1 - 1 / total) ** k))
+
+        guess = seen * occupied(pairs * self.population_scale) / max(occupied(pairs), 1e-9)
+        return min(max(guess, seen), float(total))
 
     # -- with the bootstrap -----------------------------------------------------------------
     def estimate(

@@ -112,6 +112,7 @@ def estimate_candidates(
         group_count,
         aggregates,
         ResultSelection(choose=choose),
+        population_scale=sample.population_scale,
     )
     grouped = {e.name for _, e in shape.aggregate.groups if isinstance(e, exp.Column)}
     per_candidate = {}
@@ -196,7 +197,8 @@ def _fragments(
     rows = None
     if sample is not None:
         ids = partition.fragments_of(everything)
-        rows = np.bincount(ids, weights=sample.weights(), minlength=partition.fragment_count + 1)
+        weights = sample.weights() * sample.population_scale
+        rows = np.bincount(ids, weights=weights, minlength=partition.fragment_count + 1)
     return CandidateFragments(
         partition.fragments_of(array), partition.fragment_count, determined_by_group, fragment_rows=rows
     )

@@ -21,10 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from sketch_core.choice.sampling import SAMPLE_ROW, StratifiedSample, sample_from_rows
+from sketch_core.choice.sampling import (
+    SAMPLE_ROW,
+    StratifiedSample,
+    sample_from_rows,
+    stratum_ids,
+    whole_group_sample,
+)
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.samples import SampleRecord, SampleRepository
-from sketch_core.spark.sampling import STRATUM_ROWS, draw_sample
+from sketch_core.spark.sampling import STRATIFIED, STRATUM_ROWS, WHOLE_GROUPS, draw_sample
 from sketch_core.spark.views import pinned_dataframe
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -77,14 +83,12 @@ class SampleStore:
         return changed / max(1, record.table_rows)
 
     def _draw(self, pinned: PinnedSnapshot, columns: tuple[str, ...]) -> SampleRecord:
-        rows, stratified_by = draw_sample(
-            pinned_dataframe(self.spark(), pinned), columns, self.rate, self.seed
-        )
+        frame = pinned_dataframe(self.spark(), pinned)
+        rows, how = draw_sample(frame, columns, self.rate, self.seed)
+        rows = rows.append_column(SAMPLE_ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{pinned.table}-{uuid.uuid4().hex}.parquet"
-        rows = rows.append_column(SAMPLE_ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         pq.write_table(rows, path)
-        sample = sample_from_rows(rows, stratified_by, self.rate, STRATUM_ROWS)
         record = SampleRecord(
             table=pinned.table,
             group_columns=columns,
@@ -92,19 +96,30 @@ class SampleStore:
             drawn_at_seq=pinned.sequence,
             table_rows=pinned.record_count,
             sample_rows=rows.num_rows,
-            strata=len(sample.stratum_rows) if stratified_by else 1,
+            strata=_strata(rows, columns, how),
             path=str(path),
         )
         replaced = self.repository.record(record)
         if replaced is not None:
             Path(replaced).unlink(missing_ok=True)
         log.info(
-            "drew a %d-row sample of %s (%s)", rows.num_rows, pinned.table, ", ".join(columns) or "uniform"
+            "drew a %d-row sample of %s (%s, %s)", rows.num_rows, pinned.table, ", ".join(columns) or "-", how
         )
         return record
 
     def _load(self, record: SampleRecord) -> StratifiedSample:
         rows = pq.read_table(record.path)
-        # One stratum: the groups were too many to stratify by (or there is one group).
+        if record.strata == 0:
+            return whole_group_sample(rows.drop_columns([STRATUM_ROWS]), record.group_columns, record.rate)
         stratified_by = record.group_columns if record.strata > 1 else ()
         return sample_from_rows(rows, stratified_by, record.rate, STRATUM_ROWS)
+
+
+def _strata(rows: pa.Table, columns: tuple[str, ...], how: str) -> int:
+    """What the metastore records for a sample's strata: one per group for a stratified sample,
+    1 for a uniform one, 0 for a sample of whole groups."""
+    if how == WHOLE_GROUPS:
+        return 0
+    if how == STRATIFIED:
+        return stratum_ids(rows, columns)[1]
+    return 1

@@ -6,7 +6,8 @@ memory). Ranking every row of the table within its group would shuffle the whole
 each row gets a uniform random key, only rows whose key is below a few times the group's quota
 share survive (a cheap filter), and the quota rows with the smallest keys among those are kept:
 still a uniform sample of the group, from about three times the sample's rows. When the groups
-outnumber the rows a sample at ``rate`` may hold, the table is sampled as one stratum.
+outnumber the rows a sample at ``rate`` may hold, whole groups are kept, each with probability
+``rate`` (see :mod:`sketch_core.choice.sampling`).
 
 The result is the sampled rows plus :data:`STRATUM_ROWS`, the table rows of each row's stratum.
 """
@@ -26,33 +27,39 @@ STRATUM_ROWS = "__stratum_rows"
 # than a third of the expected survivors turn up (at a quota of 1, about 5% of such groups).
 OVERSAMPLE = 3.0
 _KEY, _COUNT, _QUOTA = "__sample_key", "__group_rows", "__group_quota"
+STRATIFIED, WHOLE_GROUPS, UNIFORM = "stratified", "whole groups", "uniform"
 
 
 def draw_sample(
     frame: DataFrame, group_columns: Sequence[str], rate: float, seed: int = 0
-) -> tuple[pa.Table, tuple[str, ...]]:
-    """A stratified sample of ``frame`` at ``rate`` (see the module docstring), as Arrow; and
-    the columns it is stratified by (none when the groups were too many)."""
+) -> tuple[pa.Table, str]:
+    """A sample of ``frame`` at ``rate`` (see the module docstring), as Arrow; and how it was
+    drawn: :data:`STRATIFIED`, :data:`WHOLE_GROUPS` (the groups were too many) or
+    :data:`UNIFORM` (no group columns)."""
     if not 0 < rate <= 1:
         raise SamplingError(f"the sample rate must be in (0, 1], not {rate}")
     missing = [c for c in group_columns if c not in frame.columns]
     if missing:
         raise SamplingError(f"the table has no column {missing[0]!r}")
     columns = [F.col(c) for c in frame.columns]
-    if group_columns:
-        counts = frame.groupBy(*group_columns).agg(F.count(F.lit(1)).alias(_COUNT)).cache()
-        try:
-            groups, total = counts.agg(F.count(F.lit(1)), F.sum(_COUNT)).first() or (0, 0)
-            if groups and groups <= rate * (total or 0):
-                sampled = _stratified(frame, counts, group_columns, rate, seed, columns)
-                return sampled.toArrow(), tuple(group_columns)
-        finally:
-            counts.unpersist()
-    else:
+    if not group_columns:
         total = frame.count()
-    uniform = frame.sample(withReplacement=False, fraction=rate, seed=seed)
-    sized = uniform.select(*columns, F.lit(int(total or 0)).cast("long").alias(STRATUM_ROWS))
-    return sized.toArrow(), ()
+        uniform = frame.sample(withReplacement=False, fraction=rate, seed=seed)
+        sized = uniform.select(*columns, F.lit(int(total)).cast("long").alias(STRATUM_ROWS))
+        return sized.toArrow(), UNIFORM
+    counts = frame.groupBy(*group_columns).agg(F.count(F.lit(1)).alias(_COUNT)).cache()
+    try:
+        groups, total = counts.agg(F.count(F.lit(1)), F.sum(_COUNT)).first() or (0, 0)
+        if groups and groups <= rate * (total or 0):
+            sampled = _stratified(frame, counts, group_columns, rate, seed, columns)
+            return sampled.toArrow(), STRATIFIED
+    finally:
+        counts.unpersist()
+    # Whole groups, each kept with probability `rate`: a hash of the key (and the seed) decides.
+    buckets = 1 << 30
+    key = F.pmod(F.xxhash64(F.lit(seed), *[F.col(c) for c in group_columns]), F.lit(buckets))
+    kept = frame.where(key < F.lit(int(rate * buckets)))
+    return kept.select(*columns, F.lit(1).cast("long").alias(STRATUM_ROWS)).toArrow(), WHOLE_GROUPS
 
 
 def _stratified(

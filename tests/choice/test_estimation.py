@@ -89,11 +89,39 @@ def test_the_same_seed_draws_the_same_sample_and_another_seed_another() -> None:
     assert first != draw_stratified(table, ["g"], 0.05, seed=8).rows.column("v").to_pylist()
 
 
-def test_too_many_groups_fall_back_to_one_uniform_stratum() -> None:
-    table = pa.table({"g": np.arange(1000), "x": np.ones(1000)})  # 1,000 groups, 50-row sample
+def test_too_many_groups_are_sampled_whole() -> None:
+    table = pa.table({"g": np.repeat(np.arange(1000), 3), "x": np.arange(3000)})  # 150-row sample
     sample = draw_stratified(table, ["g"], rate=0.05, seed=1)
-    assert not sample.stratified and sample.rows.num_rows == 50
-    assert list(sample.stratum_rows) == [1000] and np.allclose(sample.weights(), 20)
+    assert not sample.stratified and sample.whole_groups
+    kept = sample.rows.column("g").to_numpy()
+    assert np.all(np.bincount(kept)[np.unique(kept)] == 3)  # every kept group is complete
+    assert 20 < len(np.unique(kept)) < 90  # about 50 of the 1,000 groups
+    assert np.allclose(sample.weights(), 1) and sample.population_scale == 20
+
+
+def test_a_sample_of_whole_groups_estimates_many_group_having_queries() -> None:
+    """One row per group in a uniform sample would decide each group's HAVING by noise; whole
+    groups decide it exactly, and the sketch's size is scaled up from the groups kept."""
+    rng = np.random.default_rng(3)
+    g = np.repeat(np.arange(20_000), 4)
+    table = pa.table({"g": g, "v": rng.integers(1, 50, len(g)), "spread": rng.integers(0, 10_000, len(g))})
+    totals = np.bincount(g, weights=table.column("v").to_numpy())
+    threshold = np.percentile(totals, 99)  # 200 groups qualify
+    sample = draw_stratified(table, ["g"], rate=0.05, seed=2)
+    values = sample.rows.column("g").to_numpy()
+    order = np.unique(values)
+    estimator = SampleEstimator.over_sample(
+        sample,
+        np.searchsorted(order, values),
+        len(order),
+        [AggregateInput("s", "sum", sample.rows.column("v").to_numpy())],
+        ResultSelection(having=lambda e: e["s"] > threshold),
+    )
+    by_group = RangePartition("t", "g", tuple(range(20, 20_000, 20)))  # 1,000 fragments of 20 groups
+    candidate = CandidateFragments(by_group.fragments_of(values), 1000, determined_by_group=True)
+    estimate = estimator.estimate({"g": candidate}, replicates=5).candidates["g"]
+    truth = len(np.unique(np.flatnonzero(totals > threshold) // 20)) / 1000
+    assert abs(estimate.fragment_share - truth) / truth < 0.4
 
 
 def test_null_group_values_form_their_own_stratum() -> None:

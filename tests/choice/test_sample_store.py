@@ -57,16 +57,18 @@ def test_a_table_that_drifted_gets_a_new_sample_and_the_old_file_goes(
     assert not Path(first.path).exists() and Path(second.path).exists()
 
 
-def test_too_many_groups_give_one_uniform_stratum(spark_svc: SketchService, ns: str) -> None:
+def test_too_many_groups_are_sampled_whole(spark_svc: SketchService, ns: str) -> None:
     name = f"{ns}.facts"
     spark_svc.tables.create(name, grouped(2_000, 2), sort_by=["id"])  # 2,000 groups, 200-row sample
     sample = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"]).sample
-    assert not sample.stratified and list(sample.stratum_rows) == [4_000]
-    assert 100 < sample.rows.num_rows < 320  # Bernoulli at 5%: 200 expected
+    assert sample.whole_groups and not sample.stratified
+    kept = sample.rows.column("g").to_numpy()
+    assert np.all(np.bincount(kept)[np.unique(kept)] == 2)  # every kept group is complete
+    assert 100 < sample.rows.num_rows < 320  # each group kept with probability 5%: 200 rows expected
     stored = spark_svc.samples.repository.find(name, ["g"], spark_svc.settings.sample_rate)
-    assert stored is not None and stored.strata == 1
+    assert stored is not None and stored.strata == 0
     reloaded = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
-    assert not reloaded.drawn and not reloaded.sample.stratified
+    assert not reloaded.drawn and reloaded.sample.whole_groups
 
 
 def test_null_group_keys_are_a_stratum(spark_svc: SketchService, ns: str) -> None:
