@@ -205,9 +205,14 @@ def _fragments(
 
 
 def _plain(values: pa.ChunkedArray) -> np.ndarray:
-    """Values as numpy, dates and timestamps as Python objects (as partitions hold them)."""
+    """Values as numpy the partitions can search fast: decimals as doubles (an estimate needs
+    no exact cut), dates as datetime64[D], timestamps as datetime64[us], strings as objects."""
+    if pa.types.is_decimal(values.type):
+        values = values.cast(pa.float64())
+    if pa.types.is_timestamp(values.type):
+        values = values.cast(pa.timestamp("us"))
     array: np.ndarray = values.to_numpy(zero_copy_only=False)
-    return array.astype(object) if array.dtype.kind == "M" else array
+    return array
 
 
 def sample_partition(values: np.ndarray, fragments: int) -> RangePartition | None:
@@ -215,6 +220,8 @@ def sample_partition(values: np.ndarray, fragments: int) -> RangePartition | Non
     present = values[~_is_null(values)]
     if len(present) == 0:
         return None
+    if present.dtype.kind == "O" and isinstance(present[0], str):
+        present = present.astype(str)  # sorted in C, in the same order as Python's
     ordered = np.sort(present)
     positions = (np.arange(1, fragments) * len(ordered)) // fragments
     cuts = ordered[positions] if len(positions) else ordered[:0]
@@ -224,6 +231,8 @@ def sample_partition(values: np.ndarray, fragments: int) -> RangePartition | Non
 
 
 def _is_null(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind == "M":
+        return np.asarray(np.isnat(values), dtype=bool)
     if values.dtype.kind == "f":
         return np.asarray(np.isnan(values), dtype=bool)
     if values.dtype.kind == "O":

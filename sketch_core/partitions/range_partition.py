@@ -42,6 +42,10 @@ _KINDS: dict[type, str] = {
 }
 
 
+# Cut kinds numpy can binary-search in, with the dtype to search them as.
+_SEARCHABLE = {"str": "str", "date": "datetime64[D]", "timestamp": "datetime64[us]"}
+
+
 def _kind(value: Any) -> str:
     for python_type, name in _KINDS.items():  # datetime before date: it is a subclass
         if type(value) is python_type:
@@ -114,12 +118,35 @@ class RangePartition:
     def fragments_of(self, values: Sequence[Any] | np.ndarray) -> np.ndarray:
         """Vectorised :meth:`fragment_of` for a column of values."""
         array = np.asarray(values, dtype=object if not isinstance(values, np.ndarray) else None)
-        if array.dtype.kind in "iuf" and (not self.cuts or isinstance(self.cuts[0], int | float)):
+        numeric_cuts = not self.cuts or isinstance(self.cuts[0], int | float)
+        # Decimal cuts against doubles (estimates from samples): compared as doubles, which can
+        # misplace a value within a rounding error of a cut; exact callers pass Decimals.
+        doubles = array.dtype.kind == "f" and bool(self.cuts) and isinstance(self.cuts[0], Decimal)
+        if array.dtype.kind in "iuf" and (numeric_cuts or doubles):
             out = np.searchsorted(np.asarray(self.cuts, dtype=float), array.astype(float), side="right")
             if array.dtype.kind == "f":
                 out[np.isnan(array)] = self.null_fragment
             return out.astype(np.int64)
+        searchable = _SEARCHABLE.get(_kind(self.cuts[0])) if self.cuts else None
+        if searchable is not None and len(array) > 32:
+            return self._search(array, searchable)
         return np.fromiter((self.fragment_of(v) for v in array), dtype=np.int64, count=len(array))
+
+    def _search(self, array: np.ndarray, dtype: str) -> np.ndarray:
+        """Binary search in numpy for strings, dates and timestamps (the same order as Python's:
+        strings by code point), NULLs to the NULL fragment."""
+        if array.dtype.kind == "M":
+            nulls = np.isnat(array)
+        else:
+            nulls = np.fromiter((v is None for v in array), dtype=bool, count=len(array))
+        out = np.full(len(array), self.null_fragment, dtype=np.int64)
+        present = array[~nulls]
+        if dtype == "str":
+            cuts, keys = np.array(self.cuts, dtype=str), present.astype(str)
+        else:
+            cuts, keys = np.array(self.cuts, dtype=dtype), present.astype(dtype)
+        out[~nulls] = np.searchsorted(cuts, keys, side="right")
+        return out
 
     # -- use ---------------------------------------------------------------------------------
     def intervals(self, fragments: Iterable[int], max_intervals: int | None = None) -> list[Interval]:

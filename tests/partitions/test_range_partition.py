@@ -190,3 +190,28 @@ def test_bad_cut_points_are_refused(cuts: tuple[object, ...], message: str) -> N
 def test_unknown_fragment_ids_are_refused() -> None:
     with pytest.raises(PartitionError, match="outside"):
         P.intervals([7])
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    cuts=st.lists(st.text(max_size=4), min_size=1, max_size=20, unique=True).map(lambda c: tuple(sorted(c))),
+    values=st.lists(st.one_of(st.none(), st.text(max_size=5)), min_size=33, max_size=80),
+)
+def test_string_lookup_in_numpy_agrees_with_bisect(cuts: tuple[str, ...], values: list[str | None]) -> None:
+    partition = RangePartition("t.r", "s", cuts)
+    assert list(partition.fragments_of(values)) == [partition.fragment_of(v) for v in values]
+
+
+def test_date_and_timestamp_lookup_in_numpy_agrees_with_bisect() -> None:
+    days = RangePartition(
+        "t.r", "d", tuple(dt.date(2020, 1, 1) + dt.timedelta(days=7 * i) for i in range(50))
+    )
+    values = [None if i % 11 == 0 else dt.date(2019, 12, 1) + dt.timedelta(days=i) for i in range(400)]
+    expected = [days.fragment_of(v) for v in values]
+    assert list(days.fragments_of(values)) == expected
+    as_numpy = np.array([np.datetime64("NaT") if v is None else np.datetime64(v) for v in values])
+    assert list(days.fragments_of(as_numpy)) == expected
+    start = dt.datetime(2021, 5, 1, 12)
+    moments = RangePartition("t.r", "t", tuple(start + dt.timedelta(hours=5 * i) for i in range(40)))
+    stamps = [start + dt.timedelta(minutes=37 * i) for i in range(300)]
+    assert list(moments.fragments_of(stamps)) == [moments.fragment_of(v) for v in stamps]
