@@ -28,11 +28,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from benchmarks.stack import bench_service
 from sketch_core.choice.strategies import STRATEGIES, preferences
 from sketch_core.config import Settings
+from sketch_core.datasets.synthetic import skewed_groups_table
 from sketch_core.service import SketchService
 
 RESULTS = Path(__file__).parent / "results"
@@ -114,19 +114,19 @@ class QueryResult:
     def use(self, attribute: str) -> float:
         return next(c.use_s for c in self.candidates if c.attribute == attribute)
 
-    def strategy_selectivity(self, strategy: str) -> float | None:
+    def picked(self, strategy: str) -> list[str]:
+        """What the strategy picks: its first preference, or for a random one every member of
+        its pool (averaged over, what it picks on average); empty when its pool is."""
         pool = self.picks.get(strategy) or []
-        if not pool:
-            return None
-        chosen = pool if strategy.startswith("random-") else pool[:1]
-        return float(np.mean([self.actual(a) for a in chosen]))
+        return pool if strategy.startswith("random-") else pool[:1]
+
+    def strategy_selectivity(self, strategy: str) -> float | None:
+        chosen = self.picked(strategy)
+        return float(np.mean([self.actual(a) for a in chosen])) if chosen else None
 
     def strategy_speedup(self, strategy: str) -> float | None:
-        pool = self.picks.get(strategy) or []
-        if not pool:
-            return None
-        chosen = pool if strategy.startswith("random-") else pool[:1]
-        return float(np.mean([self.plain_s / self.use(a) for a in chosen]))
+        chosen = self.picked(strategy)
+        return float(np.mean([self.plain_s / self.use(a) for a in chosen])) if chosen else None
 
 
 def timed(run: Callable[[], object], repeat: int = 1) -> float:
@@ -136,21 +136,6 @@ def timed(run: Callable[[], object], repeat: int = 1) -> float:
         run()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
-
-
-def skewed_groups(rows: int, groups: int, seed: int = 11) -> pa.Table:
-    """Rows in ``key`` order; group sizes spread widely (lognormal); ``b`` follows ``a``."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.lognormal(0, 1.2, groups)
-    a = rng.choice(groups, size=rows, p=sizes / sizes.sum())
-    return pa.table(
-        {
-            "key": np.arange(rows),
-            "a": a,
-            "b": a * 10 + rng.integers(0, 30, rows),
-            "c": rng.integers(0, 1_000, rows),
-        }
-    )
 
 
 def synthetic_queries(svc: SketchService) -> list[tuple[str, str]]:
@@ -254,13 +239,9 @@ def report(results: list[QueryResult], stem: str) -> Path:
         rows = [r for r in results if r.strategy_selectivity(strategy) is not None]
         if not rows:
             continue
-        if strategy.startswith("random-"):
-            # The chance a uniform pick from the pool is (near-)best.
-            best = np.mean([np.mean([r.actual(a) <= r.best() for a in r.picks[strategy]]) for r in rows])
-            near = np.mean([np.mean([near_best(r, a) for a in r.picks[strategy]]) for r in rows])
-        else:
-            best = np.mean([r.actual(r.picks[strategy][0]) <= r.best() for r in rows])
-            near = np.mean([near_best(r, r.picks[strategy][0]) for r in rows])
+        # For a random strategy: the chance a uniform pick from its pool is (near-)best.
+        best = np.mean([np.mean([r.actual(a) <= r.best() for a in r.picked(strategy)]) for r in rows])
+        near = np.mean([np.mean([near_best(r, a) for a in r.picked(strategy)]) for r in rows])
         selectivity = np.mean([r.strategy_selectivity(strategy) for r in rows])
         speedup = np.mean([r.strategy_speedup(strategy) for r in rows])
         lines.append(f"| {strategy} | {best:.0%} | {near:.0%} | {selectivity:.2%} | {speedup:.2f}x |")
@@ -308,7 +289,11 @@ def main() -> None:
     results = []
     with bench_service(args.scale, home, prefix="choice_") as svc:
         if svc.commit_log.get_table(SKEWED) is None:
-            svc.tables.create(SKEWED, skewed_groups(args.rows, max(100, args.rows // 500)), sort_by=["key"])
+            svc.tables.create(
+                SKEWED,
+                skewed_groups_table(args.rows, max(100, args.rows // 500), seed=11, c_high=1_000),
+                sort_by=["key"],
+            )
         for label, sql in synthetic_queries(svc) + tpch_queries():
             results.append(measure(svc, label, sql, args.repeat))
     print(report(results, f"attribute_choice_sf{args.scale:g}").read_text())

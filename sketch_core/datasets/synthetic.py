@@ -33,3 +33,20 @@ def synthetic_table(rows: int, groups: int, *, seed: int = 0, key_start: int = 0
         values = weight * centred + rng.normal(0.0, NOISE * groups * weight, size=rows)
         columns[name] = values if name in _FLOAT_COLUMNS else np.rint(values).astype(np.int64)
     return pa.table(columns)
+
+
+def skewed_groups_table(rows: int, groups: int, *, seed: int, c_high: int) -> pa.Table:
+    """Rows in ``key`` order; group ``a`` sizes spread widely (lognormal: a few rows to
+    hundreds), the data for choosing a sketch attribute; ``b`` follows ``a`` (a correlated
+    attribute), ``c`` is uniform over ``0..c_high - 1`` and independent of the group."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.lognormal(0, 1.2, groups)
+    a = rng.choice(groups, size=rows, p=sizes / sizes.sum())
+    return pa.table(
+        {
+            "key": np.arange(rows),
+            "a": a,
+            "b": a * 10 + rng.integers(0, 30, rows),
+            "c": rng.integers(0, c_high, rows),
+        }
+    )

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
 from sketch_core.cli import app
+from sketch_core.datasets.synthetic import skewed_groups_table
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.service import SketchService
 
@@ -25,26 +25,10 @@ def true_selectivity(svc: SketchService, sql: str, table: str, attribute: str, f
     return float(np.isin(partition.fragments_of(values), version.fragments[table]).mean())
 
 
-def skewed_groups(rows: int, groups: int, seed: int) -> pa.Table:
-    """Rows in random order of ``key``; group ``a`` sizes spread from a few rows to hundreds;
-    ``b`` follows ``a`` (a correlated attribute), ``c`` does not."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.lognormal(0, 1.2, groups)
-    a = rng.choice(groups, size=rows, p=sizes / sizes.sum())
-    return pa.table(
-        {
-            "key": np.arange(rows),
-            "a": a,
-            "b": a * 10 + rng.integers(0, 30, rows),
-            "c": rng.integers(0, 1_000_000, rows),
-        }
-    )
-
-
 def skewed_table(svc: SketchService, ns: str, rows: int, groups: int, seed: int) -> tuple[str, int]:
-    """A table of :func:`skewed_groups` sorted by key, and the size only a tenth of groups exceed."""
+    """A table of skewed group sizes sorted by key, and the size only a tenth of groups exceed."""
     table = f"{ns}.facts"
-    data = skewed_groups(rows, groups, seed)
+    data = skewed_groups_table(rows, groups, seed=seed, c_high=1_000_000)
     svc.tables.create(table, data, sort_by=["key"])
     sizes = np.bincount(data.column("a").to_numpy())
     return table, int(np.percentile(sizes[sizes > 0], 90))
@@ -132,7 +116,7 @@ def test_explain_choice_lists_candidates_estimates_and_unsafe_attributes(
     spark_svc: SketchService, ns: str, env: dict[str, str]
 ) -> None:
     table = f"{ns}.facts"
-    spark_svc.tables.create(table, skewed_groups(10_000, 50, seed=3), sort_by=["key"])
+    spark_svc.tables.create(table, skewed_groups_table(10_000, 50, seed=3, c_high=1_000_000), sort_by=["key"])
     sql = f"SELECT a, AVG(c) AS m FROM {table} GROUP BY a HAVING AVG(c) > 500000"
     shown = CliRunner().invoke(app, ["explain-choice", sql, "--fragments", "20"], env=env, terminal_width=250)
     assert shown.exit_code == 0, shown.output
