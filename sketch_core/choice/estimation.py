@@ -111,10 +111,6 @@ class Estimation:
     groups: GroupEstimates
     candidates: dict[str, SelectivityEstimate]
 
-    def ranked(self) -> list[SelectivityEstimate]:
-        """Candidates from the smallest expected sketch to the largest."""
-        return sorted(self.candidates.values(), key=lambda e: (e.selectivity, e.attribute))
-
 
 class SampleEstimator:
     """Estimates for one query over the rows of a sample.
@@ -232,7 +228,7 @@ class SampleEstimator:
             distinct = min(max(guess, seen), max(represented, seen))
         total = max(1, candidate.fragment_count)
         if candidate.occupancy:
-            occupied = float(total * (1 - (1 - 1 / total) ** distinct))
+            occupied = _occupied(distinct, total)
             return occupied, occupied / total
         count = float(min(distinct, total))
         rows = candidate.fragment_rows
@@ -261,11 +257,8 @@ class SampleEstimator:
         groups = self.groups[index][provenance]
         pairs = float(np.unique(np.stack([fragments, groups]), axis=1).shape[1])
         total = max(1, candidate.fragment_count)
-
-        def occupied(k: float) -> float:
-            return float(total * (1 - (1 - 1 / total) ** k))
-
-        guess = seen * occupied(pairs * self.population_scale) / max(occupied(pairs), 1e-9)
+        spread = _occupied(pairs * self.population_scale, total) / max(_occupied(pairs, total), 1e-9)
+        guess = seen * spread
         return min(max(guess, seen), float(total))
 
     # -- with the bootstrap -----------------------------------------------------------------
@@ -386,6 +379,11 @@ def _aggregate(
         first[1:] = kept_groups[order][1:] != kept_groups[order][:-1]
         extreme[kept_groups[order][first]] = kept_values[order][first]
     return extreme
+
+
+def _occupied(k: float, total: int) -> float:
+    """The fragments k values spread at random over ``total`` equi-depth fragments occupy."""
+    return float(total * (1 - (1 - 1 / total) ** k))
 
 
 def _column_percentiles(stacked: np.ndarray, percent: float) -> np.ndarray:

@@ -37,6 +37,7 @@ from sketch_core.choice.sampling import SAMPLE_ROW, StratifiedSample, stratum_id
 from sketch_core.choice.shape import GROUP, AggregationShape, result_groups
 from sketch_core.choice.strategies import TableCandidates
 from sketch_core.partitions import RangePartition
+from sketch_core.partitions.range_partition import null_mask
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ def _plain(values: pa.ChunkedArray) -> np.ndarray:
 
 def sample_partition(values: np.ndarray, fragments: int) -> RangePartition | None:
     """Equi-depth cuts from a sample's values (NULLs left out); None when there are none."""
-    present = values[~_is_null(values)]
+    present = values[~null_mask(values)]
     if len(present) == 0:
         return None
     if present.dtype.kind == "O" and isinstance(present[0], str):
@@ -228,16 +229,6 @@ def sample_partition(values: np.ndarray, fragments: int) -> RangePartition | Non
     return RangePartition.from_quantiles(
         "sample", "value", [c.item() if hasattr(c, "item") else c for c in cuts]
     )
-
-
-def _is_null(values: np.ndarray) -> np.ndarray:
-    if values.dtype.kind == "M":
-        return np.asarray(np.isnat(values), dtype=bool)
-    if values.dtype.kind == "f":
-        return np.asarray(np.isnan(values), dtype=bool)
-    if values.dtype.kind == "O":
-        return np.array([v is None for v in values], dtype=bool)
-    return np.zeros(len(values), dtype=bool)
 
 
 @dataclass(frozen=True)

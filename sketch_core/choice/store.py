@@ -25,12 +25,11 @@ from sketch_core.choice.sampling import (
     SAMPLE_ROW,
     StratifiedSample,
     sample_from_rows,
-    stratum_ids,
     whole_group_sample,
 )
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.samples import SampleRecord, SampleRepository
-from sketch_core.spark.sampling import STRATIFIED, STRATUM_ROWS, WHOLE_GROUPS, draw_sample
+from sketch_core.spark.sampling import STRATIFIED, STRATUM_ROWS, UNIFORM, WHOLE_GROUPS, draw_sample
 from sketch_core.spark.views import pinned_dataframe
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -71,8 +70,8 @@ class SampleStore:
         record = self.repository.find(pinned.table, columns, self.rate)
         if record is not None and Path(record.path).exists() and self.drift(record, pinned) <= self.max_drift:
             return StoredSample(self._load(record), record.path, drawn=False)
-        record = self._draw(pinned, columns)
-        return StoredSample(self._load(record), record.path, drawn=True)
+        record, sample = self._draw(pinned, columns)
+        return StoredSample(sample, record.path, drawn=True)
 
     def drift(self, record: SampleRecord, pinned: PinnedSnapshot) -> float:
         """Rows inserted and deleted between the sample's snapshot and ``pinned``, as a share of
@@ -82,13 +81,16 @@ class SampleStore:
         changed = sum(c.added_rows + c.deleted_rows for c in commits)
         return changed / max(1, record.table_rows)
 
-    def _draw(self, pinned: PinnedSnapshot, columns: tuple[str, ...]) -> SampleRecord:
+    def _draw(
+        self, pinned: PinnedSnapshot, columns: tuple[str, ...]
+    ) -> tuple[SampleRecord, StratifiedSample]:
         frame = pinned_dataframe(self.spark(), pinned)
         rows, how = draw_sample(frame, columns, self.rate, self.seed)
         rows = rows.append_column(SAMPLE_ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{pinned.table}-{uuid.uuid4().hex}.parquet"
         pq.write_table(rows, path)
+        sample = _sample_of(rows, columns, self.rate, how)
         record = SampleRecord(
             table=pinned.table,
             group_columns=columns,
@@ -96,7 +98,7 @@ class SampleStore:
             drawn_at_seq=pinned.sequence,
             table_rows=pinned.record_count,
             sample_rows=rows.num_rows,
-            strata=_strata(rows, columns, how),
+            strata=_strata(how, sample),
             path=str(path),
         )
         replaced = self.repository.record(record)
@@ -105,21 +107,24 @@ class SampleStore:
         log.info(
             "drew a %d-row sample of %s (%s, %s)", rows.num_rows, pinned.table, ", ".join(columns) or "-", how
         )
-        return record
+        return record, sample
 
     def _load(self, record: SampleRecord) -> StratifiedSample:
-        rows = pq.read_table(record.path)
-        if record.strata == 0:
-            return whole_group_sample(rows.drop_columns([STRATUM_ROWS]), record.group_columns, record.rate)
-        stratified_by = record.group_columns if record.strata > 1 else ()
-        return sample_from_rows(rows, stratified_by, record.rate, STRATUM_ROWS)
+        how = WHOLE_GROUPS if record.strata == 0 else STRATIFIED if record.strata > 1 else UNIFORM
+        return _sample_of(pq.read_table(record.path), record.group_columns, record.rate, how)
 
 
-def _strata(rows: pa.Table, columns: tuple[str, ...], how: str) -> int:
-    """What the metastore records for a sample's strata: one per group for a stratified sample,
-    1 for a uniform one, 0 for a sample of whole groups."""
+def _sample_of(rows: pa.Table, columns: tuple[str, ...], rate: float, how: str) -> StratifiedSample:
+    """The sample the stored ``rows`` hold, drawn as ``how`` says."""
+    if how == WHOLE_GROUPS:
+        return whole_group_sample(rows.drop_columns([STRATUM_ROWS]), columns, rate)
+    return sample_from_rows(rows, columns if how == STRATIFIED else (), rate, STRATUM_ROWS)
+
+
+def _strata(how: str, sample: StratifiedSample) -> int:
+    """What the metastore records for a sample's strata (and :meth:`SampleStore._load` reads
+    back as how it was drawn): one per group for a stratified sample, 1 for a uniform one (or a
+    stratified one of one group: the same weights), 0 for a sample of whole groups."""
     if how == WHOLE_GROUPS:
         return 0
-    if how == STRATIFIED:
-        return stratum_ids(rows, columns)[1]
-    return 1
+    return len(sample.stratum_rows) if how == STRATIFIED else 1

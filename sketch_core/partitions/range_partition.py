@@ -42,6 +42,18 @@ _KINDS: dict[type, str] = {
 }
 
 
+def null_mask(values: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are NULL: NaT in dates and timestamps, NaN in doubles (how Arrow
+    hands NULLs to numpy there), None in object arrays."""
+    if values.dtype.kind == "M":
+        return np.asarray(np.isnat(values), dtype=bool)
+    if values.dtype.kind == "f":
+        return np.asarray(np.isnan(values), dtype=bool)
+    if values.dtype.kind == "O":
+        return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    return np.zeros(len(values), dtype=bool)
+
+
 # Cut kinds numpy can binary-search in, with the dtype to search them as.
 _SEARCHABLE = {"str": "str", "date": "datetime64[D]", "timestamp": "datetime64[us]"}
 
@@ -135,10 +147,7 @@ class RangePartition:
     def _search(self, array: np.ndarray, dtype: str) -> np.ndarray:
         """Binary search in numpy for strings, dates and timestamps (the same order as Python's:
         strings by code point), NULLs to the NULL fragment."""
-        if array.dtype.kind == "M":
-            nulls = np.isnat(array)
-        else:
-            nulls = np.fromiter((v is None for v in array), dtype=bool, count=len(array))
+        nulls = null_mask(array)
         out = np.full(len(array), self.null_fragment, dtype=np.int64)
         present = array[~nulls]
         if dtype == "str":
