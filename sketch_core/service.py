@@ -24,9 +24,10 @@ from sketch_core.algebra.parse_cache import ParsedQueryCache
 from sketch_core.algebra.printer import to_sql
 from sketch_core.choice.candidates import table_candidates
 from sketch_core.choice.estimation import DEFAULT_REPLICATES
+from sketch_core.choice.local_plan import evaluate_plan
 from sketch_core.choice.query import AttributeEstimates, SampledTable, estimate_candidates
 from sketch_core.choice.shape import aggregation_shape
-from sketch_core.choice.store import SampleStore
+from sketch_core.choice.store import SampleStore, StoredSample
 from sketch_core.choice.strategies import TableCandidates, preferences
 from sketch_core.config import Settings
 from sketch_core.cost_advisor import CostAdvisor
@@ -78,6 +79,7 @@ from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.policy import Decision, Policy, PolicyFacts, effective_policy, evaluate
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
+from sketch_core.rewrites.push_selections import push_selections
 from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import (
     SafetyResult,
@@ -102,6 +104,7 @@ from sketch_core.spark.views import (
 from sketch_core.state_budget import BudgetRun, StateBudget
 from sketch_core.status import SketchStatus, sketch_status
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
+from sketch_core.tables.deltas import read_matching
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 
@@ -400,13 +403,21 @@ class SketchService:
         statistics: Statistics,
         fragments: int,
         replicates: int = DEFAULT_REPLICATES,
+        *,
+        screen: bool = True,
     ) -> AttributeEstimates:
+        """With ``screen``, only the attributes a safety check accepts are estimated; without,
+        every attribute is (a capture checks its picks in order of preference anyway, and a
+        check costs more than an estimate)."""
         started = time.perf_counter()
+
+        def unsafe_because(table: str, attribute: str) -> str | None:
+            if not screen:
+                return None
+            return _unsafe_because(check_safety(plan, {table: attribute}, statistics))
+
         tables, refused = table_candidates(
-            plan,
-            {table: pin.schema.names for table, pin in pins.items()},
-            self._sort_keys(pins),
-            lambda table, attribute: _unsafe_because(check_safety(plan, {table: attribute}, statistics)),
+            plan, {t: pin.schema.names for t, pin in pins.items()}, self._sort_keys(pins), unsafe_because
         )
         candidates = {table: list(c.all) for table, c in tables.items()}
         shape = aggregation_shape(plan)
@@ -415,18 +426,15 @@ class SketchService:
         positive = {scan.table for scan in positive_scans(plan)}
         fact = max(sorted(positive), key=lambda t: pins[t].record_count)
         stored = self.samples.sample(pins[fact], group_by_attributes(plan).get(fact, []))
-        view = f"__sample_{abs(hash(stored.path))}"
-        self.spark.read.parquet(stored.path).createOrReplaceTempView(view)
 
         def partition_of(table: str, attribute: str) -> RangePartition | None:
             found = self.sketches.find_partition(table, attribute, fragments)
             return None if found is None else self._partition(found.partition_id)[1]
 
         estimation = estimate_candidates(
-            self.spark,
+            lambda rows_plan: self._sample_rows(rows_plan, pins, fact, stored),
             shape,
-            {table: register_view(self.spark, pin) for table, pin in pins.items()},
-            SampledTable(fact, stored.sample, view),
+            SampledTable(fact, stored.sample, stored.memo),
             candidates,
             partition_of,
             fragments,
@@ -441,6 +449,27 @@ class SketchService:
             seconds=time.perf_counter() - started,
             tables=tables,
         )
+
+    def _sample_rows(
+        self, plan: Relation, pins: Mapping[str, PinnedSnapshot], sampled: str, stored: StoredSample
+    ) -> pa.Table:
+        """``plan``'s rows with ``sampled``'s scans reading its sample: in-process when
+        :mod:`~sketch_core.choice.local_plan` covers the plan (no Spark job: most of an estimate's
+        time otherwise), else on Spark."""
+
+        def read(scan: Scan, keys: Mapping[str, pa.Array] | None) -> pa.Table:
+            if scan.table == sampled:
+                return stored.sample.rows
+            return read_matching(pins[scan.table], scan.source_columns, keys, self.tables.file_cache)
+
+        try:
+            return evaluate_plan(push_selections(plan), read, driving=sampled)
+        except (UnsupportedQueryError, pa.ArrowException) as error:
+            log.info("estimating on Spark: %s", error)
+        view = f"__sample_{abs(hash(stored.path))}"
+        self.spark.read.parquet(stored.path).createOrReplaceTempView(view)
+        source = {table: register_view(self.spark, pin) for table, pin in pins.items()} | {sampled: view}
+        return self.spark.sql(to_sql(plan, source=lambda scan: source[scan.table])).toArrow()
 
     def _sort_keys(self, pins: Mapping[str, PinnedSnapshot]) -> dict[str, tuple[str, ...]]:
         keys = {}
@@ -616,7 +645,7 @@ class SketchService:
             keys = self._sort_keys(pins)
             pools = {t: TableCandidates((), (), tuple(grouped.get(t, [])), keys[t][:1]) for t in sketched}
         else:
-            estimates = self._estimates(plan, pins, statistics, fragments)
+            estimates = self._estimates(plan, pins, statistics, fragments, screen=False)
             pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
         expected = estimates.expected_selectivities() if estimates is not None else None
         candidates = preferences(strategy, pools, expected)
@@ -626,6 +655,8 @@ class SketchService:
             raise NoSafeAttributeError(
                 sorted(candidates), reasons or "no table has enough data files to skip"
             )
+        if estimates is not None:
+            estimates = replace(estimates, refused=choice.refused)
         return choice.chosen, estimates
 
     def _record_choice(
@@ -641,6 +672,7 @@ class SketchService:
         4.4.1; fragments, not rows: the captured sketch tells those without a scan)."""
         assert estimates.estimation is not None
         by_table: dict[str, dict[str, Any]] = {}
+        refused = {(t, a): why for t, unsafe in estimates.refused.items() for a, why in unsafe}
         for key, e in estimates.estimation.candidates.items():
             table, attribute = key.rsplit(".", 1)
             by_table.setdefault(table, {})[attribute] = {
@@ -649,6 +681,8 @@ class SketchService:
                 "high": e.high,
                 "fragment_share": e.fragment_share,
             }
+            if (table, attribute) in refused:  # estimated, then found unsafe when picked
+                by_table[table][attribute]["unsafe"] = refused[table, attribute]
         outcome: dict[str, Any] = {}
         for table, attribute in chosen.items():
             # Compared as shares of fragments: what the captured sketch tells without a scan.

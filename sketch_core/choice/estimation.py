@@ -205,61 +205,83 @@ class SampleEstimator:
             chosen[ranking] = True
         return chosen
 
-    def sketch_size(
-        self, index: np.ndarray, chosen: np.ndarray, candidate: CandidateFragments
-    ) -> tuple[float, float]:
+    def sketch_size(self, provenance: _FragmentCounts, candidate: CandidateFragments) -> tuple[float, float]:
         """Expected fragments of ``candidate`` holding the result's provenance, and the share of
-        the table's rows those fragments hold."""
-        provenance = chosen[self.groups[index]] & self.passes[index]
-        fragments = candidate.fragments[index][provenance]
-        if len(fragments) == 0:
+        the table's rows those fragments hold, from the provenance rows' fragment counts."""
+        rows = int(provenance.counts.sum())
+        if rows == 0:
             return 0.0, 0.0
-        ids, counts = np.unique(fragments, return_counts=True)
-        seen = float(len(counts))
+        ids = np.flatnonzero(provenance.counts)
+        counts = provenance.counts[ids]
+        seen = float(len(ids))
         if self.population_scale > 1:
-            distinct = self._whole_group_fragments(index, provenance, fragments, seen, candidate)
+            distinct = self._whole_group_fragments(provenance.pairs, seen, candidate)
         elif candidate.determined_by_group:
             distinct = seen
         else:
             # The table rows the sampled provenance rows stand for.
-            represented = float(self.weights[index][provenance].sum()) * self.population_scale
+            represented = provenance.weight * self.population_scale
             once = float(np.count_nonzero(counts == 1))
-            guess = np.sqrt(max(represented, 1.0) / len(fragments)) * once + (seen - once)
+            guess = np.sqrt(max(represented, 1.0) / rows) * once + (seen - once)
             distinct = min(max(guess, seen), max(represented, seen))
         total = max(1, candidate.fragment_count)
         if candidate.occupancy:
             occupied = _occupied(distinct, total)
             return occupied, occupied / total
         count = float(min(distinct, total))
-        rows = candidate.fragment_rows
-        if rows is None or rows.sum() <= 0:
+        table_rows = candidate.fragment_rows
+        if table_rows is None or table_rows.sum() <= 0:
             return count, count / total
         # The fragments seen hold what they hold; those estimated but not seen hold what an
         # unseen fragment holds on average.
-        seen_rows = float(rows[ids].sum())
-        unseen = max(1.0, len(rows) - seen)
-        extra = max(0.0, count - seen) * (float(rows.sum()) - seen_rows) / unseen
-        return count, min(1.0, (seen_rows + extra) / float(rows.sum()))
+        seen_rows = float(table_rows[ids].sum())
+        unseen = max(1.0, len(table_rows) - seen)
+        extra = max(0.0, count - seen) * (float(table_rows.sum()) - seen_rows) / unseen
+        return count, min(1.0, (seen_rows + extra) / float(table_rows.sum()))
 
-    def _whole_group_fragments(
-        self,
-        index: np.ndarray,
-        provenance: np.ndarray,
-        fragments: np.ndarray,
-        seen: float,
-        candidate: CandidateFragments,
-    ) -> float:
+    def _whole_group_fragments(self, pairs: float, seen: float, candidate: CandidateFragments) -> float:
         """Fragments holding the provenance when whole groups were sampled, each with
-        probability ``q = 1 / scale``. The sample's (group, fragment) pairs stand for ``scale``
-        times as many; ``occupied(k) = n (1 - (1 - 1/n) ** k)`` fragments is what k pairs would
-        occupy spread at random, and the sample shows how far they cluster instead: the
-        estimate is ``seen * occupied(scale * pairs) / occupied(pairs)``."""
-        groups = self.groups[index][provenance]
-        pairs = float(np.unique(np.stack([fragments, groups]), axis=1).shape[1])
+        probability ``q = 1 / scale``. The sample's distinct (group, fragment) ``pairs`` stand
+        for ``scale`` times as many; ``occupied(k) = n (1 - (1 - 1/n) ** k)`` fragments is what
+        k pairs would occupy spread at random, and the sample shows how far they cluster
+        instead: the estimate is ``seen * occupied(scale * pairs) / occupied(pairs)``."""
         total = max(1, candidate.fragment_count)
         spread = _occupied(pairs * self.population_scale, total) / max(_occupied(pairs, total), 1e-9)
         guess = seen * spread
         return min(max(guess, seen), float(total))
+
+    def _sizes(
+        self, results: Mapping[bytes, np.ndarray], candidates: Mapping[str, CandidateFragments]
+    ) -> dict[tuple[str, bytes], tuple[float, float]]:
+        """:meth:`sketch_size` of every candidate for every result (a set of groups). Results
+        differ only in their borderline groups: the rows of groups every result holds are
+        counted once per candidate, and each result adds its own borderline rows."""
+        chosen_sets = list(results.values())
+        always, ever = np.logical_and.reduce(chosen_sets), np.logical_or.reduce(chosen_sets)
+        index = np.flatnonzero(ever[self.groups] & self.passes)
+        groups, weights = self.groups[index], self.weights[index]
+        core = always[groups]
+        edge_groups, edge_weights = groups[~core], weights[~core]
+        core_weight = float(weights[core].sum())
+        whole_groups = self.population_scale > 1
+        # Per result: which borderline rows it holds, and the table rows its provenance stands for.
+        picks = {key: chosen[edge_groups] for key, chosen in results.items()}
+        weights_of = {key: core_weight + float(edge_weights[pick].sum()) for key, pick in picks.items()}
+        sizes = {}
+        for name, candidate in candidates.items():
+            fragments = candidate.fragments[index]
+            length = int(fragments.max()) + 1 if len(fragments) else 1
+            base = np.bincount(fragments[core], minlength=length)
+            edge = fragments[~core]
+            core_pairs = _distinct_pairs(groups[core], fragments[core], length) if whole_groups else 0
+            for key, pick in picks.items():
+                counts = base + np.bincount(edge[pick], minlength=length)
+                pairs = core_pairs
+                if whole_groups:
+                    pairs += _distinct_pairs(edge_groups[pick], edge[pick], length)
+                provenance = _FragmentCounts(counts, weights_of[key], float(pairs))
+                sizes[name, key] = self.sketch_size(provenance, candidate)
+        return sizes
 
     # -- with the bootstrap -----------------------------------------------------------------
     def estimate(
@@ -275,40 +297,40 @@ class SampleEstimator:
         everything = np.arange(len(self.weights))
         values, exists = self.aggregate_estimates(everything)
         selected = self.result(values, exists)
-        point = {name: self.sketch_size(everything, selected, c)[1] for name, c in candidates.items()}
 
         rng = np.random.default_rng(seed)
         resample = _Resampler(self.strata, self.stratum_samples)
         in_result = np.zeros(self.group_count)
         draws: dict[str, list[np.ndarray]] = {a.name: [] for a in self.aggregates}
-        sizes: dict[str, list[tuple[float, float]]] = {name: [] for name in candidates}
-        counted: dict[tuple[str, bytes], tuple[float, float]] = {}
-        for _ in range(max(1, replicates)):
+        results: dict[bytes, np.ndarray] = {selected.tobytes(): selected}
+        replicate_results: list[bytes] = []
+        # A sample of one row per stratum (whole groups) resamples to itself: every replicate
+        # would be the same, and one stands for them all.
+        rounds = 1 if np.all(self.stratum_samples <= 1) else max(1, replicates)
+        for _ in range(rounds):
             index = resample.draw(rng)
             estimates, present = self.aggregate_estimates(index)
             chosen = self.result(estimates, present)
             in_result += chosen
             for name, array in estimates.items():
                 draws[name].append(array)
-            # The fragments of the groups this replicate returns are counted over the sample
-            # as drawn: a resample repeats rows, which a distinct-value estimate would read
-            # as fewer fragments. Most replicates return the same groups: counted once.
-            key = chosen.tobytes()
-            for name, candidate in candidates.items():
-                if (name, key) not in counted:
-                    counted[name, key] = self.sketch_size(everything, chosen, candidate)
-                sizes[name].append(counted[name, key])
+            # Most replicates return the same groups: their fragments are counted once.
+            replicate_results.append(chosen.tobytes())
+            results.setdefault(replicate_results[-1], chosen)
+
+        # The fragments of the groups a replicate returns are counted over the sample as drawn
+        # (a resample repeats rows, which a distinct-value estimate would read as fewer
+        # fragments).
+        counted = self._sizes(results, candidates)
+        point = {name: counted[name, selected.tobytes()][1] for name in candidates}
+        sizes = {name: [counted[name, key] for key in replicate_results] for name in candidates}
 
         tail = (1 - confidence) / 2 * 100
         low: dict[str, np.ndarray] = {}
         high: dict[str, np.ndarray] = {}
         for name, arrays in draws.items():
-            stacked = np.vstack(arrays)
-            low[name], high[name] = (
-                _column_percentiles(stacked, tail),
-                _column_percentiles(stacked, 100 - tail),
-            )
-        groups = GroupEstimates(values, low, high, in_result / max(1, replicates), selected)
+            low[name], high[name] = _column_percentiles(np.vstack(arrays), (tail, 100 - tail))
+        groups = GroupEstimates(values, low, high, in_result / rounds, selected)
         estimates_by_candidate = {}
         for name in candidates:
             counts, shares = (np.asarray(column) for column in zip(*sizes[name], strict=True))
@@ -325,6 +347,21 @@ class SampleEstimator:
         return Estimation(groups, estimates_by_candidate)
 
 
+@dataclass(frozen=True)
+class _FragmentCounts:
+    """A result's provenance rows in the sample: how many fall in each fragment id, the table
+    rows they stand for, and (for a sample of whole groups) their distinct (group, fragment)
+    pairs."""
+
+    counts: np.ndarray
+    weight: float
+    pairs: float = 0.0
+
+
+def _distinct_pairs(groups: np.ndarray, fragments: np.ndarray, width: int) -> int:
+    return len(np.unique(groups * width + fragments))
+
+
 class _Resampler:
     """Bootstrap resamples: each stratum's whole sample drawn again with replacement (so the
     strata keep their sizes and the weights stay valid). A draw of one of the stratum's sampled
@@ -336,14 +373,20 @@ class _Resampler:
         present = np.bincount(strata, minlength=len(stratum_samples))
         self.start = np.concatenate(([0], np.cumsum(present)[:-1])) if len(present) else present
         self.present = present
-        self.draw_stratum = np.repeat(np.arange(len(stratum_samples)), stratum_samples)
-        self.draw_size = stratum_samples[self.draw_stratum]
+        draw_stratum = np.repeat(np.arange(len(stratum_samples)), stratum_samples)
+        # Per draw: its stratum's sample size, rows given, and where those start in ``order``.
+        self.draw_size = stratum_samples[draw_stratum].astype(float)
+        self.draw_present = present[draw_stratum]
+        self.draw_start = self.start[draw_stratum]
+        self.complete = bool(np.array_equal(present, stratum_samples))
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        offsets = np.floor(rng.random(len(self.draw_stratum)) * self.draw_size).astype(np.int64)
-        kept = offsets < self.present[self.draw_stratum]
-        positions = self.start[self.draw_stratum[kept]] + offsets[kept]
-        return np.asarray(self.order[positions], dtype=np.int64)
+        # Truncation is the floor for these non-negative offsets.
+        offsets = (rng.random(len(self.draw_size)) * self.draw_size).astype(np.int64)
+        if self.complete:
+            return np.asarray(self.order[self.draw_start + offsets], dtype=np.int64)
+        kept = offsets < self.draw_present
+        return np.asarray(self.order[self.draw_start[kept] + offsets[kept]], dtype=np.int64)
 
 
 def _aggregate(
@@ -369,16 +412,17 @@ def _aggregate(
             return np.where(counted > 0, total, np.nan)
         if aggregate.function == "avg":
             return np.where(counted > 0, total / counted, np.nan)
-    extreme = np.full(size, np.nan)
     if aggregate.function not in ("min", "max"):
         raise SamplingError(f"no estimator for {aggregate.function}")
     kept_groups, kept_values = groups[present], values[present]
-    if len(kept_values):
-        order = np.lexsort((kept_values if aggregate.function == "min" else -kept_values, kept_groups))
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = kept_groups[order][1:] != kept_groups[order][:-1]
-        extreme[kept_groups[order][first]] = kept_values[order][first]
-    return extreme
+    if aggregate.function == "max":
+        extreme = np.full(size, -np.inf)
+        np.maximum.at(extreme, kept_groups, kept_values)
+    else:
+        extreme = np.full(size, np.inf)
+        np.minimum.at(extreme, kept_groups, kept_values)
+    # Groups without a value have none (infinite values in the data stay what they are).
+    return np.where(np.bincount(kept_groups, minlength=size) > 0, extreme, np.nan)
 
 
 def _occupied(k: float, total: int) -> float:
@@ -386,13 +430,15 @@ def _occupied(k: float, total: int) -> float:
     return float(total * (1 - (1 - 1 / total) ** k))
 
 
-def _column_percentiles(stacked: np.ndarray, percent: float) -> np.ndarray:
-    """Per column, the nearest-rank percentile of its non-NaN values (NaN when it has none).
+def _column_percentiles(stacked: np.ndarray, percents: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Per column, the nearest-rank percentiles of its non-NaN values (NaN when it has none).
     numpy's nanpercentile loops over the columns in Python: minutes for a million groups."""
-    ordered = np.sort(stacked, axis=0)  # NaNs last
+    stacked.sort(axis=0)  # in place (the caller's own copy); NaNs last
     valid = np.count_nonzero(~np.isnan(stacked), axis=0)
-    rank = np.clip(np.round(percent / 100 * (valid - 1)), 0, None).astype(np.int64)
-    picked = (
-        ordered[np.minimum(rank, len(ordered) - 1), np.arange(stacked.shape[1])] if len(ordered) else rank
-    )
-    return np.where(valid > 0, picked, np.nan)
+    columns = np.arange(stacked.shape[1])
+    out = []
+    for percent in percents:
+        rank = np.clip(np.round(percent / 100 * (valid - 1)), 0, None).astype(np.int64)
+        picked = stacked[np.minimum(rank, len(stacked) - 1), columns] if len(stacked) else rank
+        out.append(np.where(valid > 0, picked, np.nan))
+    return out[0], out[1]

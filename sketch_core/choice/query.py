@@ -1,8 +1,9 @@
-"""Sample-based selectivity estimates for a query's candidate attributes (CBS Sec. 8), on Spark.
+"""Sample-based selectivity estimates for a query's candidate attributes (CBS Sec. 8).
 
 The query's largest table is replaced by its stratified sample (the other tables are read in
 full: joined with a sample of the fact table they give a sample of the join, as CBS's join
-templates need). One Spark job evaluates the aggregation's input over it, with per row: the
+templates need). The aggregation's input is evaluated over it (in-process with Arrow where
+:mod:`~sketch_core.choice.local_plan` covers the plan, else as a Spark job), with per row: the
 group-by values, the aggregates' arguments, the values of every candidate attribute of every
 table, and which sampled row it came from. Everything after that is in-process
 (:class:`~sketch_core.choice.estimation.SampleEstimator`): group estimates, the chain above the
@@ -16,16 +17,15 @@ and turned into an expected number of equi-depth fragments they occupy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import SparkSession
 from sqlglot import exp
 
 from sketch_core.algebra.ir import Project, Relation, Scan, column, replace_children
-from sketch_core.algebra.printer import to_sql
 from sketch_core.choice.estimation import (
     AggregateInput,
     CandidateFragments,
@@ -42,22 +42,24 @@ from sketch_core.partitions.range_partition import null_mask
 
 @dataclass(frozen=True)
 class SampledTable:
-    """The table read through its sample: the sample, and a Spark view over its rows that has
-    :data:`SAMPLE_ROW` (the row's position in ``sample.rows``)."""
+    """The table read through its sample; the sample's rows have :data:`SAMPLE_ROW` (the row's
+    position in ``sample.rows``)."""
 
     table: str
     sample: StratifiedSample
-    view: str
+    # Work done on the sample once for all queries (its rows' fragments per attribute).
+    memo: MutableMapping[Any, Any] = field(default_factory=dict)
 
 
 # A candidate's range partition, when one is known: (table, attribute) -> partition or None.
 PartitionLookup = Callable[[str, str], RangePartition | None]
+# The rows of a plan whose sampled table's scan reads the sample (in-process or on Spark).
+RowsOf = Callable[[Relation], pa.Table]
 
 
 def estimate_candidates(
-    spark: SparkSession,
+    rows_of: RowsOf,
     shape: AggregationShape,
-    views: Mapping[str, str],
     sampled: SampledTable,
     candidates: Mapping[str, Sequence[str]],
     partition_of: PartitionLookup,
@@ -76,12 +78,14 @@ def estimate_candidates(
             outputs.append((arguments[name], call.arg))
     outputs += [(f"__candidate_{i}", column(n)) for i, n in enumerate(names.values())]
     outputs.append((SAMPLE_ROW, column(names[(sampled.table, SAMPLE_ROW)])))
-    source = {**views, sampled.table: sampled.view}
-    sql = to_sql(Project(child, tuple(outputs)), source=lambda scan: source[scan.table])
-    rows = spark.sql(sql).toArrow()
+    rows = rows_of(Project(child, tuple(outputs)))
+    # In the sample's order (a join or Spark returns them in any): group ids and the bootstrap's
+    # draws then do not depend on how the rows were computed, and estimates repeat exactly.
+    positions = rows.column(SAMPLE_ROW).to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.argsort(positions, kind="stable")
+    rows, positions = rows.take(pa.array(order, pa.int64())), positions[order]
 
     sample = sampled.sample
-    positions = rows.column(SAMPLE_ROW).to_numpy(zero_copy_only=False).astype(np.int64)
     group_names = [name for name, _ in shape.aggregate.groups]
     groups, group_count = stratum_ids(rows, group_names)
     keys = _first_per_group(rows.select(group_names), groups, group_count)
@@ -126,7 +130,8 @@ def estimate_candidates(
             partition_of(table, attribute),
             fragments,
             determined_by_group=name in grouped,
-            sample=sample if table == sampled.table else None,
+            sampled=sampled if table == sampled.table else None,
+            positions=positions,
             attribute=attribute,
         )
     return estimator.estimate(per_candidate, replicates=replicates, seed=seed)
@@ -179,30 +184,50 @@ def _fragments(
     fragments: int,
     *,
     determined_by_group: bool,
-    sample: StratifiedSample | None,
+    sampled: SampledTable | None,
+    positions: np.ndarray,
     attribute: str,
 ) -> CandidateFragments:
-    """The candidate's fragment per row. For the sampled table (``sample``) also the table rows
-    per fragment, estimated from the whole sample; and its partition, when none is stored,
-    from the sample's quantiles."""
-    array = _plain(values)
-    if sample is not None:
-        everything = _plain(sample.rows.column(attribute))
-        partition = partition or sample_partition(everything, fragments)
+    """The candidate's fragment per row. For the sampled table (``sampled``) the fragments of
+    the whole sample (looked up by ``positions``), its table rows per fragment, and its
+    partition, when none is stored, from the sample's quantiles."""
+    if sampled is not None:
+        whole = _sample_fragments(sampled, attribute, partition, fragments)
+        if whole is not None:
+            count, ids, rows = whole
+            return CandidateFragments(ids[positions], count, determined_by_group, fragment_rows=rows)
     if partition is None:
         # A table read in full, without a stored partition: each distinct value stands in for
         # a fragment, and ``occupancy`` turns the estimated count of values into fragments.
         text = values.cast(pa.string()).fill_null("\0null").to_numpy(zero_copy_only=False)
         _, codes = np.unique(text, return_inverse=True)
         return CandidateFragments(codes.astype(np.int64), fragments, determined_by_group, occupancy=True)
-    rows = None
-    if sample is not None:
-        ids = partition.fragments_of(everything)
-        weights = sample.weights() * sample.population_scale
-        rows = np.bincount(ids, weights=weights, minlength=partition.fragment_count + 1)
-    return CandidateFragments(
-        partition.fragments_of(array), partition.fragment_count, determined_by_group, fragment_rows=rows
-    )
+    ids = partition.fragments_of(_plain(values))
+    return CandidateFragments(ids, partition.fragment_count, determined_by_group)
+
+
+def _sample_fragments(
+    sampled: SampledTable, attribute: str, partition: RangePartition | None, fragments: int
+) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """For every row of the sample its fragment of ``attribute`` (the stored ``partition``, or
+    cuts from the sample), the partition's fragment count, and the table rows per fragment the
+    sample stands for; None when the sample holds no value of it. Kept in ``sampled.memo``: a
+    sample serves many queries, and mapping its values to fragments is most of an estimate's
+    own work."""
+    key = (attribute, partition if partition is not None else fragments)
+    if key not in sampled.memo:
+        sample = sampled.sample
+        everything = _plain(sample.rows.column(attribute))
+        partition = partition or sample_partition(everything, fragments)
+        if partition is None:
+            sampled.memo[key] = None
+        else:
+            ids = partition.fragments_of(everything)
+            weights = sample.weights() * sample.population_scale
+            rows = np.bincount(ids, weights=weights, minlength=partition.fragment_count + 1)
+            sampled.memo[key] = (partition.fragment_count, ids, rows)
+    found: tuple[int, np.ndarray, np.ndarray] | None = sampled.memo[key]
+    return found
 
 
 def _plain(values: pa.ChunkedArray) -> np.ndarray:
@@ -234,7 +259,10 @@ def sample_partition(values: np.ndarray, fragments: int) -> RangePartition | Non
 @dataclass(frozen=True)
 class AttributeEstimates:
     """Per table its safe candidate attributes with their estimates (when the query's shape
-    allows estimating), and the unsafe ones with the reasons; plus how the estimate was made."""
+    allows estimating), and the unsafe ones with the reasons; plus how the estimate was made.
+
+    For a capture, candidates are estimated before they are checked: ``candidates`` then holds
+    every attribute, and ``refused`` those the capture found unsafe on its way to its pick."""
 
     candidates: dict[str, list[str]]
     refused: dict[str, list[tuple[str, str]]]

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +44,12 @@ class StoredSample:
     sample: StratifiedSample
     path: str  # its Parquet file, with the SAMPLE_ROW column
     drawn: bool  # drawn now (False: a stored one was reused)
+    # Derived from the sample once and kept with it in memory (see SampledTable.memo).
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False)
+
+
+# Samples kept in memory (a file is never rewritten: a new draw gets a new path).
+LOADED_SAMPLES = 4
 
 
 class SampleStore:
@@ -63,15 +71,26 @@ class SampleStore:
         self.rate = rate
         self.max_drift = max_drift
         self.seed = seed
+        self._loaded: OrderedDict[str, StoredSample] = OrderedDict()
 
     def sample(self, pinned: PinnedSnapshot, group_columns: Sequence[str]) -> StoredSample:
         """The sample of ``pinned``'s table stratified by ``group_columns``, reused or drawn now."""
         columns = tuple(group_columns)
         record = self.repository.find(pinned.table, columns, self.rate)
         if record is not None and Path(record.path).exists() and self.drift(record, pinned) <= self.max_drift:
-            return StoredSample(self._load(record), record.path, drawn=False)
+            kept = self._loaded.get(record.path)
+            if kept is None:
+                kept = self._keep(StoredSample(self._load(record), record.path, drawn=False))
+            self._loaded.move_to_end(record.path)
+            return replace(kept, drawn=False)
         record, sample = self._draw(pinned, columns)
-        return StoredSample(sample, record.path, drawn=True)
+        return self._keep(StoredSample(sample, record.path, drawn=True))
+
+    def _keep(self, stored: StoredSample) -> StoredSample:
+        self._loaded[stored.path] = stored
+        while len(self._loaded) > LOADED_SAMPLES:
+            self._loaded.popitem(last=False)
+        return stored
 
     def drift(self, record: SampleRecord, pinned: PinnedSnapshot) -> float:
         """Rows inserted and deleted between the sample's snapshot and ``pinned``, as a share of

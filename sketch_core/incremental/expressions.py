@@ -119,6 +119,11 @@ class ExpressionTranslator:
             both_null = left.is_null() & right.is_null()
             equal = pc.Expression._call("coalesce", [left == right, pc.scalar(False)])
             return both_null | (left.is_valid() & right.is_valid() & equal)
+        if isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression, exp.Interval):
+            shifted = constant_date(node)
+            if shifted is None:
+                raise _unsupported(node)
+            return pc.scalar(shifted)
         if type(node) in _ARITHMETIC:
             left, right = self.operands(node.this, node.expression)
             if isinstance(node, exp.Mul):
@@ -304,6 +309,42 @@ _ARITHMETIC: dict[type, str] = {
     exp.Sub: "subtract_checked",
     exp.Mul: "multiply_checked",
 }
+
+
+_INTERVAL_MONTHS = {"MONTH": 1, "MONTHS": 1, "YEAR": 12, "YEARS": 12}
+_INTERVAL_DAYS = {"DAY": 1, "DAYS": 1, "WEEK": 7, "WEEKS": 7}
+
+
+def constant_date(node: exp.Expr) -> dt.date | None:
+    """The date a constant date expression stands for (``DATE '1994-01-01' + INTERVAL 3
+    MONTHS``, as TPC-H writes its ranges), or None when it is not one. Months are added as
+    Spark adds them: the day is cut to the end of a shorter month."""
+    if isinstance(node, exp.Paren):
+        return constant_date(node.this)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        if node.to.this != exp.DataType.Type.DATE:
+            return None
+        try:
+            return dt.date.fromisoformat(node.this.this)
+        except ValueError:
+            return None
+    if not (isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression, exp.Interval)):
+        return None
+    start, interval = constant_date(node.this), node.expression
+    unit = interval.args.get("unit")
+    amount = interval.this.this if isinstance(interval.this, exp.Literal) else None
+    if start is None or unit is None or amount is None or not str(amount).lstrip("-").isdigit():
+        return None
+    count = int(amount) * (-1 if isinstance(node, exp.Sub) else 1)
+    name = unit.name.upper()
+    if name in _INTERVAL_DAYS:
+        return start + dt.timedelta(days=count * _INTERVAL_DAYS[name])
+    if name not in _INTERVAL_MONTHS:
+        return None
+    months = start.year * 12 + start.month - 1 + count * _INTERVAL_MONTHS[name]
+    year, month = divmod(months, 12)
+    following = dt.date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1)
+    return dt.date(year, month + 1, min(start.day, (following - dt.timedelta(days=1)).day))
 
 
 def _is_int_literal(node: exp.Expr | None) -> bool:

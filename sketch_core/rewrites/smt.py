@@ -9,6 +9,8 @@ dropped, which only weakens what can be proven, so the checks stay sound.
 from __future__ import annotations
 
 import datetime as dt
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
@@ -184,10 +186,49 @@ def within_bounds(terms: Iterable[Term], low: Any, high: Any) -> list[Term]:
     return premises
 
 
+class _ProofMemo:
+    """Answers of :func:`proves`, by the z3 terms asked about.
+
+    The safety checks of a query's candidate attributes differ only where the sketched
+    attribute matters (an aggregation's groups); every selection and join rule asks the same
+    questions again, and asking z3 costs about a millisecond each. z3 hash-conses terms, so a
+    term's id names its structure for as long as the term lives: an entry keeps its terms
+    alive, which keeps its key meaning what it meant."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._answers: OrderedDict[tuple[int, ...], tuple[bool, list[Term]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, ...]) -> bool | None:
+        with self._lock:
+            found = self._answers.get(key)
+            if found is None:
+                return None
+            self._answers.move_to_end(key)
+            return found[0]
+
+    def put(self, key: tuple[int, ...], answer: bool, terms: list[Term]) -> None:
+        with self._lock:
+            self._answers[key] = (answer, terms)
+            while len(self._answers) > self.size:
+                self._answers.popitem(last=False)
+
+
+_MEMO = _ProofMemo(4096)
+
+
 def proves(premises: Iterable[Term], goal: Term, *, timeout_ms: int = 2000) -> bool:
     """True when the premises imply the goal for every assignment (its negation is unsatisfiable)."""
+    terms = [p for p in premises if p is not None]
+    key = (*(t.get_id() for t in terms), -1, goal.get_id(), timeout_ms)
+    known = _MEMO.get(key)
+    if known is not None:
+        return known
     solver = z3.Solver()
     solver.set("timeout", timeout_ms)
-    solver.add(*[p for p in premises if p is not None])
+    solver.add(*terms)
     solver.add(z3.Not(goal))
-    return bool(solver.check() == z3.unsat)
+    answer = bool(solver.check() == z3.unsat)
+    _MEMO.put(key, answer, [*terms, goal])
+    return answer

@@ -66,6 +66,12 @@ EXPRESSIONS = [
     "IF(i > 0, j, NULL)",
     "t < DATE '1995-01-01'",
     "t >= CAST('1994-01-01' AS DATE) AND t < CAST('1995-01-01' AS DATE)",
+    # TPC-H's ranges: constant dates shifted by intervals (months cut to the month's end).
+    "t < DATE '1994-12-01' + INTERVAL 3 MONTHS",
+    "t < DATE '1995-05-31' + INTERVAL '1' MONTH",
+    "t >= DATE '1996-02-29' - INTERVAL 2 YEARS",
+    "t <= DATE '1998-12-01' - INTERVAL '90' DAY",
+    "t > DATE '1993-12-24' + INTERVAL 1 WEEK",
     "YEAR(t)",
     "EXTRACT(YEAR FROM t)",
     "SUBSTRING(s, 1, 2)",

@@ -1,0 +1,139 @@
+"""A join-and-filter plan (the input of a query's aggregation) evaluated in-process with Arrow.
+
+Estimating sketch sizes (CBS Sec. 8) needs the aggregation's input rows over a sample of the
+fact table: a few hundred thousand rows, joined with the dimension tables it references. As a
+Spark job that costs about a second of scheduling and transfer, as much as the capture it is
+meant to be a small fraction of; in-process it is a hash join or two.
+
+Covered: scans, selections, projections, union all, and inner, semi and anti joins on at least
+one column equality (other conjuncts filter the joined rows). Expressions go through the same
+Spark-aligned Arrow translation the incremental engine uses. Anything else raises
+:class:`UnsupportedQueryError`, and the caller falls back to Spark.
+
+The join's other side is read only where its keys meet the rows already joined: ``read`` is
+given those key values (the sample's order keys, say), and can skip files and row groups whose
+statistics hold none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from sketch_core.algebra.ir import Join, Project, Relation, Scan, Select, Union
+from sketch_core.errors import UnsupportedQueryError
+from sketch_core.incremental.expressions import ExpressionTranslator, evaluate, filter_rows
+from sketch_core.incremental.join import equi_keys
+
+# (scan, {source column: values wanted} or None) -> the scan's source columns, at least the rows
+# holding those values (more is fine: the join drops them).
+ScanReader = Callable[[Scan, Mapping[str, pa.Array] | None], pa.Table]
+_ROW = "__local_row"
+# A join passes the other side's read at most this many distinct key values.
+MAX_READ_KEYS = 10_000
+
+
+def evaluate_plan(plan: Relation, read: ScanReader, driving: str | None = None) -> pa.Table:
+    """``plan``'s rows. ``driving``: the table whose scan is small (the sample); each join
+    evaluates the side holding it first and reads the other side by its keys."""
+    return _Evaluator(read, driving).rows(plan, None)
+
+
+class _Evaluator:
+    def __init__(self, read: ScanReader, driving: str | None) -> None:
+        self.read = read
+        self.driving = driving
+
+    def rows(self, node: Relation, keys: Mapping[str, pa.Array] | None) -> pa.Table:
+        """``node``'s rows; with ``keys`` ({output column: values}) rows without one of those
+        values may be left out."""
+        if isinstance(node, Scan):
+            sources = dict(zip(node.names, node.source_columns, strict=True))
+            wanted = {sources[n]: v for n, v in (keys or {}).items() if n in sources} or None
+            table = self.read(node, wanted).select(list(node.source_columns))
+            return table.rename_columns(list(node.names))
+        if isinstance(node, Select):
+            table = self.rows(node.child, keys)
+            return filter_rows(table, ExpressionTranslator(table.schema)(node.condition))
+        if isinstance(node, Project):
+            passed = {
+                name: (keys or {})[e.name]
+                for name, e in node.outputs
+                if isinstance(e, exp.Column) and e.name in (keys or {})
+            }
+            table = self.rows(node.child, {_source(node, n): v for n, v in passed.items()} or None)
+            translate = ExpressionTranslator(table.schema)
+            return evaluate(table, {name: translate(e) for name, e in node.outputs})
+        if isinstance(node, Union):
+            parts = [self.rows(child, None).rename_columns(list(node.columns)) for child in node.inputs]
+            return pa.concat_tables(parts, promote_options="permissive")
+        if isinstance(node, Join):
+            return self.join(node, keys)
+        raise UnsupportedQueryError(f"{type(node).__name__} in an in-process estimate", type(node).__name__)
+
+    def join(self, node: Join, keys: Mapping[str, pa.Array] | None) -> pa.Table:
+        pairs, residual = equi_keys(node.condition, node.left.columns, node.right.columns)
+        if not pairs or node.null_aware or (residual and node.kind != "inner"):
+            condition = node.condition.sql(dialect="spark") if node.condition is not None else "no condition"
+            raise UnsupportedQueryError(f"this {node.kind} join in an in-process estimate", condition)
+        # Semi and anti joins keep the left's rows: it comes first. An inner join starts from the
+        # side holding the sample, unless both do.
+        left_first = (
+            node.kind != "inner" or self._holds_driving(node.left) or not self._holds_driving(node.right)
+        )
+        first, second = (node.left, node.right) if left_first else (node.right, node.left)
+        first_keys = [a if left_first else b for a, b in pairs]
+        second_keys = [b if left_first else a for a, b in pairs]
+        mine = {n: v for n, v in (keys or {}).items() if n in first.columns} or None
+        one = self.rows(first, mine)
+        wanted = {
+            s: pc.unique(one.column(f).combine_chunks()).drop_null()
+            for f, s in zip(first_keys, second_keys, strict=True)
+        }
+        # Many keys select most of the other side anyway; matching them would cost more than
+        # the join does.
+        other = self.rows(second, wanted if max(map(len, wanted.values())) <= MAX_READ_KEYS else None)
+        if node.kind in ("semi", "anti"):
+            kind = "left semi" if node.kind == "semi" else "left anti"
+            return _hash_join(one, other, first_keys, second_keys, kind).select(list(node.columns))
+        joined = _hash_join(one, other, first_keys, second_keys, "inner")
+        if residual:
+            joined = filter_rows(joined, ExpressionTranslator(joined.schema)(exp.and_(*residual)))
+        return joined.select(list(node.columns))
+
+    def _holds_driving(self, node: Relation) -> bool:
+        if isinstance(node, Scan):
+            return node.table == self.driving
+        return any(self._holds_driving(c) for c in node.children)
+
+
+def _source(node: Project, name: str) -> str:
+    """The child column a passed-through output ``name`` of ``node`` reads."""
+    expression = dict(node.outputs)[name]
+    assert isinstance(expression, exp.Column)
+    return expression.name
+
+
+def _hash_join(left: pa.Table, right: pa.Table, lkeys: list[str], rkeys: list[str], kind: str) -> pa.Table:
+    """Arrow's hash join, keys of differing types cast to the left's (as Spark widens both),
+    NULL keys never matching; for inner joins the left's and then the right's columns."""
+    for lk, rk in zip(lkeys, rkeys, strict=True):
+        wanted = left.schema.field(lk).type
+        if right.schema.field(rk).type != wanted:
+            right = right.set_column(right.schema.get_field_index(rk), rk, right.column(rk).cast(wanted))
+    if kind != "inner":
+        return left.join(right.select(rkeys), keys=lkeys, right_keys=rkeys, join_type=kind)
+    # Arrow's join output drops the right keys and reorders nothing we can rely on: join row
+    # numbers instead, then take the rows.
+    lpart = left.select(lkeys).append_column(_ROW, pa.array(np.arange(left.num_rows), pa.int64()))
+    rpart = right.select(rkeys).append_column(f"{_ROW}_r", pa.array(np.arange(right.num_rows), pa.int64()))
+    matched = lpart.join(rpart, keys=lkeys, right_keys=rkeys, join_type="inner")
+    taken_left = left.take(matched.column(_ROW))
+    taken_right = right.take(matched.column(f"{_ROW}_r"))
+    for name in right.column_names:
+        taken_left = taken_left.append_column(name, taken_right.column(name))
+    return taken_left
