@@ -427,9 +427,11 @@ class SketchService:
         fact = max(sorted(positive), key=lambda t: pins[t].record_count)
         stored = self.samples.sample(pins[fact], group_by_attributes(plan).get(fact, []))
 
+        stored_ids = {table: self.sketches.partition_ids(table, fragments) for table in candidates}
+
         def partition_of(table: str, attribute: str) -> RangePartition | None:
-            found = self.sketches.find_partition(table, attribute, fragments)
-            return None if found is None else self._partition(found.partition_id)[1]
+            found = stored_ids.get(table, {}).get(attribute)
+            return None if found is None else self._partition(found)[1]
 
         estimation = estimate_candidates(
             lambda rows_plan: self._sample_rows(rows_plan, pins, fact, stored),
@@ -470,6 +472,23 @@ class SketchService:
         self.spark.read.parquet(stored.path).createOrReplaceTempView(view)
         source = {table: register_view(self.spark, pin) for table, pin in pins.items()} | {sampled: view}
         return self.spark.sql(to_sql(plan, source=lambda scan: source[scan.table])).toArrow()
+
+    def choose_attributes(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        snapshot: int | None = None,
+        fragments: int | None = None,
+    ) -> tuple[dict[str, str], AttributeEstimates | None]:
+        """The attributes a capture of ``sql`` without ``attributes`` would sketch, picked by the
+        ``attribute_strategy`` setting, and the estimates a cost-based strategy ranked them by:
+        the work the choice adds to such a capture."""
+        sequence = self._sequence(snapshot)
+        pins = self._pin_query(sql, sequence)
+        parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
+        statistics = {table: pin.column_bounds() for table, pin in pins.items()}
+        return self._attributes(parsed.plan, pins, statistics, None, fragments or self.settings.fragments)
 
     def _sort_keys(self, pins: Mapping[str, PinnedSnapshot]) -> dict[str, tuple[str, ...]]:
         keys = {}

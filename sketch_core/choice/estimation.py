@@ -14,14 +14,18 @@ rows of the result groups that pass the WHERE clause. From a sample:
    row of a group shares the value. For any other attribute the sample sees only some of the
    fragments a group's rows fall in; the fragments never sampled are estimated with the GEE
    distinct-value estimator (Charikar et al., PODS 2000): ``sqrt(N / s) * f1 + sum_{j>=2} f_j``,
-   ``f_j`` the fragments seen j times among the s sampled provenance rows standing for N rows.
+   ``f_j`` the fragments seen j times among the s sampled provenance rows standing for N rows,
+   but no more than the fragments between the smallest and largest one seen (fragments are
+   ranges: provenance clustered in a range of the attribute stays in it).
 4. **Selectivity.** Fragments are equi-depth, so the sketch keeps about ``fragments / n`` of the
    table (CBS Sec. 4.4).
 5. **Uncertainty.** Steps 1 and 2 are repeated on bootstrap resamples (rows drawn with
    replacement within each stratum, CBS Sec. 7.2): they give each group's chance of being in
    the result and a confidence interval for each group's aggregates. Step 3 then runs for each
    replicate's result over the sample as drawn, which gives the expected selectivity over which
-   groups qualify (CBS Sec. 8.2) and its interval.
+   groups qualify (CBS Sec. 8.2) and its interval. Up to 50 replicates (CBS Fig. 4: the error
+   stops improving there); fewer when the result has settled (``settle``), and one for a sample
+   of whole groups, which resamples to itself.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from sketch_core.choice.sampling import SamplingError, StratifiedSample
 AggregateFunction = Literal["count", "sum", "avg", "min", "max"]
 DEFAULT_REPLICATES = 50  # CBS Fig. 4: the error stops improving at about 50 resamples
 DEFAULT_CONFIDENCE = 0.95
+# The service's bootstrap stops once this many replicates in a row repeat earlier results.
+DEFAULT_SETTLE = 10
 
 
 @dataclass(frozen=True)
@@ -224,6 +230,8 @@ class SampleEstimator:
             once = float(np.count_nonzero(counts == 1))
             guess = np.sqrt(max(represented, 1.0) / rows) * once + (seen - once)
             distinct = min(max(guess, seen), max(represented, seen))
+            if not candidate.occupancy:
+                distinct = min(distinct, max(seen, _span(ids, candidate.fragment_count, rows)))
         total = max(1, candidate.fragment_count)
         if candidate.occupancy:
             occupied = _occupied(distinct, total)
@@ -290,7 +298,11 @@ class SampleEstimator:
         replicates: int = DEFAULT_REPLICATES,
         confidence: float = DEFAULT_CONFIDENCE,
         seed: int = 0,
+        settle: int | None = None,
     ) -> Estimation:
+        """With ``settle``, the bootstrap stops early once that many replicates in a row (and at
+        least twice that many in all) have returned no set of groups an earlier one did not:
+        the result is then stable, and more replicates would only repeat it."""
         for name, candidate in candidates.items():
             if len(candidate.fragments) != len(self.weights):
                 raise SamplingError(f"candidate {name!r} has the wrong number of fragment ids")
@@ -306,8 +318,10 @@ class SampleEstimator:
         replicate_results: list[bytes] = []
         # A sample of one row per stratum (whole groups) resamples to itself: every replicate
         # would be the same, and one stands for them all.
-        rounds = 1 if np.all(self.stratum_samples <= 1) else max(1, replicates)
-        for _ in range(rounds):
+        planned = 1 if np.all(self.stratum_samples <= 1) else max(1, replicates)
+        rounds, unchanged = 0, 0
+        while rounds < planned and (settle is None or rounds < 2 * settle or unchanged < settle):
+            rounds += 1
             index = resample.draw(rng)
             estimates, present = self.aggregate_estimates(index)
             chosen = self.result(estimates, present)
@@ -316,6 +330,7 @@ class SampleEstimator:
                 draws[name].append(array)
             # Most replicates return the same groups: their fragments are counted once.
             replicate_results.append(chosen.tobytes())
+            unchanged = unchanged + 1 if replicate_results[-1] in results else 0
             results.setdefault(replicate_results[-1], chosen)
 
         # The fragments of the groups a replicate returns are counted over the sample as drawn
@@ -358,6 +373,20 @@ class _FragmentCounts:
     pairs: float = 0.0
 
 
+def _span(ids: np.ndarray, null_fragment: int, rows: int) -> float:
+    """The fragments provenance clustered in a range of the attribute (dates of one quarter)
+    can lie in: from the smallest to the largest of ``ids`` (sorted) seen among ``rows``
+    sampled rows, widened by ``(rows + 1) / (rows - 1)`` for the outermost rows the sample
+    missed (the unbiased width of a uniform range from its sampled extremes), and the NULL
+    fragment if seen. GEE, which assumes the values unbounded, can count far more fragments
+    than the range has."""
+    ranged = ids[ids < null_fragment]
+    if rows < 2 or len(ranged) == 0:
+        return float("inf")
+    span = float(ranged[-1] - ranged[0] + 1) * (rows + 1) / (rows - 1)
+    return span + float(len(ranged) < len(ids))
+
+
 def _distinct_pairs(groups: np.ndarray, fragments: np.ndarray, width: int) -> int:
     return len(np.unique(groups * width + fragments))
 
@@ -366,27 +395,26 @@ class _Resampler:
     """Bootstrap resamples: each stratum's whole sample drawn again with replacement (so the
     strata keep their sizes and the weights stay valid). A draw of one of the stratum's sampled
     rows that are not among the rows given (they failed the query's joins or WHERE) is a row
-    that contributes nothing, and is left out of the returned positions."""
+    that contributes nothing, and is left out of the returned positions: so only the draws that
+    land on given rows are made, their number per stratum drawn from its binomial
+    distribution (a selective query's resamples cost what its rows do, not the sample's)."""
 
     def __init__(self, strata: np.ndarray, stratum_samples: np.ndarray) -> None:
         self.order = np.argsort(strata, kind="stable")
         present = np.bincount(strata, minlength=len(stratum_samples))
         self.start = np.concatenate(([0], np.cumsum(present)[:-1])) if len(present) else present
         self.present = present
-        draw_stratum = np.repeat(np.arange(len(stratum_samples)), stratum_samples)
-        # Per draw: its stratum's sample size, rows given, and where those start in ``order``.
-        self.draw_size = stratum_samples[draw_stratum].astype(float)
-        self.draw_present = present[draw_stratum]
-        self.draw_start = self.start[draw_stratum]
-        self.complete = bool(np.array_equal(present, stratum_samples))
+        self.samples = stratum_samples
+        self.hit_chance = np.divide(
+            present, stratum_samples, out=np.zeros(len(present)), where=stratum_samples > 0
+        )
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
+        hits = rng.binomial(self.samples, self.hit_chance)
+        stratum = np.repeat(np.arange(len(hits)), hits)
         # Truncation is the floor for these non-negative offsets.
-        offsets = (rng.random(len(self.draw_size)) * self.draw_size).astype(np.int64)
-        if self.complete:
-            return np.asarray(self.order[self.draw_start + offsets], dtype=np.int64)
-        kept = offsets < self.draw_present
-        return np.asarray(self.order[self.draw_start[kept] + offsets[kept]], dtype=np.int64)
+        offsets = (rng.random(len(stratum)) * self.present[stratum]).astype(np.int64)
+        return np.asarray(self.order[self.start[stratum] + offsets], dtype=np.int64)
 
 
 def _aggregate(

@@ -35,6 +35,7 @@ ScanReader = Callable[[Scan, Mapping[str, pa.Array] | None], pa.Table]
 _ROW = "__local_row"
 # A join passes the other side's read at most this many distinct key values.
 MAX_READ_KEYS = 10_000
+MAX_KEYED_ROWS = 4 * MAX_READ_KEYS
 
 
 def evaluate_plan(plan: Relation, read: ScanReader, driving: str | None = None) -> pa.Table:
@@ -90,13 +91,16 @@ class _Evaluator:
         second_keys = [b if left_first else a for a, b in pairs]
         mine = {n: v for n, v in (keys or {}).items() if n in first.columns} or None
         one = self.rows(first, mine)
-        wanted = {
-            s: pc.unique(one.column(f).combine_chunks()).drop_null()
-            for f, s in zip(first_keys, second_keys, strict=True)
-        }
         # Many keys select most of the other side anyway; matching them would cost more than
-        # the join does.
-        other = self.rows(second, wanted if max(map(len, wanted.values())) <= MAX_READ_KEYS else None)
+        # the join does (and so would finding them among many rows).
+        wanted = None
+        if one.num_rows <= MAX_KEYED_ROWS:
+            wanted = {
+                s: pc.unique(one.column(f).combine_chunks()).drop_null()
+                for f, s in zip(first_keys, second_keys, strict=True)
+            }
+            wanted = wanted if max(map(len, wanted.values())) <= MAX_READ_KEYS else None
+        other = self.rows(second, wanted)
         if node.kind in ("semi", "anti"):
             kind = "left semi" if node.kind == "semi" else "left anti"
             return _hash_join(one, other, first_keys, second_keys, kind).select(list(node.columns))

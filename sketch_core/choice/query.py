@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from sketch_core.algebra.ir import Project, Relation, Scan, column, replace_children
 from sketch_core.choice.estimation import (
+    DEFAULT_SETTLE,
     AggregateInput,
     CandidateFragments,
     Estimation,
@@ -134,7 +135,7 @@ def estimate_candidates(
             positions=positions,
             attribute=attribute,
         )
-    return estimator.estimate(per_candidate, replicates=replicates, seed=seed)
+    return estimator.estimate(per_candidate, replicates=replicates, seed=seed, settle=DEFAULT_SETTLE)
 
 
 def _widened(
@@ -202,8 +203,7 @@ def _fragments(
         text = values.cast(pa.string()).fill_null("\0null").to_numpy(zero_copy_only=False)
         _, codes = np.unique(text, return_inverse=True)
         return CandidateFragments(codes.astype(np.int64), fragments, determined_by_group, occupancy=True)
-    ids = partition.fragments_of(_plain(values))
-    return CandidateFragments(ids, partition.fragment_count, determined_by_group)
+    return CandidateFragments(_fragment_ids(partition, values), partition.fragment_count, determined_by_group)
 
 
 def _sample_fragments(
@@ -217,17 +217,23 @@ def _sample_fragments(
     key = (attribute, partition if partition is not None else fragments)
     if key not in sampled.memo:
         sample = sampled.sample
-        everything = _plain(sample.rows.column(attribute))
-        partition = partition or sample_partition(everything, fragments)
+        column = sample.rows.column(attribute)
+        partition = partition or sample_partition(_plain(column), fragments)
         if partition is None:
             sampled.memo[key] = None
         else:
-            ids = partition.fragments_of(everything)
+            ids = _fragment_ids(partition, column)
             weights = sample.weights() * sample.population_scale
             rows = np.bincount(ids, weights=weights, minlength=partition.fragment_count + 1)
             sampled.memo[key] = (partition.fragment_count, ids, rows)
     found: tuple[int, np.ndarray, np.ndarray] | None = sampled.memo[key]
     return found
+
+
+def _fragment_ids(partition: RangePartition, values: pa.ChunkedArray) -> np.ndarray:
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        return partition.fragments_of_strings(values)
+    return partition.fragments_of(_plain(values))
 
 
 def _plain(values: pa.ChunkedArray) -> np.ndarray:

@@ -169,6 +169,17 @@ class SketchRepository:
             m["computed_at_seq"],
         )
 
+    def partition_ids(self, table: str, fragment_count: int) -> dict[str, int]:
+        """The ids of ``table``'s stored partitions of ``fragment_count`` fragments, by attribute
+        (without their boundaries: a caller that keeps partitions by id reads those once)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.partitions.c.attribute, t.partitions.c.partition_id)
+                .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
+                .where(t.tables.c.name == table, t.partitions.c.fragment_count == fragment_count)
+            ).all()
+        return {attribute: partition_id for attribute, partition_id in rows}
+
     def ensure_partition(
         self, table: str, attribute: str, fragment_count: int, boundaries: Any, computed_at_seq: int
     ) -> PartitionRecord:

@@ -21,6 +21,8 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
@@ -52,6 +54,10 @@ def null_mask(values: np.ndarray) -> np.ndarray:
     if values.dtype.kind == "O":
         return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     return np.zeros(len(values), dtype=bool)
+
+
+def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return list(values.chunks) if isinstance(values, pa.ChunkedArray) else [values]
 
 
 # Cut kinds numpy can binary-search in, with the dtype to search them as.
@@ -143,6 +149,32 @@ class RangePartition:
         if searchable is not None and len(array) > 32:
             return self._search(array, searchable)
         return np.fromiter((self.fragment_of(v) for v in array), dtype=np.int64, count=len(array))
+
+    def fragments_of_strings(self, values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """:meth:`fragments_of` for an Arrow string column, by one sort in Arrow of the cuts and
+        the values together (UTF-8 byte order is code point order: Python's and Spark's),
+        instead of turning every value into a Python object and back: 10x faster on a sample's
+        hundreds of thousands of strings."""
+        count, cuts = len(values), len(self.cuts)
+        if cuts == 0 or _kind(self.cuts[0]) != "str":
+            return self.fragments_of(values.to_numpy(zero_copy_only=False))
+        both = pa.chunked_array(
+            [pa.array(self.cuts, pa.large_string()), *_chunks(values.cast(pa.large_string()))],
+            pa.large_string(),
+        )
+        is_value = np.r_[np.zeros(cuts, np.int8), np.ones(count, np.int8)]
+        # A cut sorts before a value equal to it: the count of cuts up to a value is then the
+        # number of cuts <= it, bisect_right's answer.
+        order = pc.sort_indices(
+            pa.table({"v": both, "value": is_value}),
+            sort_keys=[("v", "ascending"), ("value", "ascending")],
+        ).to_numpy()  # (NULLs sort anywhere: they count no cut, and get the NULL fragment)
+        cuts_so_far = np.cumsum(is_value[order] == 0)
+        out = np.empty(count, np.int64)
+        values_at = order >= cuts
+        out[order[values_at] - cuts] = cuts_so_far[values_at]
+        out[np.asarray(values.is_null(), dtype=bool)] = self.null_fragment
+        return out
 
     def _search(self, array: np.ndarray, dtype: str) -> np.ndarray:
         """Binary search in numpy for strings, dates and timestamps (the same order as Python's:

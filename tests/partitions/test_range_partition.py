@@ -6,6 +6,7 @@ import datetime as dt
 from decimal import Decimal
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -215,3 +216,18 @@ def test_date_and_timestamp_lookup_in_numpy_agrees_with_bisect() -> None:
     moments = RangePartition("t.r", "t", tuple(start + dt.timedelta(hours=5 * i) for i in range(40)))
     stamps = [start + dt.timedelta(minutes=37 * i) for i in range(300)]
     assert list(moments.fragments_of(stamps)) == [moments.fragment_of(v) for v in stamps]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cuts=st.lists(st.text(alphabet="ab é\u00ff\U0001f600", max_size=4), min_size=1, max_size=12, unique=True),
+    values=st.lists(st.one_of(st.none(), st.text(alphabet="ab é\u00ff\U0001f600", max_size=5)), max_size=60),
+    split=st.integers(min_value=0, max_value=60),
+)
+def test_string_fragments_found_in_arrow_match_the_binary_search(
+    cuts: list[str], values: list[str | None], split: int
+) -> None:
+    partition = RangePartition.from_quantiles("t", "a", cuts)
+    column = pa.chunked_array([pa.array(values[:split], pa.string()), pa.array(values[split:], pa.string())])
+    found = partition.fragments_of_strings(column)
+    assert found.tolist() == [partition.fragment_of(v) for v in values]
