@@ -39,6 +39,7 @@ ATTRIBUTE_STRATEGIES = (
     "cost-all",
     "cost-group-by",
 )
+DEFAULT_ATTRIBUTE_STRATEGY = "cost-all"
 
 
 def default_home() -> Path:
@@ -150,8 +151,9 @@ class Settings:
     # and 10%), drawn again once more than `sample_max_drift` of the table has changed.
     sample_rate: float = 0.05
     sample_max_drift: float = 0.1
-    # How a capture without explicit attributes picks them (sketch_core.choice.strategies).
-    attribute_strategy: str = "heuristic"
+    # How a capture without explicit attributes picks them (sketch_core.choice.strategies):
+    # by default the smallest estimated sketch (the attribute-choice benchmark's best).
+    attribute_strategy: str = DEFAULT_ATTRIBUTE_STRATEGY
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -188,7 +190,9 @@ class Settings:
             state_revisit_seconds=_int_env("SKETCH_STATE_REVISIT_SECONDS", 300, minimum=0),
             sample_rate=_share_env("SKETCH_SAMPLE_RATE", 0.05),
             sample_max_drift=_share_env("SKETCH_SAMPLE_MAX_DRIFT", 0.1, allow_zero=True),
-            attribute_strategy=_choice_env("SKETCH_ATTRIBUTE_STRATEGY", "heuristic", ATTRIBUTE_STRATEGIES),
+            attribute_strategy=_choice_env(
+                "SKETCH_ATTRIBUTE_STRATEGY", DEFAULT_ATTRIBUTE_STRATEGY, ATTRIBUTE_STRATEGIES
+            ),
         )
 
     def with_metastore(self, url: str) -> Settings:

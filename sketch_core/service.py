@@ -388,13 +388,17 @@ class SketchService:
         """Every safe attribute of every table the query reads, with the expected selectivity of
         a sketch on it, estimated from a stratified sample of the query's largest table (CBS;
         see :mod:`sketch_core.choice.query`); the unsafe ones with the reason."""
-        sequence = self._sequence(snapshot)
-        pins = self._pin_query(sql, sequence)
+        plan, pins, statistics = self._pinned_plan(sql, params, snapshot)
+        return self._estimates(plan, pins, statistics, fragments or self.settings.fragments, replicates)
+
+    def _pinned_plan(
+        self, sql: str, params: Mapping[str, Any] | None, snapshot: int | None
+    ) -> tuple[Relation, dict[str, PinnedSnapshot], Statistics]:
+        """The query's plan, its tables pinned at ``snapshot`` (default: the latest), and their
+        column bounds (for safety checks)."""
+        pins = self._pin_query(sql, self._sequence(snapshot))
         parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
-        statistics = {table: pin.column_bounds() for table, pin in pins.items()}
-        return self._estimates(
-            parsed.plan, pins, statistics, fragments or self.settings.fragments, replicates
-        )
+        return parsed.plan, pins, {table: pin.column_bounds() for table, pin in pins.items()}
 
     def _estimates(
         self,
@@ -484,11 +488,8 @@ class SketchService:
         """The attributes a capture of ``sql`` without ``attributes`` would sketch, picked by the
         ``attribute_strategy`` setting, and the estimates a cost-based strategy ranked them by:
         the work the choice adds to such a capture."""
-        sequence = self._sequence(snapshot)
-        pins = self._pin_query(sql, sequence)
-        parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
-        statistics = {table: pin.column_bounds() for table, pin in pins.items()}
-        return self._attributes(parsed.plan, pins, statistics, None, fragments or self.settings.fragments)
+        plan, pins, statistics = self._pinned_plan(sql, params, snapshot)
+        return self._attributes(plan, pins, statistics, None, fragments or self.settings.fragments)
 
     def _sort_keys(self, pins: Mapping[str, PinnedSnapshot]) -> dict[str, tuple[str, ...]]:
         keys = {}
@@ -659,7 +660,7 @@ class SketchService:
         ]
         strategy = self.settings.attribute_strategy
         estimates: AttributeEstimates | None = None
-        if strategy == "heuristic":
+        if strategy == "heuristic" or not sketched:  # (nothing to sketch: nothing to estimate)
             grouped = group_by_attributes(plan)
             keys = self._sort_keys(pins)
             pools = {t: TableCandidates((), (), tuple(grouped.get(t, [])), keys[t][:1]) for t in sketched}

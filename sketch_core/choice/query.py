@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from sketch_core.algebra.ir import Project, Relation, Scan, column, replace_children
@@ -200,9 +201,9 @@ def _fragments(
     if partition is None:
         # A table read in full, without a stored partition: each distinct value stands in for
         # a fragment, and ``occupancy`` turns the estimated count of values into fragments.
-        text = values.cast(pa.string()).fill_null("\0null").to_numpy(zero_copy_only=False)
-        _, codes = np.unique(text, return_inverse=True)
-        return CandidateFragments(codes.astype(np.int64), fragments, determined_by_group, occupancy=True)
+        encoded = pc.dictionary_encode(values.combine_chunks(), null_encoding="encode")
+        codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        return CandidateFragments(codes, fragments, determined_by_group, occupancy=True)
     return CandidateFragments(_fragment_ids(partition, values), partition.fragment_count, determined_by_group)
 
 

@@ -177,15 +177,16 @@ class RangePartition:
         return out
 
     def _search(self, array: np.ndarray, dtype: str) -> np.ndarray:
-        """Binary search in numpy for strings, dates and timestamps (the same order as Python's:
-        strings by code point), NULLs to the NULL fragment."""
+        """Binary search in numpy for dates and timestamps, and in Arrow for strings (numpy's
+        fixed-width strings drop trailing NUL characters, which would misorder them), NULLs to
+        the NULL fragment."""
         nulls = null_mask(array)
         out = np.full(len(array), self.null_fragment, dtype=np.int64)
         present = array[~nulls]
         if dtype == "str":
-            cuts, keys = np.array(self.cuts, dtype=str), present.astype(str)
-        else:
-            cuts, keys = np.array(self.cuts, dtype=dtype), present.astype(dtype)
+            out[~nulls] = self.fragments_of_strings(pa.array(present.tolist(), pa.string()))
+            return out
+        cuts, keys = np.array(self.cuts, dtype=dtype), present.astype(dtype)
         out[~nulls] = np.searchsorted(cuts, keys, side="right")
         return out
 

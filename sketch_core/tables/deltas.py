@@ -87,8 +87,13 @@ def read_files(
             part = filter_table(part, row_filter) if row_filter is not None else part
         else:
             part = pq.read_table(_local_path(info.path), columns=target.names, filters=row_filter)
-        parts.append(part.select(target.names).cast(target))
+        parts.append(_as_schema(part.select(target.names), target))
     return pa.concat_tables(parts) if parts else target.empty_table()
+
+
+def _as_schema(table: pa.Table, target: pa.Schema) -> pa.Table:
+    # A cast to the schema a table already has still costs a pass per column.
+    return table if table.schema == target else table.cast(target)
 
 
 def _identity_codes(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -188,7 +193,7 @@ def read_matching(
             hit = cache.matching(info.path, part.column(name), name, values)
             mask = hit if mask is None else pc.and_(mask, hit)
         part = part.filter(mask) if mask is not None else part
-        parts.append(part.select(target.names).cast(target))
+        parts.append(_as_schema(part.select(target.names), target))
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 

@@ -104,6 +104,7 @@ def connection_json(settings: Settings) -> str:
                     "target_file_bytes": settings.target_file_bytes,
                     "row_group_rows": settings.row_group_rows,
                     "spark_shuffle_partitions": settings.spark_shuffle_partitions,
+                    "attribute_strategy": settings.attribute_strategy,
                 },
             },
         }
