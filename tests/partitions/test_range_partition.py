@@ -218,10 +218,13 @@ def test_date_and_timestamp_lookup_in_numpy_agrees_with_bisect() -> None:
     assert list(moments.fragments_of(stamps)) == [moments.fragment_of(v) for v in stamps]
 
 
+SOME_CHARACTERS = "ab é\x00\u00ff\U0001f600"  # NUL, two-byte, four-byte UTF-8
+
+
 @settings(max_examples=200, deadline=None)
 @given(
-    cuts=st.lists(st.text(alphabet="ab é\x00\u00ff\U0001f600", max_size=4), min_size=1, max_size=12, unique=True),
-    values=st.lists(st.one_of(st.none(), st.text(alphabet="ab é\x00\u00ff\U0001f600", max_size=5)), max_size=60),
+    cuts=st.lists(st.text(alphabet=SOME_CHARACTERS, max_size=4), min_size=1, max_size=12, unique=True),
+    values=st.lists(st.one_of(st.none(), st.text(alphabet=SOME_CHARACTERS, max_size=5)), max_size=60),
     split=st.integers(min_value=0, max_value=60),
 )
 def test_string_fragments_found_in_arrow_match_the_binary_search(
