@@ -125,3 +125,26 @@ def test_explain_choice_lists_candidates_estimates_and_unsafe_attributes(
     # (PBDS Ex. 4), and it is the pick.
     assert shown.output.count("unsafe") == 3 and "estimated from a" in shown.output
     assert any(" a " in line and "smallest" in line for line in lines)
+
+
+def test_choose_attributes_names_what_a_capture_without_attributes_sketches(
+    spark_svc: SketchService, ns: str
+) -> None:
+    table, threshold = skewed_table(spark_svc, ns, 20_000, 100, seed=13)
+    sql = f"SELECT a, SUM(c) AS s FROM {table} GROUP BY a HAVING COUNT(*) > {threshold}"
+    previous = spark_svc.settings
+    spark_svc.settings = replace(previous, attribute_strategy="cost-all")
+    try:
+        chosen, estimates = spark_svc.choose_attributes(sql, fragments=50)
+        version = spark_svc.capture(sql, fragments=50)
+    finally:
+        spark_svc.settings = previous
+    assert estimates is not None and estimates.estimation is not None
+    assert version.partitions[table][0] == chosen[table]
+    # The pick is the smallest expected sketch among the attributes that are safe.
+    expected = estimates.expected_selectivities() or {}
+    assert expected[f"{table}.{chosen[table]}"] == min(
+        expected[f"{table}.{a}"] for a in ("key", "a", "b", "c")
+    )
+    heuristic, none = spark_svc.choose_attributes(sql, fragments=50)
+    assert none is None and heuristic[table] == "key"  # the suite's setting: sort key first
