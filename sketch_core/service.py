@@ -513,8 +513,10 @@ class SketchService:
         """Capture a provenance sketch for ``sql`` (PBDS Sec. 4) and publish it as a new version.
 
         ``attributes`` ({table: attribute}) must be safe for the query (PBDS Sec. 6) or the
-        capture is refused with :class:`UnsafeAttributeError`; by default each table gets its
-        first safe candidate: the sort key, then its group-by columns. ``fragments`` is a count
+        capture is refused with :class:`UnsafeAttributeError`; without them, the
+        ``attribute_strategy`` setting picks them (by default the safe attribute with the
+        smallest estimated sketch; ``heuristic``: the sort key, then the group-by columns; see
+        :meth:`choose_attributes`). ``fragments`` is a count
         for every table or per table (default ``settings.fragments``).
 
         ``with_state`` also computes the incremental-maintenance state on Spark and stores it
