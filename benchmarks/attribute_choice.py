@@ -43,7 +43,9 @@ NEAR = 0.10  # a pick within 10% of the best selectivity is near-best
 SLACK = 0.002  # ... or within 0.2% of the table (selectivities near zero)
 SKEWED = "bench.skewed_groups"
 
-TPCH_TEMPLATES = {
+# label -> (SQL template, the bindings it runs with)
+Templates = dict[str, tuple[str, list[dict[str, int | str]]]]
+TPCH_TEMPLATES: Templates = {
     # Top-k customers by revenue over a quarter (TPC-H Q10's core), varied quarter and k.
     "tpch_topk_customers": (
         "SELECT o_custkey, SUM(l_extendedprice * (1 - l_discount)) AS revenue "
@@ -69,7 +71,7 @@ TPCH_TEMPLATES = {
         [{"start": "1998-01-01", "n": 3}, {"start": "1997-01-01", "n": 8}],
     ),
 }
-SYNTHETIC_TEMPLATES = {
+SYNTHETIC_TEMPLATES: Templates = {
     "syn_having_count": (
         f"SELECT a, COUNT(*) AS n, MAX(b) AS top_b FROM {SKEWED} GROUP BY a HAVING COUNT(*) > {{n}}",
         [{"percentile": 90}, {"percentile": 98}],
@@ -148,7 +150,9 @@ def synthetic_queries(svc: SketchService) -> list[tuple[str, str]]:
         for binding in bindings:
             values = dict(binding)
             if "percentile" in values:
-                values["n"] = int(np.percentile(counts, values.pop("percentile")))
+                percentile = values.pop("percentile")
+                assert isinstance(percentile, int)
+                values["n"] = int(np.percentile(counts, percentile))
             out.append(
                 (f"{label}({', '.join(f'{k}={v}' for k, v in values.items())})", template.format(**values))
             )

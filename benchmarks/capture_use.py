@@ -17,6 +17,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -122,7 +123,7 @@ def run(
             queries = {label: sql for label, sql in queries.items() if label in only}
         results = []
         for label, sql in queries.items():
-            plain = median_time(lambda sql=sql: svc.query(sql, use_sketches=False), repeat)
+            plain = median_time(partial(svc.query, sql, use_sketches=False), repeat)
             for fragments in fragment_counts:
                 name = f"bench_{label}_{fragments}"
                 # Only this fragment count's sketch may exist: the query picks the smallest usable one.
@@ -131,14 +132,12 @@ def run(
                         svc.drop_sketch(definition.name)
                 attributes = {SYNTHETIC_TABLE: "a"} if label.startswith("syn") else None
                 capture = median_time(
-                    lambda sql=sql, name=name, fragments=fragments, attributes=attributes: svc.capture(
-                        sql, name=name, fragments=fragments, attributes=attributes
-                    ),
+                    partial(svc.capture, sql, name=name, fragments=fragments, attributes=attributes),
                     max(1, repeat // 2),
                 )
                 use_result = svc.query(sql)
                 assert use_result.sketch is not None, f"{label}: the sketch was not used"
-                use = median_time(lambda sql=sql: svc.query(sql), repeat)
+                use = median_time(partial(svc.query, sql), repeat)
                 scan = median_time(sketch_scan(svc, sql, use_result.sketch[0]), repeat)
                 m = Measurement(
                     label, fragments, plain, capture, use, scan, use_result.files_read, use_result.files_total
@@ -239,8 +238,8 @@ def main() -> None:
     home = Settings.from_env().warehouse.parent
     only = {q.strip() for q in args.queries.split(",") if q.strip()} or None
     results = run(args.scale, fragment_counts, args.repeat, home, only)
-    partial = only is not None or args.fragments != DEFAULT_FRAGMENT_COUNTS
-    print(report(results, args.scale, fragment_counts, partial).read_text())
+    subset_run = only is not None or args.fragments != DEFAULT_FRAGMENT_COUNTS
+    print(report(results, args.scale, fragment_counts, subset_run).read_text())
 
 
 if __name__ == "__main__":
