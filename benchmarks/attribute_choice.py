@@ -25,7 +25,6 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from benchmarks.stack import bench_service
 from sketch_core.choice.strategies import STRATEGIES, preferences
 from sketch_core.config import Settings
 from sketch_core.datasets.synthetic import skewed_groups_table
+from sketch_core.durations import median_seconds
 from sketch_core.service import SketchService
 
 RESULTS = Path(__file__).parent / "results"
@@ -133,15 +133,6 @@ class QueryResult:
         return float(np.mean([self.plain_s / self.use(a) for a in chosen])) if chosen else None
 
 
-def timed(run: Callable[[], object], repeat: int = 1) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def synthetic_queries(svc: SketchService) -> list[tuple[str, str]]:
     sizes = svc.query(f"SELECT a, COUNT(*) AS n FROM {SKEWED} GROUP BY a", use_sketches=False).table
     counts = sizes.column("n").to_numpy()
@@ -168,7 +159,7 @@ def tpch_queries() -> list[tuple[str, str]]:
 
 
 def measure(svc: SketchService, label: str, sql: str, repeat: int) -> QueryResult:
-    plain = timed(lambda: svc.query(sql, use_sketches=False), repeat)
+    plain = median_seconds(lambda: svc.query(sql, use_sketches=False), repeat)
     # What a capture without attributes adds under the cost-based strategy: the choice, first
     # (nothing about this query is cached yet). Every table counts as worth sketching, however
     # few its files (the quick size's tables have few).
@@ -203,7 +194,7 @@ def measure(svc: SketchService, label: str, sql: str, repeat: int) -> QueryResul
             values = values.astype(object)
         kept = np.isin(partition.fragments_of(values), version.fragments[table])
         actual = float(kept.mean())
-        use = timed(lambda: svc.query(sql), repeat)
+        use = median_seconds(lambda: svc.query(sql), repeat)
         svc.drop_sketch(name)
         e = estimates.estimation.candidates[f"{table}.{attribute}"]
         candidates.append(Candidate(attribute, e.selectivity, e.low, e.high, actual, use))

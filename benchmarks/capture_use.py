@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -26,6 +25,7 @@ from benchmarks.stack import bench_service
 from sketch_core.config import Settings
 from sketch_core.datasets.synthetic import synthetic_table
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
+from sketch_core.durations import median_seconds
 from sketch_core.service import SketchService
 from sketch_core.spark.views import bind_tables, register_view
 
@@ -67,16 +67,6 @@ class Measurement:
     @property
     def use_vs_scan(self) -> float:
         return self.use_s / self.sketch_scan_s
-
-
-def median_time(run: Callable[[], object], repeat: int) -> float:
-    run()  # warm-up: caches, JIT, file listing
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def sketch_scan(svc: SketchService, sql: str, name: str) -> Callable[[], object]:
@@ -123,7 +113,7 @@ def run(
             queries = {label: sql for label, sql in queries.items() if label in only}
         results = []
         for label, sql in queries.items():
-            plain = median_time(partial(svc.query, sql, use_sketches=False), repeat)
+            plain = median_seconds(partial(svc.query, sql, use_sketches=False), repeat, warm_up=True)
             for fragments in fragment_counts:
                 name = f"bench_{label}_{fragments}"
                 # Only this fragment count's sketch may exist: the query picks the smallest usable one.
@@ -131,14 +121,15 @@ def run(
                     if definition.name.startswith(f"bench_{label}_"):
                         svc.drop_sketch(definition.name)
                 attributes = {SYNTHETIC_TABLE: "a"} if label.startswith("syn") else None
-                capture = median_time(
+                capture = median_seconds(
                     partial(svc.capture, sql, name=name, fragments=fragments, attributes=attributes),
                     max(1, repeat // 2),
+                    warm_up=True,
                 )
                 use_result = svc.query(sql)
                 assert use_result.sketch is not None, f"{label}: the sketch was not used"
-                use = median_time(partial(svc.query, sql), repeat)
-                scan = median_time(sketch_scan(svc, sql, use_result.sketch[0]), repeat)
+                use = median_seconds(partial(svc.query, sql), repeat, warm_up=True)
+                scan = median_seconds(sketch_scan(svc, sql, use_result.sketch[0]), repeat, warm_up=True)
                 m = Measurement(
                     label, fragments, plain, capture, use, scan, use_result.files_read, use_result.files_total
                 )

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from sqlalchemy.engine import make_url
 from sketch_core.config import Settings
 from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.demo import step
+from sketch_core.durations import median_seconds
 from sketch_core.localstack.stack import LocalStack, resolve
 from sketch_core.service import SketchService
 
@@ -50,15 +50,6 @@ class DemoOutcome:
     full_seconds: float = 0.0  # a recapture at the same snapshot
     results_equal: bool = False
     report_path: str | None = None
-
-
-def _median_seconds(run: Callable[[], Any]) -> float:
-    times = []
-    for _ in range(TIMED_RUNS):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def run_story(
@@ -134,10 +125,12 @@ def run_story(
     with step(console, f"timing the report {TIMED_RUNS} times each way, and a recapture"):
         plain = svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches=False)
         sketched = svc.query(REPORT_SQL, REPORT_PARAMETERS)
-        outcome.plain_seconds = _median_seconds(
-            lambda: svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches=False)
+        outcome.plain_seconds = median_seconds(
+            lambda: svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches=False), TIMED_RUNS
         )
-        outcome.sketched_seconds = _median_seconds(lambda: svc.query(REPORT_SQL, REPORT_PARAMETERS))
+        outcome.sketched_seconds = median_seconds(
+            lambda: svc.query(REPORT_SQL, REPORT_PARAMETERS), TIMED_RUNS
+        )
         outcome.files = (sketched.files_read, sketched.files_total)
         version = svc.sketch(DEMO_SKETCH)
         started = time.perf_counter()
