@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -27,12 +26,11 @@ from sqlglot import exp
 from sketch_core.algebra.ir import Join, Project, Relation, Scan, Select, Union
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate, filter_rows
-from sketch_core.incremental.join import equi_keys
+from sketch_core.incremental.join import equi_keys, keyed_like, matching_rows
 
 # (scan, {source column: values wanted} or None) -> the scan's source columns, at least the rows
 # holding those values (more is fine: the join drops them).
 ScanReader = Callable[[Scan, Mapping[str, pa.Array] | None], pa.Table]
-_ROW = "__local_row"
 # A join passes the other side's read at most this many distinct key values.
 MAX_READ_KEYS = 10_000
 MAX_KEYED_ROWS = 4 * MAX_READ_KEYS
@@ -125,19 +123,12 @@ def _source(node: Project, name: str) -> str:
 def _hash_join(left: pa.Table, right: pa.Table, lkeys: list[str], rkeys: list[str], kind: str) -> pa.Table:
     """Arrow's hash join, keys of differing types cast to the left's (as Spark widens both),
     NULL keys never matching; for inner joins the left's and then the right's columns."""
-    for lk, rk in zip(lkeys, rkeys, strict=True):
-        wanted = left.schema.field(lk).type
-        if right.schema.field(rk).type != wanted:
-            right = right.set_column(right.schema.get_field_index(rk), rk, right.column(rk).cast(wanted))
-    if kind != "inner":
-        return left.join(right.select(rkeys), keys=lkeys, right_keys=rkeys, join_type=kind)
-    # Arrow's join output drops the right keys and reorders nothing we can rely on: join row
-    # numbers instead, then take the rows.
-    lpart = left.select(lkeys).append_column(_ROW, pa.array(np.arange(left.num_rows), pa.int64()))
-    rpart = right.select(rkeys).append_column(f"{_ROW}_r", pa.array(np.arange(right.num_rows), pa.int64()))
-    matched = lpart.join(rpart, keys=lkeys, right_keys=rkeys, join_type="inner")
-    taken_left = left.take(matched.column(_ROW))
-    taken_right = right.take(matched.column(f"{_ROW}_r"))
-    for name in right.column_names:
-        taken_left = taken_left.append_column(name, taken_right.column(name))
-    return taken_left
+    if kind == "inner":
+        li, ri = matching_rows(left, right, list(zip(lkeys, rkeys, strict=True)), use_threads=True)
+        joined = left.take(pa.array(li, pa.int64()))
+        taken = right.take(pa.array(ri, pa.int64()))
+        for name in right.column_names:
+            joined = joined.append_column(name, taken.column(name))
+        return joined
+    right = keyed_like(left, right, list(zip(lkeys, rkeys, strict=True)))
+    return left.join(right.select(rkeys), keys=lkeys, right_keys=rkeys, join_type=kind)

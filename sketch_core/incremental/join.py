@@ -73,16 +73,35 @@ def join_rows(left: AnnotatedDelta, right: AnnotatedDelta, keys: Sequence[tuple[
         li = np.repeat(np.arange(left.num_rows), right.num_rows)
         ri = np.tile(np.arange(right.num_rows), left.num_rows)
         return _combine(left, right, li, ri)
+    li, ri = matching_rows(left.table, right.table, keys)
+    return _combine(left, right, li, ri)
+
+
+def matching_rows(
+    left: pa.Table, right: pa.Table, keys: Sequence[tuple[str, str]], *, use_threads: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers of the pairs of ``left`` and ``right`` rows whose ``keys`` ((left column,
+    right column) pairs) are equal (NULL equals nothing). Deltas are small: by default the join
+    runs on the calling thread."""
     left_keys = [k for k, _ in keys]
     right_keys = [f"__key{i}" for i in range(len(keys))]
-    lpart = _indexed(left.table, left_keys, _LEFT)
-    rpart = _indexed(right.table, [r for _, r in keys], _RIGHT).rename_columns([*right_keys, _RIGHT])
-    for (lk, _), rk in zip(keys, right_keys, strict=True):
-        wanted = lpart.schema.field(lk).type
-        if rpart.schema.field(rk).type != wanted:
-            rpart = rpart.set_column(rpart.schema.get_field_index(rk), rk, rpart.column(rk).cast(wanted))
-    matched = lpart.join(rpart, keys=left_keys, right_keys=right_keys, join_type="inner", use_threads=False)
-    return _combine(left, right, matched.column(_LEFT).to_numpy(), matched.column(_RIGHT).to_numpy())
+    lpart = _indexed(left, left_keys, _LEFT)
+    rpart = _indexed(keyed_like(left, right, keys), [r for _, r in keys], _RIGHT)
+    rpart = rpart.rename_columns([*right_keys, _RIGHT])
+    matched = lpart.join(
+        rpart, keys=left_keys, right_keys=right_keys, join_type="inner", use_threads=use_threads
+    )
+    return matched.column(_LEFT).to_numpy(), matched.column(_RIGHT).to_numpy()
+
+
+def keyed_like(left: pa.Table, right: pa.Table, keys: Sequence[tuple[str, str]]) -> pa.Table:
+    """``right`` with each of its join keys cast to the type of the left key it is compared
+    with (Arrow joins only keys of one type)."""
+    for lk, rk in keys:
+        wanted = left.schema.field(lk).type
+        if right.schema.field(rk).type != wanted:
+            right = right.set_column(right.schema.get_field_index(rk), rk, right.column(rk).cast(wanted))
+    return right
 
 
 def _combine(left: AnnotatedDelta, right: AnnotatedDelta, li: np.ndarray, ri: np.ndarray) -> AnnotatedDelta:
