@@ -254,8 +254,11 @@ def sample_partition(values: np.ndarray, fragments: int) -> RangePartition | Non
     if len(present) == 0:
         return None
     if present.dtype.kind == "O" and isinstance(present[0], str):
-        present = present.astype(str)  # sorted in C, in the same order as Python's
-    ordered = np.sort(present)
+        # Sorted by Arrow, in Python's order (numpy's fixed-width strings drop trailing NULs).
+        strings = pa.array(present.tolist(), pa.string())
+        ordered = strings.take(pc.array_sort_indices(strings)).to_numpy(zero_copy_only=False)
+    else:
+        ordered = np.sort(present)
     positions = (np.arange(1, fragments) * len(ordered)) // fragments
     cuts = ordered[positions] if len(positions) else ordered[:0]
     return RangePartition.from_quantiles(
