@@ -14,6 +14,7 @@ from sketch_core.choice.estimation import (
     ResultSelection,
     SampleEstimator,
 )
+from sketch_core.choice.query import sample_partition
 from sketch_core.choice.sampling import SamplingError, StratifiedSample, draw_stratified, quota, stratum_ids
 from sketch_core.partitions import RangePartition
 
@@ -246,3 +247,10 @@ def test_with_many_fragments_the_estimate_keeps_within_gee_ratio_error_bound() -
     bound = np.sqrt(600 / 60)
     assert 1 / bound <= estimate.fragments / truth <= bound
     assert estimate.low <= estimate.selectivity <= estimate.high
+
+
+def test_cuts_from_a_sample_keep_strings_with_trailing_nuls_apart() -> None:
+    values = np.array(["b", "a\x00", "a", None, "c", "a\x00\x00"], dtype=object)
+    partition = sample_partition(values, 3)
+    assert partition is not None and partition.cuts == ("a\x00", "b")
+    assert partition.fragments_of(values).tolist() == [partition.fragment_of(v) for v in values]
