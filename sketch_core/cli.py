@@ -323,8 +323,8 @@ def budget() -> None:
 
 @app.command()
 def gc(name: Annotated[str | None, typer.Argument(help="Only this sketch (default: all).")] = None) -> None:
-    """Expire old sketch versions and table snapshots, and delete state files nothing reads
-    (SKETCH_RETAIN_*, SKETCH_EXPIRE_TABLE_SNAPSHOTS)."""
+    """Expire old sketch versions and table snapshots, and delete the state and table files
+    nothing reads (SKETCH_RETAIN_*, SKETCH_EXPIRE_TABLE_SNAPSHOTS)."""
     with _errors(), _service() as svc:
         report = svc.collect_garbage([name] if name is not None else None)
     console.print(
@@ -334,6 +334,10 @@ def gc(name: Annotated[str | None, typer.Argument(help="Only this sketch (defaul
         + "".join(
             f"\nexpired {count} snapshots of {table}"
             for table, count in sorted(report.table_snapshots.items())
+        )
+        + "".join(
+            f"\ndeleted {gone.files} files ({gone.bytes:,} bytes) of {table} that no snapshot reads"
+            for table, gone in sorted(report.table_files.items())
         )
     )
 

@@ -136,7 +136,8 @@ class Settings:
     retain_seconds: int = 3600
     # Collecting garbage also expires the tables' snapshots that neither a kept sketch version
     # nor a query pinned within `retain_seconds` can read (their metadata grows with every
-    # commit, and every pin loads it); off keeps the tables' whole history.
+    # commit, and every pin loads it), then deletes the table files no snapshot left reads
+    # (copy-on-write deletes rewrite whole files); off keeps the tables' whole history.
     expire_table_snapshots: bool = True
     # Bytes of decoded data-file columns kept for the join reads of incremental maintenance.
     file_cache_bytes: int = 512 * 1024 * 1024

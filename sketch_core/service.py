@@ -105,6 +105,7 @@ from sketch_core.state_budget import BudgetRun, StateBudget
 from sketch_core.status import SketchStatus, sketch_status
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
 from sketch_core.tables.deltas import read_matching
+from sketch_core.tables.orphans import RemovedFiles
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 
@@ -247,6 +248,7 @@ class GarbageReport:
     versions: Mapping[str, list[int]]  # sketch -> the version numbers expired
     state_directories: int
     table_snapshots: Mapping[str, int] = field(default_factory=dict)  # table -> snapshots expired
+    table_files: Mapping[str, RemovedFiles] = field(default_factory=dict)  # table -> files deleted
 
     @property
     def version_count(self) -> int:
@@ -770,7 +772,10 @@ class SketchService:
         versions and every version younger than ``settings.retain_seconds``: a query pinned to
         an older snapshot may still be using one. State directories are deleted when no kept
         version reads them (directly or as the base of its layers) and they are older than that
-        too, which also clears what runs that died before publishing left behind.
+        too, which also clears what runs that died before publishing left behind. With
+        ``settings.expire_table_snapshots``, the tables' snapshots that nothing kept reads are
+        expired, and then their files that no snapshot left reaches (and those of writes that
+        died) are deleted, past the same retention time.
         """
         self._collected_at = time.monotonic()  # the next automatic collection waits from here
         every_table = names is None
@@ -783,35 +788,43 @@ class SketchService:
         older_than = time.time() - self.settings.retain_seconds
         removed = self.state_store.collect(live, older_than=older_than)
         removed += collect_scratch(self.settings.warehouse / SCRATCH_DIRECTORY, older_than)
-        snapshots = (
-            self._expire_table_snapshots(None if every_table else names)
-            if self.settings.expire_table_snapshots
-            else {}
-        )
-        report = GarbageReport({n: v for n, v in expired.items() if v}, removed, snapshots)
-        if report.versions or removed or snapshots:
+        snapshots: dict[str, int] = {}
+        files: dict[str, RemovedFiles] = {}
+        if self.settings.expire_table_snapshots:
+            tables = self._tables_of(None if every_table else names)
+            snapshots = self._expire_table_snapshots(tables)
+            # Then the files only the expired snapshots read, or that died with their writes.
+            for table in tables:
+                gone = self.tables.remove_unreferenced_files(table, older_than)
+                if gone.files:
+                    files[table] = gone
+        report = GarbageReport({n: v for n, v in expired.items() if v}, removed, snapshots, files)
+        if report.versions or removed or snapshots or files:
             log.info(
-                "collected %d versions, %d state directories and %d table snapshots",
+                "collected %d versions, %d state directories, %d table snapshots and %d table files",
                 report.version_count,
                 removed,
                 sum(snapshots.values()),
+                sum(f.files for f in files.values()),
             )
         return report
 
-    def _expire_table_snapshots(self, names: Sequence[str] | None) -> dict[str, int]:
-        """Expire the snapshots of the tables the sketches ``names`` read (None: of every table)
-        that no kept sketch version, of any sketch, and no query pinned within the retention
-        time can still read: each table keeps its state as of the newest commit older than
-        ``retain_seconds`` and as of its sketches' oldest kept versions, and all after them."""
+    def _tables_of(self, names: Sequence[str] | None) -> list[str]:
+        """The tables the sketches ``names`` read (None: every table)."""
+        if names is None:
+            return sorted(record.name for record in self.tables.list())
+        wanted = set(names)
+        definitions = self.sketches.definitions()
+        return sorted({t for d in definitions if d.name in wanted for t in referenced_tables(d.query_sql)})
+
+    def _expire_table_snapshots(self, tables: Sequence[str]) -> dict[str, int]:
+        """Expire the snapshots of ``tables`` that no kept sketch version, of any sketch, and no
+        query pinned within the retention time can still read: each table keeps its state as
+        of the newest commit older than ``retain_seconds`` and as of its sketches' oldest kept
+        versions, and all after them."""
         recent = self.commit_log.sequence_older_than(self.settings.retain_seconds)
         if recent == 0:
             return {}
-        if names is None:
-            tables = {record.name for record in self.tables.list()}
-        else:
-            wanted = set(names)
-            definitions = self.sketches.definitions()
-            tables = {t for d in definitions if d.name in wanted for t in referenced_tables(d.query_sql)}
         keep_from = dict.fromkeys(tables, recent)
         for sql, oldest in self.sketches.oldest_sequences():
             for table in referenced_tables(sql):

@@ -67,6 +67,7 @@ from sketch_core.tables.file_changes import (
     read_snapshot_files,
 )
 from sketch_core.tables.names import normalize_table_name, split_table_name
+from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
 from sketch_core.tables.statistics import describe_file
@@ -238,6 +239,18 @@ class TableService:
             break
         self.recorded_rows.remove_through(name, boundary.seq)
         return expired
+
+    def remove_unreferenced_files(self, name: str, older_than: float) -> RemovedFiles:
+        """Delete the table's files that none of its snapshots still reaches (those only expired
+        snapshots read, and those of writes that died before their commit), written before
+        ``older_than`` (seconds since the epoch): files written since may belong to a commit
+        still under way. A reader that pinned a snapshot since expired loses its files, which
+        is why snapshots are only expired past the retention time."""
+        name = self._require(name).name
+        removed = remove_unreferenced_files(self.catalog.load_table(name), older_than)
+        if removed.files:
+            log.info("removed %d unreferenced files (%d bytes) of %s", removed.files, removed.bytes, name)
+        return removed
 
     # -- reads -------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:

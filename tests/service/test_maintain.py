@@ -307,6 +307,8 @@ def test_collecting_expires_the_table_snapshots_no_kept_version_reads(
     kept = svc.sketch(sketch_name)
     assert report.table_snapshots.get(table, 0) > 0
     assert live_sequences()[0] == kept.sequence, "kept from the oldest kept version on"
+    # The files only the expired snapshots read went with them (the deletes rewrote files).
+    assert report.table_files[table].files > 0 and report.table_files[table].bytes > 0
     with pytest.raises(SnapshotExpiredError) as info:
         sibling(svc).query(sql, snapshot=first)
     assert info.value.table == table

@@ -4,6 +4,7 @@ at or after the kept sequence sees changes."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,30 @@ def history(svc: SketchService, name: str) -> list[int]:
     return sequences
 
 
+def assert_reads_unchanged(svc: SketchService, name: str) -> Callable[[], None]:
+    """Records what the table's history (from its third commit on) reads now: rows and pinned
+    files per sequence. The returned check asserts another process (its own caches) reads the
+    same at each of those sequences."""
+    sequences = [c.seq for c in svc.tables.commits(name)][2:]
+    reads = {s: bag(svc.tables.read_arrow(name, s)) for s in sequences}
+    files = {s: svc.tables.pin(name, s).files for s in sequences}
+
+    def check() -> None:
+        other = SketchService(svc.settings, svc.engine, svc.catalog, svc.spark)
+        for sequence in sequences:
+            assert other.tables.pin(name, sequence).files == files[sequence]
+            assert bag(other.tables.read_arrow(name, sequence)) == reads[sequence]
+
+    return check
+
+
 def test_snapshots_before_the_kept_sequence_go_and_later_reads_are_unchanged(
     svc: SketchService, ns: str
 ) -> None:
     name = f"{ns}.r"
     seqs = history(svc, name)
     keep = seqs[2]
-    reads = {s: bag(svc.tables.read_arrow(name, s)) for s in seqs[2:]}
-    files = {s: svc.tables.pin(name, s).files for s in seqs[2:]}
+    reads_unchanged = assert_reads_unchanged(svc, name)
     delta = svc.tables.delta(name, keep, seqs[-1])
     snapshots_before = len(svc.catalog.load_table(name).metadata.snapshots)
     size_before = metadata_path(svc, name).stat().st_size
@@ -62,11 +79,8 @@ def test_snapshots_before_the_kept_sequence_go_and_later_reads_are_unchanged(
     assert recorded.read(name, keep, "deleted") is None, "no delta starting at `keep` reads it"
     assert recorded.read(name, seqs[3], "deleted") is not None
 
-    # Another process (its own caches) reads the same at every kept sequence.
+    reads_unchanged()
     other = SketchService(svc.settings, svc.engine, svc.catalog, svc.spark)
-    for sequence in seqs[2:]:
-        assert other.tables.pin(name, sequence).files == files[sequence]
-        assert bag(other.tables.read_arrow(name, sequence)) == reads[sequence]
     again = other.tables.delta(name, keep, seqs[-1])
     assert (bag(again.inserted), bag(again.deleted)) == (bag(delta.inserted), bag(delta.deleted))
 
