@@ -46,6 +46,11 @@ GROUPS = 5_000
 FRAGMENTS = 1000
 REPORT = "SELECT a, SUM(b) AS s, COUNT(*) AS n FROM {t} GROUP BY a HAVING SUM(b) > {threshold}"
 TARGET = 1.10
+# Every this many operations each strategy's garbage is collected (untimed, as a housekeeping
+# DAG would): old sketch versions, table snapshots nothing kept reads, and the files only they
+# read. Each random delete rewrites the whole table (copy-on-write), so a 1,000-operation cell
+# would otherwise leave ~8 GB per strategy on disk, and pins would load ever longer metadata.
+COLLECT_EVERY = 20
 
 
 @dataclass
@@ -61,6 +66,7 @@ class Cell:
     decisions: dict[str, int]  # what served the reports: "sketch"/"plain" reports, maintenance runs
     correct: bool  # the last report equals the plain query
     commit: str = ""  # the code measured (cells of several runs share one report)
+    collect_s: float = 0.0  # garbage collection, untimed in report_s
 
 
 def schedule(ratio: str, ops: int) -> list[str]:
@@ -106,6 +112,7 @@ class Contender:
     updates: Updates
     report_s: float = 0.0
     update_s: float = 0.0
+    collect_s: float = 0.0
     reports: int = 0
     served: Counter[str] = dataclasses.field(default_factory=Counter)
     last: QueryResult | None = None
@@ -129,6 +136,27 @@ class Contender:
         self.reports += 1
         self.served["sketch" if self.last.sketch is not None else "plain"] += 1
 
+    def collect(self) -> None:
+        """Collect this strategy's garbage: with a sketch, what its kept version no longer
+        needs (its own snapshots and later stay, for incremental maintenance); without one,
+        every snapshot before the last report's (the cell ends checking that report)."""
+        started = time.perf_counter()
+        if self.uses_sketches:
+            self.svc.collect_garbage([self.sketch])
+        else:
+            last = self.last.sequence if self.last is not None else self.svc.latest_sequence()
+            self.svc.tables.expire_snapshots(self.table, last)
+            self.svc.tables.remove_unreferenced_files(self.table, time.time())
+        self.collect_s += time.perf_counter() - started
+
+    def finish(self) -> None:
+        """Once the cell is measured: drop the sketch and the table's history, and their files."""
+        if self.uses_sketches:
+            self.svc.drop_sketch(self.sketch)
+        self.svc.collect_garbage([])  # the state files no version reads any more
+        self.svc.tables.expire_snapshots(self.table, self.svc.latest_sequence())
+        self.svc.tables.remove_unreferenced_files(self.table, time.time())
+
     def cell(self, ratio: str, delta: int, ops: int) -> Cell:
         correct = True
         if self.last is not None:  # the last report equals the plain query at its snapshot
@@ -151,6 +179,7 @@ class Contender:
             self.update_s,
             dict(served),
             correct,
+            collect_s=self.collect_s,
         )
 
 
@@ -158,7 +187,13 @@ def contender(base: SketchService, rows: int, ratio: str, delta: int, strategy: 
     """A strategy's own service and copy of the table (a namespace per cell and strategy),
     from the same rows as every other strategy's, with its sketch captured."""
     svc = SketchService(
-        dataclasses.replace(base.settings, maintain_on_query=STRATEGIES[strategy]),
+        dataclasses.replace(
+            base.settings,
+            maintain_on_query=STRATEGIES[strategy],
+            # Collections keep what the sketch's current version reads, nothing older.
+            retain_versions=1,
+            retain_seconds=0,
+        ),
         base.engine,
         base.catalog,
         base.spark,
@@ -195,10 +230,15 @@ def run_cells(
         shift = index % len(sides)
         for side in sides[shift:] + sides[:shift]:
             side.step(op)
+            if (index + 1) % COLLECT_EVERY == 0:
+                side.collect()
         if progress and (index + 1) % max(1, ops // 10) == 0:
             figures = ", ".join(f"{s.strategy} {s.report_s:.1f}s" for s in sides)
             print(f"  {ratio} delta {delta}: {index + 1}/{ops} operations; reports {figures}", flush=True)
-    return [side.cell(ratio, delta, ops) for side in sides]
+    cells = [side.cell(ratio, delta, ops) for side in sides]
+    for side in sides:
+        side.finish()
+    return cells
 
 
 def _group_sums(data: object) -> list[float]:
@@ -233,11 +273,12 @@ def report(cells: list[Cell], rows: int, ops: int) -> Path:
         f"three (target <= {TARGET:.2f}); the updates' own commits apart. Command: "
         f"`python -m benchmarks.workload --rows {rows} --ops {ops}`. Auto served by: its reports run",
         "with the sketch (`sketch`) and without (`plain`), and its incremental (`incremental`) and full",
-        "(`full`) maintenance runs.",
+        "(`full`) maintenance runs. Collect s: each strategy's garbage collection every "
+        f"{COLLECT_EVERY} operations (untimed in the reports; the most any strategy spent).",
         "",
         "| ratio | delta | no-sketch | capture | incremental | auto | auto / best | auto served by "
-        "| updates s | correct |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
+        "| updates s | collect s | correct |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |",
     ]
     by_cell: dict[tuple[str, int], dict[str, Cell]] = {}
     for cell in cells:
@@ -259,8 +300,10 @@ def report(cells: list[Cell], rows: int, ops: int) -> Path:
         figures = " | ".join(f"{runs[s].report_s:.2f}" if s in runs else "-" for s in STRATEGIES)
         correct = all(c.correct for c in runs.values())
         update_s = max(c.update_s for c in runs.values())
+        collect_s = max(c.collect_s for c in runs.values())
         lines.append(
-            f"| {ratio} | {delta:,} | {figures} | {ratio_text} | {chose} | {update_s:.1f} | {correct} |"
+            f"| {ratio} | {delta:,} | {figures} | {ratio_text} | {chose} | {update_s:.1f} "
+            f"| {collect_s:.1f} | {correct} |"
         )
     commits = sorted({c.commit for c in cells if c.commit})
     lines += [
