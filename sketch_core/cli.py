@@ -29,6 +29,10 @@ app.add_typer(tables_app, name="tables")
 policy_app = typer.Typer(help="Maintenance policies: when intermittent maintenance runs for a sketch.")
 app.add_typer(server_app, name="server")
 app.add_typer(policy_app, name="policy")
+validation_app = typer.Typer(
+    help="Delta validation: batches that failed their table's expectations, overrides, nullable columns."
+)
+app.add_typer(validation_app, name="validation")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -243,6 +247,8 @@ def status(name: Annotated[str | None, typer.Argument(help="Only this sketch.")]
             )
         if s.state_mode is not None:
             last += f"\nstate {describe_state_mode(s.state_mode)}"
+        if s.blocked is not None:
+            last += f"\nBLOCKED: {s.blocked}"
         view.add_row(
             s.name,
             "-" if s.version is None else str(s.version),
@@ -504,6 +510,71 @@ def policy_announce(
     with _errors(), _service() as svc:
         stored = svc.announce_report(report, due)
     console.print(f"{report}: due {stored:%Y-%m-%d %H:%M:%S %Z}")
+
+
+@validation_app.command("list")
+def validation_list(
+    table: Annotated[str | None, typer.Argument(help="Only this table (default: all).")] = None,
+    all_batches: Annotated[
+        bool, typer.Option("--all", help="Every validated batch of TABLE, not only the quarantined.")
+    ] = False,
+) -> None:
+    """List the quarantined delta batches: what they broke, and how to release them."""
+    if all_batches and table is None:
+        raise typer.BadParameter("--all needs a TABLE")
+    with _errors(), _service() as svc:
+        if table is not None and all_batches:
+            batches = svc.validations.results(svc.tables.record(table).name)
+        else:
+            batches = svc.quarantined([svc.tables.record(table).name] if table else None)
+    view = Table("table", "commit", "status", "rows in/out", "what it broke", "resolution")
+    for b in batches:
+        broke = "\n".join(str(f) for f in b.failures) or "-"
+        view.add_row(
+            b.table, str(b.seq), b.status, f"{b.inserted_rows}/{b.deleted_rows}", broke, b.resolution or "-"
+        )
+    console.print(view)
+    if not batches:
+        console.print("no quarantined batches" if not all_batches else "no validated batches")
+
+
+@validation_app.command("run")
+def validation_run(
+    tables: Annotated[list[str] | None, typer.Argument(help="Only these tables (default: all).")] = None,
+) -> None:
+    """Validate the new delta batches now (after a load), so maintenance only reads the results."""
+    with _errors(), _service() as svc:
+        results = svc.validate_deltas(tables or None)
+    failed = [r for r in results if r.status == "failed"]
+    console.print(f"{len(results)} batches validated or already known; {len(failed)} quarantined")
+    for batch in failed:
+        console.print(f"  {batch.reason()}")
+    if failed:
+        raise typer.Exit(EXIT_TERMINAL)
+
+
+@validation_app.command("override")
+def validation_override(
+    table: Annotated[str, typer.Argument(help="The table.")],
+    seq: Annotated[int, typer.Argument(help="The quarantined commit's sequence number.")],
+    reason: Annotated[str, typer.Option(help="Why the batch is acceptable (kept with it).")],
+) -> None:
+    """Accept a quarantined batch: the sketches it blocked are maintained again."""
+    with _errors(), _service() as svc:
+        svc.override_validation(table, seq, reason)
+    console.print(f"accepted commit {seq} of {table}: {reason}")
+
+
+@validation_app.command("nullable")
+def validation_nullable(
+    table: Annotated[str, typer.Argument(help="The table.")],
+    columns: Annotated[list[str], typer.Argument(help="Columns that may hold NULLs.")],
+) -> None:
+    """Declare columns that may hold NULLs (the sort key and partition attributes may not
+    otherwise)."""
+    with _errors(), _service() as svc:
+        svc.declare_nullable(table, columns)
+    console.print(f"{table}: {', '.join(columns)} may hold NULLs")
 
 
 if __name__ == "__main__":

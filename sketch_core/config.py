@@ -78,6 +78,16 @@ def _share_env(name: str, default: float, *, allow_zero: bool = False) -> float:
     return value
 
 
+def _float_env(name: str, default: float) -> float:
+    """A number >= 0."""
+    value = _parsed_env(name, float, "a number")
+    if value is None:
+        return default
+    if not value >= 0:  # also refuses NaN
+        raise ConfigurationError(f"{name}={value} must be a number >= 0")
+    return value
+
+
 def _choice_env(name: str, default: str, choices: tuple[str, ...]) -> str:
     raw = (os.environ.get(name) or default).strip().lower()
     if raw not in choices:
@@ -155,6 +165,12 @@ class Settings:
     # How a capture without explicit attributes picks them (sketch_core.choice.strategies):
     # by default the smallest estimated sketch (the attribute-choice benchmark's best).
     attribute_strategy: str = DEFAULT_ATTRIBUTE_STRATEGY
+    # Delta validation (sketch_core.validation): each commit a maintenance would use is checked
+    # against its table's expectation suite first; a failing batch blocks the sketches it
+    # feeds. Learned value domains are widened by `validation_slack` times their width each
+    # side (sketch_core.validation.suite.Domain.allowed).
+    validate_deltas: bool = True
+    validation_slack: float = 10.0
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -194,6 +210,8 @@ class Settings:
             attribute_strategy=_choice_env(
                 "SKETCH_ATTRIBUTE_STRATEGY", DEFAULT_ATTRIBUTE_STRATEGY, ATTRIBUTE_STRATEGIES
             ),
+            validate_deltas=_choice_env("SKETCH_VALIDATE_DELTAS", "on", ("on", "off")) == "on",
+            validation_slack=_float_env("SKETCH_VALIDATION_SLACK", 10.0),
         )
 
     def with_metastore(self, url: str) -> Settings:

@@ -328,3 +328,48 @@ class PolicyError(SketchError):
             hint="give at least one of delta_rows >= 1, elapsed_seconds > 0, before_reports; "
             "combine is 'any' or 'all'",
         )
+
+
+class DeltaQuarantinedError(SketchError):
+    """A delta batch a sketch would be maintained with failed validation: the sketch stays at
+    its last good version (queries at newer snapshots run without it) until the batch is fixed
+    by a later commit or an operator overrides it."""
+
+    def __init__(self, sketch: str, batches: Sequence[tuple[str, int, str]]) -> None:
+        self.sketch = sketch
+        self.batches = list(batches)  # (table, commit sequence, what it broke)
+        shown = "; ".join(f"{table}@{seq}: {why}" for table, seq, why in self.batches[:3])
+        more = f" (and {len(self.batches) - 3} more)" if len(self.batches) > 3 else ""
+        first_table, first_seq, _ = self.batches[0]
+        super().__init__(
+            f"{sketch} is blocked: delta batches failed validation: {shown}{more}",
+            hint="fix the rows with a later commit (maintenance resumes once the net delta passes), "
+            f"or accept the batch: sketch validation override {first_table} {first_seq} --reason ...",
+        )
+
+
+class ValidationOverrideError(SketchError):
+    """An override names a batch that is not quarantined."""
+
+    def __init__(self, table: str, seq: int, status: str | None) -> None:
+        self.table = table
+        self.seq = seq
+        self.status = status
+        found = f"its validation {status}" if status else "it was never validated"
+        super().__init__(
+            f"commit {seq} of {table} is not a quarantined batch ({found})",
+            hint="sketch validation list shows the quarantined batches",
+        )
+
+
+class SparkJobError(InfrastructureError):
+    """A Spark job failed while running (an executor lost, a task failing, the cluster gone):
+    transient, a retry may succeed. Errors in the query itself (analysis) are not this."""
+
+    def __init__(self, what: str, cause: str) -> None:
+        self.what = what
+        self.cause = cause
+        super().__init__(
+            f"the Spark job of {what} failed: {cause}",
+            hint="retry (Airflow does, for transient errors); if it keeps failing, see the Spark logs",
+        )

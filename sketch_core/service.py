@@ -18,6 +18,7 @@ from pyroaring import BitMap
 from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import Engine
 
+from sketch_core import faults
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.parse_cache import ParsedQueryCache
@@ -36,6 +37,7 @@ from sketch_core.costs.choose import Choice, Situation, choose, worth_exploring
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
     ConfigurationError,
+    DeltaQuarantinedError,
     KeptValuesExhaustedError,
     NoSafeAttributeError,
     QueryError,
@@ -45,6 +47,7 @@ from sketch_core.errors import (
     StateMissingError,
     UnsafeAttributeError,
     UnsupportedQueryError,
+    ValidationOverrideError,
 )
 from sketch_core.incremental.engine import Frontier, IncrementalSketch, RowDelta
 from sketch_core.incremental.partials import Partials
@@ -75,6 +78,7 @@ from sketch_core.metastore.sketches import (
     VersionRecord,
 )
 from sketch_core.metastore.state_modes import StateModeRepository
+from sketch_core.metastore.validations import BatchValidation, ValidationRepository
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.policy import Decision, Policy, PolicyFacts, effective_policy, evaluate
@@ -91,6 +95,7 @@ from sketch_core.rewrites.safety import (
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.spark.capture import register_annotated_view, run_capture
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, collect_scratch, delta_partials
+from sketch_core.spark.jobs import spark_job
 from sketch_core.spark.partitioning import compute_range_partition
 from sketch_core.spark.session import build_session
 from sketch_core.spark.state_init import compute_frontier_partials
@@ -108,6 +113,7 @@ from sketch_core.tables.deltas import read_matching
 from sketch_core.tables.orphans import RemovedFiles
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
+from sketch_core.validation.gate import DeltaGate
 
 log = logging.getLogger(__name__)
 
@@ -302,6 +308,8 @@ class SketchService:
             lambda name: sorted(referenced_tables(self.sketches.definition(name).query_sql)),
         )
         self._parsed = ParsedQueryCache()
+        self.validations = ValidationRepository(engine)
+        self.gate = DeltaGate(self.tables, self.commit_log, self.validations, settings.validation_slack)
 
     @classmethod
     def from_env(cls, *, spark: SparkSession | None = None) -> SketchService:
@@ -560,7 +568,9 @@ class SketchService:
             for table, attribute in chosen.items()
         }
         capture = instrument_capture(parsed.plan, attributes=chosen)
-        found = run_capture(self.spark, capture, self._sources(pins, partitions))
+        with spark_job(f"the capture of {name or 'a sketch'} at sequence {sequence}"):
+            faults.reached("spark-job", spark=self.spark)
+            found = run_capture(self.spark, capture, self._sources(pins, partitions))
         encoded = encode_params(params)
         partition_ids = {table: pid for table, (pid, _) in partitions.items()}
         template = template_key(sql)
@@ -569,13 +579,16 @@ class SketchService:
         run_id = self.sketches.start_run(name, strategy, from_version)
         keeps = with_state and self.budget.keeps_state(name)
         maintained = self._initial_state(name, sequence) if keeps else None
+        ref = store_state(self.state_store, name, maintained.engine, None) if maintained else None
+        faults.reached("state-written")
         record = self.sketches.publish_version(
             name,
             sequence,
             {table: pin.snapshot_id for table, pin in pins.items()},
             {partition_ids[table]: BitMap(ids).serialize() for table, ids in found.items()},
-            state_ref=store_state(self.state_store, name, maintained.engine, None) if maintained else None,
+            state_ref=ref,
         )
+        faults.reached("published")
         if maintained is not None and record.state_ref is not None:
             self._keep_engine(name, record.version, maintained)
         if estimates is not None and estimates.estimation is not None:
@@ -755,6 +768,10 @@ class SketchService:
                     raise
                 # Defined but never published (its capture died): nothing to maintain from.
                 log.warning("%s has no published version: not maintained", each)
+            except DeltaQuarantinedError as exc:
+                if name is not None:
+                    raise
+                log.warning("%s", exc)  # blocked at its last good version; the others go on
         # Collected at most once per tenth of the retention time (expired versions linger at most
         # that much longer); a collection lists every state directory.
         due = time.monotonic() - self._collected_at >= self.settings.retain_seconds / 10
@@ -965,6 +982,7 @@ class SketchService:
         if chosen == "skip":  # the queries read the plain tables until the model says otherwise
             self.advisor.skip_from(name, record.version)
             return MaintenanceRun(name, record.version, record.version, "skip", delta_rows, 0.0)
+        self._check_deltas(name, record, target)
         if chosen == "incremental":
             try:
                 return self._maintain_incremental(definition, record, plan)
@@ -993,6 +1011,56 @@ class SketchService:
         return MaintenanceRun(
             name, record.version, version.version, "full", delta_rows, time.perf_counter() - started
         )
+
+    def _check_deltas(self, name: str, record: VersionRecord, target: int) -> None:
+        """Raise :class:`DeltaQuarantinedError` when a delta batch between the version and
+        ``target`` failed validation and is neither fixed nor overridden (the sketch then stays
+        at its version: a recapture would take the batch in just the same)."""
+        if not self.settings.validate_deltas:
+            return
+        quarantine = self.gate.check(dict.fromkeys(record.table_snapshots, record.sequence), target)
+        if quarantine is not None:
+            raise DeltaQuarantinedError(
+                name, [(b.table, b.seq, "; ".join(map(str, b.failures))) for b in quarantine.batches]
+            )
+
+    def override_validation(self, table: str, seq: int, reason: str) -> None:
+        """Accept the quarantined batch at commit ``seq`` of ``table`` (``reason`` is kept): the
+        sketches it blocked are maintained again, and its values widen the table's suite."""
+        table = self.tables.record(table).name
+        if not reason.strip():
+            raise ConfigurationError("an override needs a reason", hint="say why the batch is acceptable")
+        if not self.gate.override(table, seq, reason):
+            found = self.validations.results(table, seq - 1, seq)
+            raise ValidationOverrideError(table, seq, found[0].status if found else None)
+
+    def declare_nullable(self, table: str, columns: Sequence[str]) -> None:
+        """Let these columns of ``table`` hold NULLs in delta batches (sort key and partition
+        attributes must have values otherwise)."""
+        table = self.tables.record(table).name
+        try:
+            self.gate.declare_nullable(table, set(columns))
+        except ValueError as exc:
+            raise ConfigurationError(str(exc), hint="name columns the table has") from exc
+
+    def validate_deltas(self, tables: Sequence[str] | None = None) -> list[BatchValidation]:
+        """Validate now the commits that maintenance would otherwise validate on its way: those
+        of ``tables`` (default: every table a sketch reads) after the oldest newest-version of
+        the sketches on each. A step for right after a load, so that maintenance only reads the
+        results; returns every result, failed ones included."""
+        starts: dict[str, int] = {}
+        for definition in self.sketches.definitions():
+            record = self.sketches.version(definition.name)
+            if record is None:
+                continue
+            for table in record.table_snapshots:
+                starts[table] = min(starts.get(table, record.sequence), record.sequence)
+        wanted = {self.tables.record(t).name for t in tables} if tables is not None else set(starts)
+        return [v for table in sorted(wanted & set(starts)) for v in self.gate.validate(table, starts[table])]
+
+    def quarantined(self, tables: Sequence[str] | None = None) -> list[BatchValidation]:
+        """The delta batches that failed validation and are not yet fixed or overridden."""
+        return self.validations.quarantined(tables)
 
     def _big_delta_covered(
         self, definition: SketchDefinition, record: VersionRecord, changed: set[str], on_spark: bool
@@ -1059,6 +1127,7 @@ class SketchService:
             keeps = self.budget.keeps_state(name)
             base = self.budget.usable_state(name, record)
             ref = store_state(self.state_store, name, maintained.engine, base) if keeps else None
+            faults.reached("state-written")
             sketch = maintained.engine.sketch()
             seconds = time.perf_counter() - started
             published = self.sketches.publish_version(
@@ -1089,6 +1158,7 @@ class SketchService:
             except Exception as unrecorded:  # the original error is the one to report
                 log.warning("could not record the failed run of %s: %s", name, unrecorded)
             raise
+        faults.reached("published")
         if keeps:
             self._keep_engine(name, published.version, maintained)
         seconds = time.perf_counter() - started
@@ -1243,10 +1313,34 @@ class SketchService:
     ) -> list[MaintenanceRun]:
         """Maintain the sketches (default: all) whose policy fires at ``now``."""
         due = [c.name for c in self.check_policies(names, now) if c.fire]
+        return self.maintain_each(due, strategy)
+
+    def maintain_each(self, names: Sequence[str], strategy: str = "auto") -> list[MaintenanceRun]:
+        """Maintain each sketch of ``names``. One that a quarantined delta batch blocks is left
+        at its version with a warning (``status()`` says why), one defined but never published
+        (its capture died) is passed over, and the others go on; any other error stops the
+        run, as ``maintain(name)``'s would."""
         runs = []
-        for name in due:
-            runs.extend(self.maintain(name, strategy))
+        for name in names:
+            try:
+                runs.extend(self.maintain(name, strategy))
+            except DeltaQuarantinedError as exc:
+                log.warning("%s", exc)
+            except SketchNotFoundError:
+                self.sketches.definition(name)  # raises when the name is not a sketch at all
+                log.warning("%s has no published version: not maintained", name)
         return runs
+
+    def blocked(self, name: str) -> DeltaQuarantinedError | None:
+        """Whether maintaining ``name`` to the newest commit is blocked by a quarantined delta
+        batch (the batches not yet validated are validated now), as the error maintenance
+        would raise; None: it is not."""
+        _, record = self._definition_and_version(name)
+        try:
+            self._check_deltas(name, record, self.latest_sequence())
+        except DeltaQuarantinedError as exc:
+            return exc
+        return None
 
     def report_sketches(self, sql: str | None = None, report: str | None = None) -> list[str]:
         """The sketches a report uses: those captured for its query's template (any binding of
@@ -1301,8 +1395,11 @@ class SketchService:
         table and its last maintenance run."""
         definitions = [self.sketches.definition(name)] if name else self.sketches.definitions()
         modes = self.state_modes.all([d.name for d in definitions])
+        quarantined = self.validations.quarantined()
         return [
-            sketch_status(self.sketches, self.policies, self.commit_log, d, self.costs, modes.get(d.name))
+            sketch_status(
+                self.sketches, self.policies, self.commit_log, d, self.costs, modes.get(d.name), quarantined
+            )
             for d in definitions
         ]
 
@@ -1377,7 +1474,11 @@ class SketchService:
             if plan is None:
                 return None
             strategy = plan.strategy
-        run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
+        try:
+            run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
+        except DeltaQuarantinedError as exc:  # blocked at its last good version: run without it
+            log.warning("%s", exc)
+            return None
         log.info(
             "maintained %s to sequence %d for a query (%s, %.2fs)",
             name,

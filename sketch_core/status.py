@@ -6,6 +6,7 @@ sequence its newest version is valid for, and the rows they added or deleted. No
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from sketch_core.metastore.costs import CostDecision, CostRecords
 from sketch_core.metastore.policies import DecisionRecord, PolicyRepository
 from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
 from sketch_core.metastore.state_modes import StateMode
+from sketch_core.metastore.validations import BatchValidation
 from sketch_core.policy import effective_policy
 
 
@@ -61,6 +63,8 @@ class SketchStatus:
     table_snapshots: dict[str, int | None]  # the Iceberg snapshot per table the version is valid for
     cost_decision: CostDecision | None = None  # the cost model's newest choice, with its reason
     state_mode: StateMode | None = None  # the state budget's choice (None: no budget, kept in full)
+    # Why maintenance is blocked: the quarantined delta batches past its version (None: it is not)
+    blocked: str | None = None
 
     @property
     def fresh(self) -> bool:
@@ -74,7 +78,9 @@ def sketch_status(
     definition: SketchDefinition,
     costs: CostRecords | None = None,
     state_mode: StateMode | None = None,
+    quarantined: Sequence[BatchValidation] = (),
 ) -> SketchStatus:
+    """``quarantined``: the failed delta batches not yet resolved, of any table."""
     record = sketches.version(definition.name)
     cost_decision = costs.last_decision(definition.name) if costs is not None else None
     policy, explicit = effective_policy(policies.policy(definition.name))
@@ -127,4 +133,13 @@ def sketch_status(
         dict(record.table_snapshots),
         cost_decision,
         state_mode,
+        blocked_reason(quarantined, record.table_snapshots, record.sequence),
     )
+
+
+def blocked_reason(quarantined: Sequence[BatchValidation], tables: Iterable[str], after: int) -> str | None:
+    """What blocks a version valid at ``after`` over ``tables``: the quarantined batches it
+    would have to take in (None: nothing)."""
+    wanted = set(tables)
+    blocking = [b for b in quarantined if b.table in wanted and b.seq > after and b.status == "failed"]
+    return "; ".join(b.reason() for b in blocking) or None

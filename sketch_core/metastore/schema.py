@@ -209,3 +209,27 @@ attribute_choices = Table(
     Column("outcome", JSONB),
     Column("decided_at", DateTime(timezone=True), nullable=False),
 )
+
+table_suites = Table(
+    "table_suites",
+    metadata,
+    Column("table_id", BigInteger, ForeignKey("sketch.tables.table_id"), primary_key=True),
+    Column("suite", JSONB, nullable=False),
+    Column("learned_seq", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+delta_validations = Table(
+    "delta_validations",
+    metadata,
+    Column("table_id", BigInteger, ForeignKey("sketch.tables.table_id"), primary_key=True),
+    Column("seq", BigInteger, ForeignKey("sketch.table_commits.seq"), primary_key=True),
+    Column("status", Text, nullable=False),
+    Column("failures", JSONB, nullable=False),
+    Column("inserted_rows", BigInteger, nullable=False),
+    Column("deleted_rows", BigInteger, nullable=False),
+    Column("checked_at", DateTime(timezone=True), nullable=False),
+    Column("resolved_at", DateTime(timezone=True)),
+    Column("resolution", Text),
+    Column("fixed_at_seq", BigInteger),
+)

@@ -8,6 +8,7 @@ the existing version back.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -31,13 +32,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from sketch_core import faults
 from sketch_core.errors import SketchExistsError, SketchNotFoundError, TableNotFoundError
 from sketch_core.metastore import schema
 from sketch_core.metastore.commits import CommitLog
 
 t = schema
+log = logging.getLogger(__name__)
 
 
 def sketch_id_of(conn: Connection, name: str) -> int:
@@ -333,11 +336,38 @@ class SketchRepository:
 
         ``run``: the maintenance run that produced it, recorded in the same transaction (a run
         too short to be worth a "running" row of its own).
+
+        A connection lost during the transaction leaves its outcome unknown: it is settled by
+        reading the version for ``sequence`` back (published, by this call or a concurrent
+        one: that version is returned), and only when there is none is the publication tried
+        again, once. Publishing is keyed by the sequence, so a version is never published twice.
         """
+        try:
+            return self._publish(name, sequence, table_snapshots, bitmaps, state_ref, run)
+        except (OperationalError, InterfaceError) as exc:
+            if not getattr(exc, "connection_invalidated", False) and not _connection_lost(exc):
+                raise
+            log.warning("connection lost while publishing %s for sequence %d: %s", name, sequence, exc)
+        settled = self.version(name, sequence=sequence)
+        if settled is not None:
+            log.info("settled: %s version %d was published for sequence %d", name, settled.version, sequence)
+            return settled
+        log.info("settled: nothing was published for %s at sequence %d; publishing again", name, sequence)
+        return self._publish(name, sequence, table_snapshots, bitmaps, state_ref, run)
+
+    def _publish(
+        self,
+        name: str,
+        sequence: int,
+        table_snapshots: Mapping[str, int | None],
+        bitmaps: Mapping[int, bytes],
+        state_ref: str | None,
+        run: FinishedRun | None,
+    ) -> VersionRecord:
         # One round trip (sql/0008_publish_function.sql): the row lock on the sketch serializes
         # its publishers, so "next version number" cannot be taken twice.
         pids = sorted(bitmaps)
-        with self.engine.begin() as conn:
+        with self.engine.connect() as conn:
             try:
                 version, existed = conn.execute(
                     text(
@@ -363,10 +393,14 @@ class SketchRepository:
                 if getattr(exc.orig, "sqlstate", None) == _NO_DATA_FOUND:
                     raise SketchNotFoundError(name) from exc
                 raise
-            if existed:
-                found = self._read_version(conn, name, version=int(version))
-                assert found is not None, "read under the publishers' lock, which deletions take too"
-                return found
+            # Read under the publishers' lock, which deletions take too.
+            found = self._read_version(conn, name, version=int(version)) if existed else None
+            faults.reached("publish", conn)
+            conn.commit()
+            faults.reached("publish-ack", conn)
+        if existed:
+            assert found is not None, "read under the publishers' lock"
+            return found
         return VersionRecord(
             name,
             int(version),
@@ -552,3 +586,13 @@ class SketchRepository:
                 .order_by(t.maintenance_runs.c.run_id)
             ).all()
         return [dict(row._mapping) for row in rows]
+
+
+def _connection_lost(exc: DBAPIError) -> bool:
+    """Whether ``exc`` says the connection went (server closed it, network cut), rather than
+    that a statement failed: the outcome of a commit in flight is then unknown."""
+    text_ = str(exc.orig).lower()
+    return any(
+        sign in text_
+        for sign in ("terminating connection", "server closed the connection", "connection is closed", "eof")
+    )

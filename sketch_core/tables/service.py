@@ -253,6 +253,10 @@ class TableService:
         return removed
 
     # -- reads -------------------------------------------------------------------------------
+    def record(self, name: str) -> TableRecord:
+        """The table's registration (its normalized name, sort key, creating commit)."""
+        return self._require(name)
+
     def exists(self, name: str) -> bool:
         return self.commit_log.get_table(normalize_table_name(name)) is not None
 

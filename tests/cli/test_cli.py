@@ -6,6 +6,7 @@ import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
@@ -161,3 +162,41 @@ def test_capture_refuses_bad_arguments(env: dict[str, str], spark_svc: SketchSer
     assert unsafe.exit_code == EXIT_TERMINAL and "key" in unsafe.output
     missing_file = runner.invoke(app, ["query", "@/nonexistent/report.sql"], env=env)
     assert missing_file.exit_code == EXIT_TERMINAL and "no SQL file" in missing_file.output
+
+
+def test_validation_lists_overrides_and_declares(
+    env: dict[str, str], spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    monkeypatch.setattr(cli.console, "width", 400)  # whole reasons, not cells cut to fit
+    table = f"{ns}.loads"
+    spark_svc.tables.create(table, synthetic_table(500, groups=10, seed=8), sort_by=["a"])
+    name = f"{ns}_gated"
+    sql = f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a HAVING SUM(b) > 0"
+    spark_svc.capture(sql, name=name, attributes={table: "a"}, fragments=10)
+    outlier = synthetic_table(5, groups=10, seed=9, key_start=1000)
+    outlier = outlier.set_column(2, "b", pa.array([10**15] * 5, pa.int64()))
+    seq = spark_svc.tables.append(table, outlier)
+    validated = runner.invoke(app, ["validation", "run", table], env=env)
+    assert validated.exit_code == EXIT_TERMINAL and "1 quarantined" in validated.output, validated.output
+    assert f"{table}@{seq}" in validated.output
+    blocked = runner.invoke(app, ["maintain", name], env=env, terminal_width=250)
+    assert blocked.exit_code == EXIT_TERMINAL and "blocked" in blocked.output and "override" in blocked.output
+    status = runner.invoke(app, ["status", name], env=env)
+    assert "BLOCKED" in status.output and f"{table}@{seq}" in status.output, status.output
+    listed = runner.invoke(app, ["validation", "list", table], env=env)
+    assert listed.exit_code == 0 and str(seq) in listed.output and "learned domain" in listed.output
+    no_reason = runner.invoke(app, ["validation", "override", table, str(seq)], env=env)
+    assert no_reason.exit_code != 0 and "--reason" in no_reason.output
+    wrong = runner.invoke(app, ["validation", "override", table, str(seq - 1), "--reason", "x"], env=env)
+    assert wrong.exit_code == EXIT_TERMINAL and "not a quarantined batch" in wrong.output
+    accepted = runner.invoke(
+        app, ["validation", "override", table, str(seq), "--reason", "amounts in cents"], env=env
+    )
+    assert accepted.exit_code == 0, accepted.output
+    maintained = runner.invoke(app, ["maintain", name], env=env)
+    assert maintained.exit_code == 0 and "1 -> 2" in maintained.output, maintained.output
+    every = runner.invoke(app, ["validation", "list", table, "--all"], env=env)
+    assert "overridden" in every.output and "amounts in cents" in every.output
+    declared = runner.invoke(app, ["validation", "nullable", table, "c", "nope"], env=env)
+    assert declared.exit_code == EXIT_TERMINAL and "nope" in declared.output

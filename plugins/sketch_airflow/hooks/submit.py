@@ -5,6 +5,7 @@ maintenance runs that need Spark (recaptures, and deltas too big for in-process 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,8 @@ from sketch_core.config import Settings
 from sketch_core.errors import ConfigurationError, InfrastructureError, SketchNotFoundError
 from sketch_core.jobs.run import JOB_SCRIPT
 from sketch_core.service import MaintenancePlan, MaintenanceRun, SketchService, SketchVersion
+
+log = logging.getLogger(__name__)
 
 
 def submit_job(settings: Settings, spark_conn_id: str, args: Sequence[str], name: str) -> None:
@@ -93,7 +96,7 @@ def maintain_submitting(
     if spark_conn_id is None:
         if names is None:
             return svc.maintain(None, strategy)
-        return [run for name in names for run in svc.maintain(name, strategy)]
+        return svc.maintain_each(names, strategy)  # a blocked sketch waits, the others go on
     runs = []
     for name in names if names is not None else [d.name for d in svc.sketches.definitions()]:
         try:
@@ -103,7 +106,11 @@ def maintain_submitting(
                 raise
             continue  # defined but never published: nothing to maintain from (as maintain(None))
         if not plan.needs_spark:
-            runs.extend(svc.maintain(name, strategy))
+            runs.extend(svc.maintain_each([name], strategy))
+            continue
+        blocked = svc.blocked(name) if plan.strategy not in ("none", "skip") else None
+        if blocked is not None:  # checked here: a job would only fail on it
+            log.warning("%s", blocked)
             continue
         submit_job(svc.settings, spark_conn_id, ["maintain", "--name", name, "--strategy", strategy], name)
         version = _published_after(svc, name, plan.from_version, "maintenance")

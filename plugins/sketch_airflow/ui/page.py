@@ -25,6 +25,7 @@ th { background: #f4f6f8; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .fresh { color: #2e7d32; } .stale { color: #c62828; }
 .reason { color: #555; font-size: 12px; }
+.blocked { color: #c62828; font-size: 12px; }
 button { margin: 2px; padding: 3px 8px; cursor: pointer; }
 #message { margin: 8px 0; min-height: 1.2em; }
 .chart { max-width: 640px; font-size: 10px; }
@@ -79,6 +80,8 @@ def _row(s: SketchStatus) -> str:
         )
     if s.state_mode is not None:
         last += f'<div class="reason">state {escape(describe_state_mode(s.state_mode))}</div>'
+    if s.blocked is not None:
+        last += f'<div class="blocked"><b>blocked</b>: {escape(s.blocked)}</div>'
 
     policy = escape(s.policy) + ("" if s.policy_explicit else " <i>(default)</i>")
     decision = s.last_decision

@@ -1,0 +1,141 @@
+"""Faults injected into real runs (``sketch_core.faults``): a capture or maintenance process
+SIGKILLed at each step, a metastore connection cut mid-commit, a Spark job that fails. After
+each: earlier versions intact, no version published twice, the next run succeeds and equals a
+fresh capture, and what the dead run left behind is collected."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sketch_core.datasets import synthetic_table
+from sketch_core.errors import SparkJobError
+from sketch_core.service import SketchService
+from tests.service.test_maintain import HAVING, captured, fresh_fragments, maintained, sibling
+
+
+def sketch_cli(env: dict[str, str], *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The `sketch` command in its own process (``fault``: SKETCH_FAULT for it)."""
+    environment = {**os.environ, **env}
+    environment.pop("SKETCH_FAULT", None)
+    if fault is not None:
+        environment["SKETCH_FAULT"] = fault
+    return subprocess.run(
+        [sys.executable, "-m", "sketch_core.cli", *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def state_directories(svc: SketchService, name: str) -> set[Path]:
+    """The sketch's state directories on disk."""
+    root = svc.settings.warehouse / "_sketch_state" / name
+    return {p for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+
+
+@pytest.fixture
+def gated(spark_svc: SketchService, ns: str) -> tuple[SketchService, str, str, str]:
+    """A table and a sketch on it with stored state (version 1), then a load: (svc, table,
+    sketch, sql)."""
+    svc = sibling(spark_svc)
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=81), sort_by=["a"])
+    name, sql = captured(svc, table, "faulty", with_state=True)
+    svc.tables.append(table, synthetic_table(40, 40, seed=82, key_start=3000))
+    return svc, table, name, sql
+
+
+@pytest.mark.parametrize(
+    ("strategy", "point"),
+    [
+        ("incremental", "state-written"),
+        ("incremental", "publish"),
+        ("incremental", "published"),
+        ("full", "state-written"),
+        ("full", "publish"),
+        ("full", "published"),
+    ],
+)
+def test_a_maintenance_killed_at_each_step_loses_nothing(
+    gated: tuple[SketchService, str, str, str], env: dict[str, str], strategy: str, point: str
+) -> None:
+    svc, _, name, sql = gated
+    before = maintained(svc, name)
+    first = svc.sketches.version(name, version=1)
+    killed = sketch_cli(env, "maintain", name, "--strategy", strategy, fault=point)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+
+    published = point == "published"  # the commit happened; only the caller never heard
+    assert svc.sketches.versions(name) == ([1, 2] if published else [1])
+    assert svc.sketches.version(name, version=1) == first, "version 1 untouched"
+    if not published:
+        assert maintained(svc, name) == before, "the last good version stands"
+
+    (run,) = sibling(svc).maintain(name, strategy)  # the next run, in a new process in effect
+    assert run.to_version == 2 and svc.sketches.versions(name) == [1, 2], "never published twice"
+    assert run.strategy == ("none" if published else strategy)
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+
+    # What the dead run left (state files of a version never published) goes once old; what
+    # the kept versions read (directly or as the base of their layers) stays.
+    sibling(svc, retain_seconds=0, retain_versions=5).collect_garbage([name])
+    refs = [ref for ref in svc.sketches.state_refs()[name] if ref]
+    live = {d.resolve() for ref in refs for d in svc.state_store.chain(ref)}
+    assert live and {d.resolve() for d in state_directories(svc, name)} == live
+
+
+def test_a_capture_killed_before_publishing_leaves_a_name_that_captures_again(
+    spark_svc: SketchService, ns: str, env: dict[str, str]
+) -> None:
+    svc = sibling(spark_svc)
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(2000, 40, seed=83), sort_by=["a"])
+    sql = HAVING.format(t=table)
+    name = f"{ns}_first"
+    args = ["capture", sql, "--name", name, "-a", f"{table}=a", "--fragments", "40"]
+    killed = sketch_cli(env, *args, fault="publish")
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert svc.sketches.versions(name) == []
+    assert svc.maintain_each([name]) == [], "defined, never published: nothing to maintain from"
+    done = sketch_cli(env, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert svc.sketches.versions(name) == [1]
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+
+
+@pytest.mark.parametrize("point", ["publish", "publish-ack"])
+def test_a_connection_cut_mid_commit_is_settled_by_reading_back(
+    gated: tuple[SketchService, str, str, str], monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    """Cut before the commit: nothing was published, so it is published again. Cut after the
+    commit, before its outcome was read: the version is there, and is returned, not repeated."""
+    svc, _, name, sql = gated
+    monkeypatch.setenv("SKETCH_FAULT", f"{point}:drop-connection")
+    (run,) = svc.maintain(name, "incremental")
+    monkeypatch.delenv("SKETCH_FAULT")
+    assert run.to_version == 2 and svc.sketches.versions(name) == [1, 2]
+    runs = [r for r in svc.sketches.runs(name) if r["strategy"] == "incremental"]
+    assert [r["status"] for r in runs] == ["succeeded"], "one run recorded, with its version"
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+
+
+def test_a_failed_spark_job_is_a_transient_error_and_a_retry_succeeds(
+    gated: tuple[SketchService, str, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, _, name, sql = gated
+    monkeypatch.setenv("SKETCH_FAULT", "spark-job:fail-job")
+    with pytest.raises(SparkJobError) as info:
+        svc.maintain(name, "full")
+    assert info.value.transient and "fault injected at spark-job" in str(info.value)
+    assert svc.sketches.versions(name) == [1]
+    monkeypatch.delenv("SKETCH_FAULT")
+    (run,) = svc.maintain(name, "full")  # the retry
+    assert run.to_version == 2
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
