@@ -15,10 +15,15 @@ The points, in the order a capture or maintenance reaches them:
 - ``publish``: inside the metastore transaction that publishes the version, before its commit;
 - ``publish-ack``: the transaction committed; its outcome not yet back with the publisher;
 - ``published``: the version is committed, the caller has not been told;
-- ``spark-job``: a capture's or recapture's Spark job is about to run.
+- ``spark-job``: a capture's or recapture's Spark job is about to run;
+- ``maintenance-planned``: a maintenance run has fixed its target sequence, nothing is read;
+- ``query-pinned``: a query has pinned its snapshots, nothing is read.
 
-Each armed fault fires once per process. Unset (always, outside the tests), ``reached`` is one
-dictionary lookup.
+In-process tests can also ``hook`` a callback onto a point (a barrier, a load committed
+there): interleavings are then made, not left to timing.
+
+Each armed fault fires once per process. Unset (always, outside the tests), ``reached`` is two
+dictionary lookups.
 """
 
 from __future__ import annotations
@@ -26,15 +31,38 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sketch_core.errors import SketchError
 
 log = logging.getLogger(__name__)
 
-POINTS = ("state-written", "publish", "publish-ack", "published", "spark-job")
+POINTS = (
+    "state-written",
+    "publish",
+    "publish-ack",
+    "published",
+    "spark-job",
+    "maintenance-planned",
+    "query-pinned",
+)
 ACTIONS = ("kill", "drop-connection", "fail-job", "raise")
 _fired: set[tuple[str, str]] = set()
+_hooks: dict[str, Callable[[], None]] = {}
+
+
+@contextmanager
+def hook(point: str, callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback`` whenever a thread of this process reaches ``point``, while inside."""
+    if point not in POINTS:
+        raise ValueError(f"unknown fault point {point!r}; points: {', '.join(POINTS)}")
+    _hooks[point] = callback
+    try:
+        yield
+    finally:
+        _hooks.pop(point, None)
 
 
 class InjectedFaultError(SketchError):
@@ -60,6 +88,9 @@ def reached(point: str, connection: Any = None, spark: Any = None) -> None:
     """Fire the fault armed at ``point``, if any (``connection``: the SQLAlchemy connection of
     the transaction the point is in, for ``drop-connection``; ``spark``: the session whose job
     is about to run, for ``fail-job``)."""
+    callback = _hooks.get(point)
+    if callback is not None:
+        callback()
     fault = armed()
     if fault is None or fault[0] != point or fault in _fired:
         return

@@ -977,6 +977,7 @@ class SketchService:
         target, chosen, delta_rows = plan.target, plan.strategy, plan.delta_rows
         if chosen == "none":
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
+        faults.reached("maintenance-planned")
         if plan.choice is not None:
             self.advisor.record(name, context, plan.choice)
         if chosen == "skip":  # the queries read the plain tables until the model says otherwise
@@ -1536,6 +1537,7 @@ class SketchService:
         started = time.perf_counter()
         sequence = self._sequence(snapshot)
         pins = self._pin_query(sql, sequence)
+        faults.reached("query-pinned")
         files_total = sum(len(pin.files) for pin in pins.values())
         chosen = self._sketch_for_query(sql, params, pins, sequence) if use_sketches else None
         if chosen is None:
