@@ -268,6 +268,18 @@ class UnsafeAttributeError(SketchError):
         )
 
 
+class InvalidSketchNameError(SketchError):
+    """A sketch name the metastore cannot hold or a person could not read back."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        self.name = name
+        self.problem = problem
+        super().__init__(
+            f"invalid sketch name {name!r}: {problem}",
+            hint="use 1 to 200 printable characters (any quotes, slashes or SQL are just characters)",
+        )
+
+
 class SketchExistsError(SketchError):
     def __init__(self, name: str) -> None:
         self.name = name

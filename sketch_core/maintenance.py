@@ -7,7 +7,9 @@ advances it along the table deltas between two commit sequence numbers.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -172,7 +174,7 @@ class StateStore:
         if base is not None:
             base_depth, base_layered = self.layers(base)
             depth, layered = base_depth + 1, base_layered + changed_entries
-        directory = self.root / sketch / uuid.uuid4().hex
+        directory = self.root / state_directory_name(sketch) / uuid.uuid4().hex
         directory.mkdir(parents=True)
         for name, table in tables.items():
             write_arrow(directory / f"{name}.arrow", table)
@@ -262,6 +264,18 @@ class StateStore:
 _READABLE_FORMATS = (1, STATE_FORMAT)  # format 1: a whole state, no layers
 # Layers written without their entry count: treated as big enough to rewrite the whole state.
 _UNKNOWN_LAYERED = 1 << 62
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
+def state_directory_name(sketch: str) -> str:
+    """The directory a sketch's state goes in: its name when that is a plain file name, else
+    a digest of it. Sketch names are the user's (quotes, slashes, ``..`` included); a name must
+    never place files outside the state root."""
+    if _PLAIN_NAME.fullmatch(sketch) and ".." not in sketch:
+        return sketch
+    return "sketch-" + hashlib.sha256(sketch.encode()).hexdigest()[:24]
 
 
 def store_state(store: StateStore, sketch: str, engine: IncrementalSketch, base: str | None) -> str:

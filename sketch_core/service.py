@@ -38,6 +38,7 @@ from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
     ConfigurationError,
     DeltaQuarantinedError,
+    InvalidSketchNameError,
     KeptValuesExhaustedError,
     NoSafeAttributeError,
     QueryError,
@@ -81,6 +82,7 @@ from sketch_core.metastore.state_modes import StateModeRepository
 from sketch_core.metastore.validations import BatchValidation, ValidationRepository
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
+from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
 from sketch_core.policy import Decision, Policy, PolicyFacts, effective_policy, evaluate
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, instrument_capture
 from sketch_core.rewrites.push_selections import push_selections
@@ -130,12 +132,36 @@ class SketchVersion:
     partitions: dict[str, tuple[str, int]]  # table -> (attribute, fragment count)
 
 
+_MAX_NAME_CHARACTERS = 200
+
+
+def check_sketch_name(name: str) -> None:
+    """Refuse names the metastore cannot store (NUL) or that would not print back (control
+    characters), and empty or overlong ones; everything else (quotes, slashes, SQL) is a
+    value like any other: bound in queries, digested in paths."""
+    if not name.strip():
+        raise InvalidSketchNameError(name, "it is empty")
+    if len(name) > _MAX_NAME_CHARACTERS:
+        raise InvalidSketchNameError(name, f"it has {len(name)} characters, more than {_MAX_NAME_CHARACTERS}")
+    bad = sorted({c for c in name if not c.isprintable()})
+    if bad:
+        raise InvalidSketchNameError(name, f"it holds control characters {', '.join(map(repr, bad))}")
+
+
 def _fragment_count(fragments: int | Mapping[str, int] | None, table: str, settings: Settings) -> int:
     if fragments is None:
-        return settings.fragments
-    if isinstance(fragments, int):
-        return fragments
-    return int(fragments.get(table, settings.fragments))
+        count = settings.fragments
+    elif isinstance(fragments, int):
+        count = fragments
+    else:
+        count = int(fragments.get(table, settings.fragments))
+    if not 1 <= count <= MAX_FRAGMENTS:
+        # Checked before any Spark work: a billion quantiles would exhaust the driver first.
+        raise PartitionError(
+            f"fragment count {count} for {table} is out of range",
+            hint=f"use 1 to {MAX_FRAGMENTS:,} fragments (PBDS uses 1,000 to 10,000)",
+        )
+    return count
 
 
 def _unsafe_because(result: SafetyResult) -> str | None:
@@ -533,6 +559,8 @@ class SketchService:
         with the version (for sketches that will be maintained; without it, the first
         incremental maintenance computes it, at the version's snapshot).
         """
+        if name is not None:
+            check_sketch_name(name)
         return self._capture(
             sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
         )

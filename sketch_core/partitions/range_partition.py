@@ -33,6 +33,11 @@ class PartitionError(SketchError):
     """A range partition cannot be built or used as asked."""
 
 
+# The most fragments a partition may have: far above the paper's 1,000 to 10,000, far below
+# what would exhaust memory (the boundaries are computed, stored and searched in full).
+MAX_FRAGMENTS = 1_000_000
+
+
 _KINDS: dict[type, str] = {
     bool: "bool",
     int: "int",

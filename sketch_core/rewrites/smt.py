@@ -9,6 +9,7 @@ dropped, which only weakens what can be proven, so the checks stay sound.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -39,8 +40,8 @@ def sort_for(spark_type: str | None) -> z3.SortRef:
 
 def value_term(value: Any) -> Term | None:
     """A Python value (a statistic or literal) as a z3 constant."""
-    if value is None or (isinstance(value, float) and value != value):
-        return None
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None  # NaN, and an infinite bound, say nothing z3 can use
     if isinstance(value, bool):
         return z3.BoolVal(value)
     if isinstance(value, int):
