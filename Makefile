@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export SKETCH_HOME ?= $(CURDIR)/.cache
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint bench bench-workload clean-cache
+.PHONY: setup demo test lint bench bench-workload long-run clean-cache
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -34,6 +34,12 @@ WORKLOAD_OPS ?= 100
 WORKLOAD_FLAGS ?=
 bench-workload: setup
 	$(BIN)/python -m benchmarks.workload --rows $(WORKLOAD_ROWS) --ops $(WORKLOAD_OPS) $(WORKLOAD_FLAGS)
+
+# Reliability's long run (issue 8): sketches kept up by the intermittent-maintenance DAG across
+# commits, every version checked against a fresh capture (docs/reliability.md).
+LONG_RUN_FLAGS ?= --sketches 50 --tables 5 --commits 200
+long-run: setup
+	$(BIN)/python -m sketch_airflow.long_run $(LONG_RUN_FLAGS)
 
 lint: setup
 	$(BIN)/ruff check sketch_core plugins dags tests benchmarks

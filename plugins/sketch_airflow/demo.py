@@ -245,16 +245,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loads", type=int, default=4, help="loads with inserts and deletes")
     args = parser.parse_args(argv)
     console = Console()
+    try:
+        with airflow_stack("airflow-demo", "sketch_airflow_demo", console) as (svc, dags):
+            outcome = run_story(
+                svc,
+                dags,
+                read_xcom,
+                initial_rows=args.rows,
+                loads=args.loads,
+                output_dir=svc.settings.warehouse.parent / "reports",
+                console=console,
+            )
+    except AirflowSetupError:
+        return 1
+    return 0 if outcome.results_equal else 1
+
+
+class AirflowSetupError(RuntimeError):
+    """Airflow could not be set up (its database migration or the DAGs' import failed)."""
+
+
+@contextmanager
+def airflow_stack(
+    directory: str, database: str, console: Console
+) -> Iterator[tuple[SketchService, dict[str, Any]]]:
+    """A fresh metastore (``database``) and warehouse under ``$SKETCH_HOME/<directory>``, and
+    Airflow configured on a database beside it with the example DAGs: the service the DAGs'
+    connection makes, and the DAGs by id."""
     base = Settings.from_env()
-    home = base.warehouse.parent / "airflow-demo"
+    home = base.warehouse.parent / directory
     settings = replace(base, warehouse=home / "warehouse")
     # A fresh start every time: the story begins with an empty warehouse, and a private
     # metastore paired with a new warehouse is recreated (see sketch_core.localstack.stack).
     with step(console, "metastore ready (PostgreSQL), warehouse empty"):
-        stack: LocalStack = resolve(
-            replace(settings, warehouse=_fresh(settings.warehouse)), "sketch_airflow_demo"
-        )
-        _drop_database(stack.settings.require_metastore_url(), "sketch_airflow_demo_airflow")
+        stack: LocalStack = resolve(replace(settings, warehouse=_fresh(settings.warehouse)), database)
+        _drop_database(stack.settings.require_metastore_url(), f"{database}_airflow")
     try:
         airflow_url = _airflow_database_url(stack.settings.require_metastore_url())
         _configure_airflow(stack.settings, home, airflow_url)
@@ -267,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             if done.returncode != 0:
                 console.print(done.stdout[-2000:], done.stderr[-2000:])
-                return 1
+                raise AirflowSetupError("airflow db migrate failed")
         from airflow.dag_processing.dagbag import DagBag
 
         from sketch_airflow.hooks.sketch import SketchMetastoreHook
@@ -275,22 +300,12 @@ def main(argv: list[str] | None = None) -> int:
         bag = DagBag(dag_folder=str(DAGS))
         if bag.import_errors:
             console.print(bag.import_errors)
-            return 1
+            raise AirflowSetupError("the DAGs did not import")
         hook = SketchMetastoreHook()
-        svc = hook.get_conn()
         try:
-            outcome = run_story(
-                svc,
-                bag.dags,
-                read_xcom,
-                initial_rows=args.rows,
-                loads=args.loads,
-                output_dir=home / "reports",
-                console=console,
-            )
+            yield hook.get_conn(), bag.dags
         finally:
             hook.close()
-        return 0 if outcome.results_equal else 1
     finally:
         stack.shutdown()
 
