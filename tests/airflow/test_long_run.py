@@ -27,5 +27,5 @@ def test_sketches_kept_up_by_the_dag_do_not_drift(
     assert states == ["success"] * 3
     assert (figures.commits, figures.dag_runs) == (12, 3)
     assert figures.drifted == [] and figures.wrong_reports == []
-    assert figures.versions_checked >= 6 + 2, "the captures, and versions the DAG published"
-    assert figures.versions_published > 6 and figures.maintenance.get("incremental", 0) > 0
+    assert figures.versions_checked == figures.versions_published > 6, "every version, captures too"
+    assert figures.maintenance.get("incremental", 0) > 0
