@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
 from sketch_airflow.ui.app import _ConnectionService
 from sketch_airflow.ui.chart import Point, scatter
+from sketch_airflow.ui.page import render_page
 
 from sketch_core.config import Settings
 from sketch_core.datasets import synthetic_table
@@ -75,6 +77,9 @@ def test_the_page_lists_sketches_with_their_figures(
     escaped = name.replace("<", "&lt;").replace(">", "&gt;")
     assert html.count('class="run ') >= 1 and 'class="run capture' not in html
     assert f"{escaped}: incremental, {run.delta_rows:,} rows" in html
+    # A sketch blocked by a quarantined batch says so, with the reason (escaped).
+    blocked = render_page([replace(status, blocked="batch t@7 failed validation: a <NULL>")], [], "viewer")
+    assert '<div class="blocked"><b>blocked</b>: batch t@7 failed validation: a &lt;NULL&gt;</div>' in blocked
 
 
 def test_the_chart_places_runs_by_delta_size_and_time() -> None:
