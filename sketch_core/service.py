@@ -1141,6 +1141,15 @@ class SketchService:
         name = definition.name
         target, on_spark, delta_rows = plan.target, plan.on_spark, plan.delta_rows
         spark_used = [False]
+        widened = {
+            t: w for t, sid in record.table_snapshots.items() if (w := self.tables.widened_since(t, sid))
+        }
+        if widened:  # the stored state (and a kept engine) hold the columns' old types
+            self._engines.pop(name, None)
+            shown = "; ".join(f"{t}: {', '.join(cols)}" for t, cols in sorted(widened.items()))
+            raise StateMissingError(
+                record.state_ref or name, f"column types widened since it was stored ({shown})"
+            )
         try:
             maintained, built_state = self._engine_at(definition, record)
             _, read_rows, pins = advance(

@@ -62,7 +62,9 @@ def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
 
 
 def _read_columns(path: str, columns: list[str]) -> pa.Table:
-    return pq.read_table(_local_path(path), columns=columns)
+    """The file's ``columns`` (those it has: a file written before a column was added lacks it;
+    the caller's cast to the table's schema fills it with NULLs)."""
+    return pq.ParquetFile(_local_path(path)).read(columns=columns)
 
 
 # Files up to this size are read whole and filtered in memory: a dataset scan that could skip
@@ -83,12 +85,29 @@ def read_files(
     parts = []
     for info in files:
         if info.size_bytes <= _WHOLE_READ_BYTES:  # little to skip: read it all, filter in memory
-            part = pq.ParquetFile(_local_path(info.path)).read(columns=target.names, use_threads=False)
+            part = _with_missing(
+                pq.ParquetFile(_local_path(info.path)).read(columns=target.names, use_threads=False), target
+            )
             part = filter_table(part, row_filter) if row_filter is not None else part
         else:
-            part = pq.read_table(_local_path(info.path), columns=target.names, filters=row_filter)
+            try:
+                part = pq.read_table(_local_path(info.path), columns=target.names, filters=row_filter)
+            except pa.ArrowInvalid:  # a file written before a column was added lacks it
+                part = _with_missing(
+                    pq.ParquetFile(_local_path(info.path)).read(columns=target.names), target
+                )
+                part = filter_table(part, row_filter) if row_filter is not None else part
         parts.append(_as_schema(part.select(target.names), target))
     return pa.concat_tables(parts) if parts else target.empty_table()
+
+
+def _with_missing(table: pa.Table, target: pa.Schema) -> pa.Table:
+    """``table`` with the columns of ``target`` it lacks added as NULLs (a file written before
+    the column was added to the table's schema)."""
+    for field in target:
+        if field.name not in table.column_names:
+            table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
+    return table
 
 
 def _as_schema(table: pa.Table, target: pa.Schema) -> pa.Table:
@@ -193,7 +212,7 @@ def read_matching(
             hit = cache.matching(info.path, part.column(name), name, values)
             mask = hit if mask is None else pc.and_(mask, hit)
         part = part.filter(mask) if mask is not None else part
-        parts.append(_as_schema(part.select(target.names), target))
+        parts.append(_as_schema(_with_missing(part, target).select(target.names), target))
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 

@@ -14,7 +14,7 @@ import random
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -90,6 +90,10 @@ _DERIVE_MAX_SNAPSHOTS = 16
 def _summary_count(summary: Summary, key: str) -> int:
     """A file count from a snapshot summary; summaries leave out counts that are zero."""
     return int(summary.get(key) or 0)
+
+
+# Type changes Iceberg allows (and Parquet readers cast): int to long, float to double.
+_WIDENINGS = {("int32", "int64"), ("float", "double")}
 
 
 def _pause_before_retry(attempt: int) -> None:
@@ -202,6 +206,67 @@ class TableService:
             build,
             lambda table: {"deleted": self._matching(table, expression), "inserted": arrow},
         )
+
+    def evolve_schema(
+        self,
+        name: str,
+        *,
+        add: Mapping[str, pa.DataType] | None = None,
+        widen: Mapping[str, pa.DataType] | None = None,
+    ) -> int:
+        """Add nullable columns and widen column types (int32 to int64, float32 to float64),
+        atomically. Like expiring snapshots it changes metadata only: the rows stay, so it
+        takes no commit sequence number (returned: the latest, from which on reads see the new
+        schema; pins always read with the table's current schema). Files written before keep
+        their columns: readers give NULL for a column a file lacks and cast a widened one.
+
+        Renaming and dropping columns are refused: data files are read by column name here,
+        so a renamed column would read as NULL in every file written before the rename.
+        Sketches on the table adapt: an added column changes nothing they read; a sketch whose
+        table had a column widened is recaptured once (its operator state holds the old type).
+        """
+        name, _, table = self._open(name, fresh=True)
+        current = table.schema().as_arrow()
+        problems = [f"{c} exists already" for c in add or {} if c in current.names]
+        problems += [f"{c} is not a column" for c in widen or {} if c not in current.names]
+        for column, kind in (widen or {}).items():
+            if column in current.names and (str(current.field(column).type), str(kind)) not in _WIDENINGS:
+                problems.append(f"{column} cannot go from {current.field(column).type} to {kind}")
+        if problems or not (add or widen):
+            raise InvalidDataError(
+                f"cannot evolve the schema of {name}: {'; '.join(problems) or 'no change asked'}",
+                hint="add new nullable columns, or widen int32 to int64 and float to double; to rename "
+                "or drop a column, write a new table (columns are read by name)",
+            )
+        converted = self.catalog._convert_schema_if_needed(
+            pa.schema([pa.field(c, k) for c, k in {**(add or {}), **(widen or {})}.items()])
+        )
+
+        with recording(PendingCommit(name, "schema", metadata_only=True)), table.update_schema() as update:
+            for column in add or {}:
+                update.add_column(column, converted.find_field(column).field_type)
+            for column in widen or {}:
+                update.update_column(column, converted.find_field(column).field_type)
+        self._loaded.pop(name, None)  # no commit marks it: the next open reloads
+        log.info("evolved the schema of %s: added %s, widened %s", name, list(add or {}), list(widen or {}))
+        return self._latest_seq(name)
+
+    def widened_since(self, name: str, snapshot_id: int | None) -> list[str]:
+        """The columns of ``name`` whose type was widened after snapshot ``snapshot_id``."""
+        if snapshot_id is None:
+            return []
+        _, _, table = self._open(name)  # as new as the newest commit seen: a schema change is one
+        snapshot = table.metadata.snapshot_by_id(snapshot_id)
+        if snapshot is None or snapshot.schema_id is None:
+            return []
+        if snapshot.schema_id == table.metadata.current_schema_id:
+            return []
+        before = {f.field_id: f for f in table.metadata.schema_by_id(snapshot.schema_id).fields}
+        return [
+            f.name
+            for f in table.schema().fields
+            if f.field_id in before and before[f.field_id].field_type != f.field_type
+        ]
 
     def expire_snapshots(self, name: str, keep_from: int) -> int:
         """Drop from the table's metadata every snapshot before its state at global sequence

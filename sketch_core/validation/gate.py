@@ -21,6 +21,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from sketch_core.errors import SnapshotExpiredError
 from sketch_core.metastore.commits import CommitLog, CommitRecord
 from sketch_core.metastore.validations import BatchValidation, ValidationRepository
@@ -115,7 +117,9 @@ class DeltaGate:
             self.repository.record(table, commit.seq, [], 0, 0, unchecked=f"not validated: {exc}")
             (stored,) = self.repository.results(table, commit.seq - 1, commit.seq)
             return stored
-        suite, learned = self._suite(table, before if before is not None else commit.seq)
+        suite, learned = self._suite(
+            table, before if before is not None else commit.seq, delta.inserted.schema
+        )
         net_change = commit.total_rows - (previous.total_rows if previous is not None else 0)
         failures = self._failures(table, suite, delta, net_change)
         self.repository.record(table, commit.seq, failures, delta.inserted.num_rows, delta.deleted.num_rows)
@@ -137,7 +141,7 @@ class DeltaGate:
             delta = self.tables.delta(table, start, last.seq)
         except SnapshotExpiredError:
             return False
-        suite, _ = self._suite(table, start)
+        suite, _ = self._suite(table, start, delta.inserted.schema)
         return not self._failures(table, suite, delta, net_change)
 
     def _failures(self, table: str, suite: TableSuite, delta: TableDelta, net_change: int) -> list[Failure]:
@@ -147,11 +151,19 @@ class DeltaGate:
         required = suite.required(self.repository.required_columns(table))
         return validate_batch(suite, delta.inserted, required, expected_inserted, self.slack)
 
-    def _suite(self, table: str, at: int) -> tuple[TableSuite, int]:
-        """The table's suite, learned from its state at sequence ``at`` when it has none yet."""
+    def _suite(self, table: str, at: int, schema: pa.Schema | None = None) -> tuple[TableSuite, int]:
+        """The table's suite, learned from its state at sequence ``at`` when it has none yet;
+        adapted to ``schema`` (the table's, as batches are read) after a schema evolution."""
         stored = self.repository.suite(table)
         if stored is not None:
-            return stored
+            suite, learned = stored
+            if schema is not None and [(f.name, str(f.type)) for f in schema] != [
+                (c.name, c.type) for c in suite.columns
+            ]:
+                suite = suite.adapted_to(schema)
+                self.repository.save_suite(table, suite, learned)
+                log.info("%s: the expectation suite follows the table's new schema", table)
+            return suite, learned
         pinned = self.tables.pin(table, at)
         integers = [f.name for f in pinned.schema if column_kind(str(f.type)) == "int"]
         # One data file of the history tells identifiers (all values distinct) from measures.

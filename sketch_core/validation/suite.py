@@ -32,6 +32,8 @@ import pyarrow.compute as pc
 _RANGED = ("int", "float", "decimal", "date", "timestamp")
 _EPOCH = dt.date(1970, 1, 1)
 _YEAR_DAYS = 366.0
+# Type changes a table's schema may make (sketch_core.tables.service.evolve_schema).
+_WIDENINGS = {("int32", "int64"), ("float", "double")}
 _DAY_MICROS = 86_400 * 1e6
 
 
@@ -124,6 +126,23 @@ class TableSuite:
             if seen is not None and c.kind in _RANGED and not c.identifier:
                 c = replace(c, domain=c.domain.including(*seen) if c.domain else Domain(*seen))
             columns.append(c)
+        return replace(self, columns=tuple(columns))
+
+    def adapted_to(self, schema: pa.Schema) -> TableSuite:
+        """The suite for the table after a schema evolution (``svc.tables.evolve_schema``):
+        columns added get a rule with no domain yet, widened columns their new type with the
+        domain kept. Columns that vanished or changed in any other way stay as they were, so
+        batches fail on them, as they should."""
+        known = {c.name: c for c in self.columns}
+        columns = list(self.columns)
+        for f in schema:
+            rule = known.get(f.name)
+            if rule is None:
+                columns.append(ColumnRule(f.name, str(f.type)))
+            elif rule.type != str(f.type) and (rule.type, str(f.type)) in _WIDENINGS:
+                columns[columns.index(rule)] = replace(rule, type=str(f.type))
+        order = {name: i for i, name in enumerate(schema.names)}
+        columns.sort(key=lambda c: order.get(c.name, len(order)))
         return replace(self, columns=tuple(columns))
 
     def declaring_nullable(self, columns: set[str]) -> TableSuite:
