@@ -57,6 +57,20 @@ def test_parameter_values_are_bound_not_spliced(spark_svc: SketchService, table:
     assert svc.tables.exists(table) and svc.status() is not None, "nothing dropped"
 
 
+def test_parameters_of_a_captured_sketch_are_printed_as_literals(
+    spark_svc: SketchService, table: str
+) -> None:
+    """Capture and the sketched query put parameters into SQL through sqlglot's literals."""
+    svc = sibling(spark_svc)
+    sql = f"SELECT a, SUM(b) AS s FROM {table} WHERE label <> :label GROUP BY a HAVING SUM(b) > 100"
+    for value in INJECTIONS:
+        svc.capture(sql, params={"label": value}, attributes={table: "a"}, fragments=20)
+        result = svc.query(sql, params={"label": value})
+        assert result.sketch is not None
+        plain = svc.query(sql, params={"label": value}, use_sketches=False)
+        assert bag(result.table) == bag(plain.table) and result.table.num_rows > 0
+
+
 @pytest.mark.parametrize("name", INJECTIONS)
 def test_sketch_names_are_values_and_never_paths(spark_svc: SketchService, table: str, name: str) -> None:
     svc = sibling(spark_svc)
