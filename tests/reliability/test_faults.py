@@ -16,7 +16,8 @@ import pytest
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import SparkJobError
 from sketch_core.service import SketchService
-from tests.service.test_maintain import HAVING, captured, fresh_fragments, maintained, sibling
+from tests.reliability.conftest import sketch_with_state_then_load
+from tests.service.test_maintain import HAVING, fresh_fragments, maintained, sibling
 
 
 def sketch_cli(env: dict[str, str], *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -42,14 +43,7 @@ def state_directories(svc: SketchService, name: str) -> set[Path]:
 
 @pytest.fixture
 def gated(spark_svc: SketchService, ns: str) -> tuple[SketchService, str, str, str]:
-    """A table and a sketch on it with stored state (version 1), then a load: (svc, table,
-    sketch, sql)."""
-    svc = sibling(spark_svc)
-    table = f"{ns}.facts"
-    svc.tables.create(table, synthetic_table(3000, 40, seed=81), sort_by=["a"])
-    name, sql = captured(svc, table, "faulty", with_state=True)
-    svc.tables.append(table, synthetic_table(40, 40, seed=82, key_start=3000))
-    return svc, table, name, sql
+    return sketch_with_state_then_load(spark_svc, ns, "faulty", seed=81, load_rows=40)
 
 
 @pytest.mark.parametrize(

@@ -17,19 +17,14 @@ import pytest
 from sketch_core import faults
 from sketch_core.datasets import synthetic_table
 from sketch_core.service import QueryResult, SketchService
-from tests.service.test_maintain import captured, fresh_fragments, sibling
+from tests.reliability.conftest import sketch_with_state_then_load
+from tests.service.test_maintain import fresh_fragments, sibling
 from tests.tables.test_expire_snapshots import bag
 
 
 @pytest.fixture
 def loaded(spark_svc: SketchService, ns: str) -> tuple[SketchService, str, str, str]:
-    """A table, a sketch with state on it (version 1), and a load after it."""
-    svc = sibling(spark_svc)
-    table = f"{ns}.facts"
-    svc.tables.create(table, synthetic_table(3000, 40, seed=91), sort_by=["a"])
-    name, sql = captured(svc, table, "raced", with_state=True)
-    svc.tables.append(table, synthetic_table(30, 40, seed=92, key_start=3000))
-    return svc, table, name, sql
+    return sketch_with_state_then_load(spark_svc, ns, "raced", seed=91, load_rows=30)
 
 
 def load(svc: SketchService, table: str, seed: int) -> int:
