@@ -928,13 +928,13 @@ class SketchService:
                 # before the next load: at least the one this is for (a report, or the refresh
                 # ahead of one), however rarely the template ran per load so far.
                 queries = max(1.0, self.advisor.expected_queries(definition.name))
-                choice = self._cost_choice(
-                    definition, delta_rows, (*options, "skip"), queries, table_rows, explore=True
-                )
+                horizon = self.settings.cost_horizon_loads
+                situation = Situation(table_rows or 0, delta_rows, queries, len(pending), horizon)
+                choice = self._cost_choice(definition, situation, (*options, "skip"), explore=True)
             elif len(options) > 1:  # within what incremental can take: the cheaper by the model
                 # (a run that must first build the state costs more once, but leaves the state
                 # that makes the runs after it incremental: not charged, like an investment)
-                choice = self._cost_choice(definition, delta_rows, options, table_rows=table_rows)
+                choice = self._cost_choice(definition, Situation(table_rows or 0, delta_rows, 0.0), options)
             chosen = choice.action if choice is not None else options[0]
         incremental = chosen == "incremental"
         if on_spark and incremental:  # only aggregations over a changed table that Spark takes
@@ -1642,19 +1642,16 @@ class SketchService:
     def _cost_choice(
         self,
         definition: SketchDefinition,
-        delta_rows: int,
+        situation: Situation,
         allowed: Sequence[str],
-        queries: float = 0.0,
-        table_rows: int | None = None,
         explore: bool = False,
     ) -> Choice:
-        """The cost model's choice among ``allowed`` for bringing the sketch over ``delta_rows``
-        and serving ``queries`` runs (0: the maintenance alone, when it is to happen anyway).
-        ``table_rows``: the rows of the sketch's tables, when known (else read from the log);
-        ``explore``: see :func:`sketch_core.costs.choose.choose`."""
-        if table_rows is None:
-            table_rows = self.policies.table_rows(sorted(referenced_tables(definition.query_sql)))
-        situation = Situation(table_rows, delta_rows, queries)
+        """The cost model's choice among ``allowed`` (``explore``: see
+        :func:`sketch_core.costs.choose.choose`); a situation's ``table_rows`` of 0 are read
+        from the commit log (the rows of the sketch's tables)."""
+        if not situation.table_rows:
+            rows = self.policies.table_rows(sorted(referenced_tables(definition.query_sql)))
+            situation = dataclasses.replace(situation, table_rows=rows)
         return choose(self.advisor.model(definition.name), situation, allowed, explore)
 
     def _sketch_for_query(

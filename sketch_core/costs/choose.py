@@ -10,6 +10,15 @@ expected before the tables change again. Three ways to serve them:
 The cheapest in total estimated seconds wins. Pure: a model and figures in, a choice with its
 estimates and a readable reason out.
 
+Counting only the queries before the next load is myopic, and the more so the longer a sketch is
+left behind: once skipped, its delta only grows, catching up only gets dearer, and a sketch that
+would pay for itself at every load (maintained over one load's delta, then used) is never brought
+up again. So the totals also count ``horizon`` loads ahead (IMP Sec. 12.1's totals over a series
+of updates): after catching up, each load costs the steady way of serving it, the cheaper of
+maintaining over one load's delta (the pending delta's average per load) and then using the
+sketch, or running plain; skipping runs plain throughout. A catch-up that the steady savings pay
+back within the horizon is then chosen; with no steady savings the choice is as myopic as before.
+
 A model learns an action's cost only from runs of it, and the cheapest-first rule never runs an
 action its prior overrates: a plain query estimated a little dearer than maintaining would never
 be timed, however much faster it really is. So, exploring, an action timed fewer than
@@ -37,6 +46,8 @@ class Situation:
     table_rows: int  # rows of the sketch's tables now
     delta_rows: int  # rows inserted or deleted since the sketch's version
     queries: float  # runs of the query expected before the next update
+    loads: int = 1  # the loads (commits to the sketch's tables) the delta came in
+    horizon: int = 0  # loads ahead whose expected costs are counted too (see the module's note)
 
 
 @dataclass(frozen=True)
@@ -49,15 +60,40 @@ class Choice:
         return {"action": self.action, "estimates": dict(self.estimates), "reason": self.reason}
 
 
-def totals(model: CostModel, situation: Situation) -> dict[str, float]:
-    """Estimated seconds of each action over the expected queries."""
+def totals(model: CostModel, situation: Situation, allowed: Sequence[str] = ACTIONS) -> dict[str, float]:
+    """Estimated seconds of each action over the expected queries, and over the ``horizon``
+    loads after them (see the module's note); ``allowed``: the ways a later load may take."""
     n, q = situation.table_rows, max(0.0, situation.queries)
     use = q * model.estimate("use", n)
-    return {
+    plain = q * model.estimate("plain", n)
+    now = {
         "incremental": model.estimate("incremental", situation.delta_rows) + use,
         "full": model.estimate("full", n) + use,
-        "skip": q * model.estimate("plain", n),
+        "skip": plain,
     }
+    if situation.horizon <= 0:
+        return now
+    steady = steady_load(model, situation, allowed)
+    later = situation.horizon
+    return {
+        "incremental": now["incremental"] + later * steady,
+        "full": now["full"] + later * steady,
+        "skip": plain * (1 + later),
+    }
+
+
+def steady_load(model: CostModel, situation: Situation, allowed: Sequence[str] = ACTIONS) -> float:
+    """Estimated seconds of serving one later load's queries once the sketch is current: the
+    cheapest of maintaining over one load's delta (incrementally or by recapture, as allowed)
+    and then using it, or running them plain."""
+    n, q = situation.table_rows, max(0.0, situation.queries)
+    per_load = situation.delta_rows / max(1, situation.loads)
+    ways = [q * model.estimate("plain", n)]
+    if "incremental" in allowed:
+        ways.append(model.estimate("incremental", per_load) + q * model.estimate("use", n))
+    if "full" in allowed:
+        ways.append(model.estimate("full", n) + q * model.estimate("use", n))
+    return min(ways)
 
 
 def choose(
@@ -69,7 +105,7 @@ def choose(
     unknown = [a for a in allowed if a not in ACTIONS]
     if not allowed or unknown:
         raise ConfigurationError(f"choose among {', '.join(ACTIONS)}, got {list(allowed)}")
-    estimates = {a: t for a, t in totals(model, situation).items() if a in allowed}
+    estimates = {a: t for a, t in totals(model, situation, allowed).items() if a in allowed}
     best = min((a for a in ACTIONS if a in estimates), key=lambda a: estimates[a])
     if explore:
         untried = [
@@ -102,6 +138,8 @@ def _reason(
     ranked = sorted(estimates.items(), key=lambda item: item[1])
     figures = ", ".join(f"{a} {s:.3g}s" for a, s in ranked)
     basis = f"{situation.delta_rows:,} delta rows, {situation.queries:g} queries expected"
+    if situation.horizon > 0:
+        basis += f" per load; over this load and the {situation.horizon} after it"
     if explored is not None:
         best, runs = explored
         return (

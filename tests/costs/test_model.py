@@ -92,6 +92,35 @@ def test_the_choice_is_the_cheapest_total_by_hand() -> None:
     assert choose(MODEL, Situation(1_000_000, 100, queries=0)).action == "skip"
 
 
+def test_a_horizon_brings_up_a_sketch_left_behind_when_steady_savings_pay_the_catch_up_back() -> None:
+    # Use 0.15s, plain 0.2s; incremental 0.01s + 1ms/row. Twenty loads of 20 rows behind (400
+    # rows): catching up costs 0.41 + 0.15 = 0.56s against 0.2s plain now (myopic: skip), but each
+    # later load then costs 0.03 + 0.15 = 0.18s against 0.2s: 0.02s saved per load.
+    model = model_of(full=(5.0, 0.0), use=(0.15, 0.0), plain=(0.2, 0.0), incremental=(0.01, 1e-3))
+    behind = Situation(1_000_000, 400, queries=1, loads=20)
+    assert choose(model, behind).action == "skip"
+    # Ten loads ahead do not pay back the 0.36s extra (0.2s saved): skip 0.2*11 = 2.2 against
+    # incremental 0.56 + 10*0.18 = 2.36.
+    ten = choose(model, dataclasses.replace(behind, horizon=10))
+    assert ten.action == "skip" and ten.estimates == pytest.approx(
+        {"incremental": 2.36, "full": 6.95, "skip": 2.2}
+    )
+    assert ten.reason.endswith("over this load and the 10 after it)")
+    # Thirty do: incremental 0.56 + 30*0.18 = 5.96 against skip 6.2.
+    assert choose(model, dataclasses.replace(behind, horizon=30)).action == "incremental"
+    # Just one load behind, ten ahead pay the 0.01s extra back at once.
+    assert choose(model, Situation(1_000_000, 20, queries=1, loads=1, horizon=10)).action == "incremental"
+    # Without steady savings (each load's maintenance dearer than what the sketch saves) the
+    # horizon changes nothing: plain now and later.
+    dear = model_of(full=(5.0, 0.0), use=(0.15, 0.0), plain=(0.2, 0.0), incremental=(0.06, 1e-3))
+    far = choose(dear, Situation(1_000_000, 20, queries=1, loads=1, horizon=100))
+    assert far.action == "skip" and far.estimates["skip"] == pytest.approx(0.2 * 101)
+    # A later load may take only the allowed ways: without incremental, recapture each load
+    # (5.15s) is dearer than plain, so the steady cost is plain's.
+    only_full = choose(model, dataclasses.replace(behind, horizon=10), allowed=("full", "skip"))
+    assert only_full.estimates == pytest.approx({"full": 5.15 + 10 * 0.2, "skip": 2.2})
+
+
 def test_exploring_tries_a_way_seldom_timed_whose_estimate_is_close_to_the_best() -> None:
     # incremental 0.252 (timed often), skip 0.3 (plain timed once): within 50%, tried.
     model = model_of(full=(2.0, 1e-6), use=(0.1, 1e-7), plain=(0.2, 1e-7), incremental=(0.05, 2e-5))

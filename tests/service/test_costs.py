@@ -161,6 +161,36 @@ def test_a_query_maintains_or_skips_the_sketch_by_the_cost_model_once_per_snapsh
     assert [d.action for d in svc.costs.decisions(name, context="query")] == ["incremental", "skip"]
 
 
+def test_a_report_brings_up_a_sketch_left_loads_behind_when_keeping_it_current_pays(
+    spark_svc: SketchService, ns: str
+) -> None:
+    table = f"{ns}.facts"
+    spark_svc.tables.create(table, synthetic_table(3000, 40, seed=31), sort_by=["a"])
+    name, sql = captured(spark_svc, table, "horizon")
+    for k in range(5):  # five loads of ten rows behind
+        spark_svc.tables.append(table, synthetic_table(10, 40, seed=40 + k, key_start=9000 + 10 * k))
+    plain = sorted_rows(spark_svc.query(sql, use_sketches=False).table)
+    # Catching up (0.25s + use 0.1s) costs more than this report plain (0.2s); keeping the
+    # sketch current then costs 0.05s + 0.1s per load against 0.2s plain.
+    lines = {"full": (9.0, 0.0), "incremental": (0.0, 5e-3), "use": (0.1, 0.0), "plain": (0.2, 0.0)}
+    myopic = sibling(spark_svc, maintain_on_query="cost", cost_horizon_loads=0)
+    pinned_model(myopic, name, **lines)
+    skipped = myopic.query(sql)
+    assert skipped.sketch is None and sorted_rows(skipped.table) == plain
+    (decision,) = myopic.costs.decisions(name, context="query")
+    assert decision.action == "skip" and "skip 0.2s, incremental 0.35s" in decision.reason
+    # Counting ten loads ahead: 0.35 + 10 * 0.15 = 1.85s against 11 * 0.2 = 2.2s plain.
+    ahead = sibling(spark_svc, maintain_on_query="cost")
+    assert ahead.settings.cost_horizon_loads == 10
+    pinned_model(ahead, name, **lines)
+    used = ahead.query(sql)
+    assert used.sketch == (name, 2) and sorted_rows(used.table) == plain
+    latest = ahead.costs.decisions(name, context="query")[0]
+    assert latest.action == "incremental"
+    assert "incremental 1.85s, skip 2.2s" in latest.reason and "the 10 after it" in latest.reason
+    assert maintained(ahead, name) == fresh_fragments(ahead, sql, name, ahead.latest_sequence())
+
+
 def test_maintain_by_cost_leaves_a_sketch_stale_where_the_queries_cost_less_without_it(
     spark_svc: SketchService, ns: str
 ) -> None:
