@@ -153,6 +153,12 @@ class Settings:
     # commit, and every pin loads it), then deletes the table files no snapshot left reads
     # (copy-on-write deletes rewrite whole files); off keeps the tables' whole history.
     expire_table_snapshots: bool = True
+    # A sketch version more than this many loads (commits to a table) behind stops holding
+    # that table's history: its snapshots may then be expired like any others, and the sketch
+    # is recaptured when it is next brought up. A sketch the cost model keeps skipping would
+    # otherwise make every commit and pin of its tables load an ever longer history (0: no
+    # limit, a kept version holds its tables' history for as long as it is kept).
+    stale_history_loads: int = 100
     # Bytes of decoded data-file columns kept for the join reads of incremental maintenance.
     file_cache_bytes: int = 512 * 1024 * 1024
     # A global budget for the sketches' operator state (0: none, every sketch keeps its state
@@ -205,6 +211,7 @@ class Settings:
             cost_horizon_loads=_int_env("SKETCH_COST_HORIZON_LOADS", 10, minimum=0),
             retain_versions=_int_env("SKETCH_RETAIN_VERSIONS", 20),
             retain_seconds=_int_env("SKETCH_RETAIN_SECONDS", 3600, minimum=0),
+            stale_history_loads=_int_env("SKETCH_STALE_HISTORY_LOADS", 100, minimum=0),
             expire_table_snapshots=_choice_env("SKETCH_EXPIRE_TABLE_SNAPSHOTS", "on", ("on", "off")) == "on",
             file_cache_bytes=_int_env("SKETCH_FILE_CACHE_MB", 512, minimum=0) * 1024 * 1024,
             state_budget_bytes=_int_env("SKETCH_STATE_BUDGET_MB", 0, minimum=0) * 1024 * 1024,

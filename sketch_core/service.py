@@ -873,12 +873,18 @@ class SketchService:
         keep_from = dict.fromkeys(tables, recent)
         for sql, oldest in self.sketches.oldest_sequences():
             for table in referenced_tables(sql):
-                if table in keep_from:
+                if table in keep_from and not self._left_far_behind(table, oldest):
                     keep_from[table] = min(keep_from[table], oldest)
         expired = {
             table: self.tables.expire_snapshots(table, seq) for table, seq in sorted(keep_from.items())
         }
         return {table: count for table, count in expired.items() if count}
+
+    def _left_far_behind(self, table: str, sequence: int) -> bool:
+        """Whether a sketch version at ``sequence`` is more than ``stale_history_loads`` loads of
+        ``table`` behind, and so no longer holds its history (see the setting)."""
+        limit = self.settings.stale_history_loads
+        return limit > 0 and len(self.commit_log.commits(table, after_seq=sequence)) > limit
 
     def plan_maintenance(
         self, name: str, strategy: str = "auto", target: int | None = None
@@ -920,6 +926,8 @@ class SketchService:
             options: tuple[str, ...] = ("full",)
             if not self.budget.keeps_state(definition.name):
                 choice = self._stateless_choice(definition.name)
+            elif not all(self.tables.retains(t, record.sequence) for t in {c.table for c in pending}):
+                pass  # the version's snapshots expired (left far behind): only a recapture
             elif delta_rows <= self.settings.incremental_max_delta_rows or self._big_delta_covered(
                 definition, record, {c.table for c in pending}, on_spark
             ):

@@ -348,6 +348,17 @@ class TableService:
         files = () if commit.snapshot_id is None else self._snapshot_files(name, table, commit)
         return PinnedSnapshot(name, commit.seq, commit.snapshot_id, files, self._arrow_schema(name, table))
 
+    def retains(self, name: str, sequence: int) -> bool:
+        """Whether the table's state at ``sequence`` can still be pinned (not expired); read
+        from the table's metadata, without planning its files."""
+        name = self._require(name).name
+        commit = self._commit_at(name, sequence)
+        if commit.snapshot_id is None:
+            return True
+        if self._open(name)[2].metadata.snapshot_by_id(commit.snapshot_id) is not None:
+            return True
+        return self._open(name, fresh=True)[2].metadata.snapshot_by_id(commit.snapshot_id) is not None
+
     def _arrow_schema(self, name: str, table: Table) -> pa.Schema:
         """The table's current schema in Arrow, converted once per schema (every pin needs it)."""
         key = (name, table.metadata.current_schema_id)

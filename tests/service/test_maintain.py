@@ -334,10 +334,45 @@ def test_a_version_whose_snapshots_expired_is_recaptured_by_auto(
     with pytest.raises(SnapshotExpiredError):
         other.maintain(sketch_name, strategy="incremental")
     fresh = sibling(spark_svc)
-    assert fresh.plan_maintenance(sketch_name, "auto").strategy == "incremental", "planned, then fell back"
+    assert fresh.plan_maintenance(sketch_name, "auto").strategy == "full", "the expiry is seen"
     (run,) = fresh.maintain(sketch_name, strategy="auto")
     assert run.strategy == "full" and run.to_version == 2
     assert maintained(other, sketch_name) == fresh_fragments(other, sql, sketch_name, latest)
+
+
+def test_a_sketch_left_far_behind_stops_holding_its_tables_history(
+    spark_svc: SketchService, table: str
+) -> None:
+    svc = sibling(spark_svc, retain_versions=1, retain_seconds=0, stale_history_loads=3)
+    sketch_name, sql = captured(svc, table, "far_behind")
+    version = svc.sketch(sketch_name).sequence
+
+    def load(k: int) -> None:
+        svc.tables.append(table, synthetic_table(10, 60, seed=70 + k, key_start=50_000 + 10 * k))
+
+    def oldest_live() -> int:
+        metadata = svc.catalog.load_table(table).metadata
+        return min(
+            c.seq for c in svc.tables.commits(table) if metadata.snapshot_by_id(c.snapshot_id) is not None
+        )
+
+    for k in range(3):  # three loads behind: within the limit, the history stays
+        load(k)
+    svc.collect_garbage([sketch_name])
+    assert oldest_live() == version and svc.plan_maintenance(sketch_name, "auto").strategy == "incremental"
+    load(3)  # four: the version no longer holds it
+    assert svc.collect_garbage([sketch_name]).table_snapshots[table] > 0
+    assert oldest_live() == svc.latest_sequence()
+    assert svc.sketch(sketch_name).version == 1, "the version itself is kept"
+    # Brought up by a recapture, planned as one; the unlimited setting keeps the history.
+    assert svc.plan_maintenance(sketch_name, "auto").strategy == "full"
+    (run,) = svc.maintain(sketch_name, strategy="auto")
+    assert run.strategy == "full"
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
+    unlimited = sibling(svc, stale_history_loads=0)
+    for k in range(4, 9):
+        load(k)
+    assert unlimited.collect_garbage([sketch_name]).table_snapshots == {}
 
 
 def test_young_versions_are_kept_whatever_their_number(spark_svc: SketchService, table: str) -> None:
