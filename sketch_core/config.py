@@ -139,10 +139,10 @@ class Settings:
     # this strategy ("incremental", "full" or "auto"), or runs without it ("off"); "cost" lets
     # the cost model choose among the three, given the queries expected before the next load.
     maintain_on_query: str = "off"
-    # The cost model's choices count this many loads ahead as well as the queries before the
-    # next one: a sketch left behind is brought up when the steady savings of keeping it
+    # The cost model's choices count this many runs of the query ahead as well as those before
+    # the next load: a sketch left behind is brought up when the steady savings of keeping it
     # current pay back the catch-up within them (0: only the queries before the next load).
-    cost_horizon_loads: int = 10
+    cost_horizon_queries: int = 10
     # Garbage collection after maintenance: each sketch keeps its newest `retain_versions`
     # versions, and every version younger than `retain_seconds` (a query pinned to it may still
     # be running); state files only those versions read are deleted with them.
@@ -208,7 +208,7 @@ class Settings:
             join_bloom=_choice_env("SKETCH_JOIN_BLOOM", "on", ("on", "off")) == "on",
             keep_top_m=_int_env("SKETCH_KEEP_TOP_M", 0, minimum=0),
             maintain_on_query=_choice_env("SKETCH_MAINTAIN_ON_QUERY", "off", MAINTAIN_ON_QUERY),
-            cost_horizon_loads=_int_env("SKETCH_COST_HORIZON_LOADS", 10, minimum=0),
+            cost_horizon_queries=_int_env("SKETCH_COST_HORIZON_QUERIES", 10, minimum=0),
             retain_versions=_int_env("SKETCH_RETAIN_VERSIONS", 20),
             retain_seconds=_int_env("SKETCH_RETAIN_SECONDS", 3600, minimum=0),
             stale_history_loads=_int_env("SKETCH_STALE_HISTORY_LOADS", 100, minimum=0),

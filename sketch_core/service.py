@@ -934,10 +934,17 @@ class SketchService:
                 options = ("incremental", "full")
             if chosen == "cost":  # leaving it stale is an option too, for the queries expected
                 # before the next load: at least the one this is for (a report, or the refresh
-                # ahead of one), however rarely the template ran per load so far.
-                queries = max(1.0, self.advisor.expected_queries(definition.name))
-                horizon = self.settings.cost_horizon_loads
-                situation = Situation(table_rows or 0, delta_rows, queries, len(pending), horizon)
+                # ahead of one), however rarely the template ran per load so far; and the
+                # runs after them, at the rate it ran per load.
+                rate = self.advisor.expected_queries(definition.name)
+                situation = Situation(
+                    table_rows or 0,
+                    delta_rows,
+                    max(1.0, rate),
+                    loads=len(pending),
+                    rate=rate,
+                    horizon=self.settings.cost_horizon_queries,
+                )
                 choice = self._cost_choice(definition, situation, (*options, "skip"), explore=True)
             elif len(options) > 1:  # within what incremental can take: the cheaper by the model
                 # (a run that must first build the state costs more once, but leaves the state

@@ -12,12 +12,14 @@ estimates and a readable reason out.
 
 Counting only the queries before the next load is myopic, and the more so the longer a sketch is
 left behind: once skipped, its delta only grows, catching up only gets dearer, and a sketch that
-would pay for itself at every load (maintained over one load's delta, then used) is never brought
-up again. So the totals also count ``horizon`` loads ahead (IMP Sec. 12.1's totals over a series
-of updates): after catching up, each load costs the steady way of serving it, the cheaper of
-maintaining over one load's delta (the pending delta's average per load) and then using the
-sketch, or running plain; skipping runs plain throughout. A catch-up that the steady savings pay
-back within the horizon is then chosen; with no steady savings the choice is as myopic as before.
+would pay for itself at every run of its query (maintained over the delta since the last one,
+then used) is never brought up again. So the totals also count the ``horizon`` runs of the query
+after those (IMP Sec. 12.1's totals over a series of updates): once caught up, each later run
+costs the steady way of serving it, the cheapest of running plain, or maintaining (over one
+load's delta, the pending delta's average per load, shared by the runs of a load; or over the
+loads between two runs, when there are fewer runs than loads) and then using the sketch; skipping
+runs plain throughout. A catch-up that the steady savings pay back within the horizon is then
+chosen; with no steady savings the choice is as myopic as before.
 
 A model learns an action's cost only from runs of it, and the cheapest-first rule never runs an
 action its prior overrates: a plain query estimated a little dearer than maintaining would never
@@ -47,7 +49,8 @@ class Situation:
     delta_rows: int  # rows inserted or deleted since the sketch's version
     queries: float  # runs of the query expected before the next update
     loads: int = 1  # the loads (commits to the sketch's tables) the delta came in
-    horizon: int = 0  # loads ahead whose expected costs are counted too (see the module's note)
+    rate: float | None = None  # runs of the query expected per load (None: ``queries``)
+    horizon: int = 0  # runs of the query after ``queries`` whose costs are counted too
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class Choice:
 
 def totals(model: CostModel, situation: Situation, allowed: Sequence[str] = ACTIONS) -> dict[str, float]:
     """Estimated seconds of each action over the expected queries, and over the ``horizon``
-    loads after them (see the module's note); ``allowed``: the ways a later load may take."""
+    runs after them (see the module's note); ``allowed``: the ways a later run may take."""
     n, q = situation.table_rows, max(0.0, situation.queries)
     use = q * model.estimate("use", n)
     plain = q * model.estimate("plain", n)
@@ -73,26 +76,34 @@ def totals(model: CostModel, situation: Situation, allowed: Sequence[str] = ACTI
     }
     if situation.horizon <= 0:
         return now
-    steady = steady_load(model, situation, allowed)
     later = situation.horizon
+    steady = steady_run(model, situation, allowed)
     return {
         "incremental": now["incremental"] + later * steady,
         "full": now["full"] + later * steady,
-        "skip": plain * (1 + later),
+        "skip": plain + later * model.estimate("plain", n),
     }
 
 
-def steady_load(model: CostModel, situation: Situation, allowed: Sequence[str] = ACTIONS) -> float:
-    """Estimated seconds of serving one later load's queries once the sketch is current: the
-    cheapest of maintaining over one load's delta (incrementally or by recapture, as allowed)
-    and then using it, or running them plain."""
-    n, q = situation.table_rows, max(0.0, situation.queries)
+def steady_run(model: CostModel, situation: Situation, allowed: Sequence[str] = ACTIONS) -> float:
+    """Estimated seconds of one later run of the query once the sketch is current: the cheapest
+    of running it plain, or using the sketch after its share of the maintenance (incremental or
+    by recapture, as allowed): one load's worth shared by the load's runs, or, with fewer runs
+    than loads, the loads since the last run at once."""
+    n = situation.table_rows
+    rate = max(0.0, situation.queries if situation.rate is None else situation.rate)
+    plain = model.estimate("plain", n)
+    if rate == 0:  # no later runs expected: nothing to gain
+        return plain
     per_load = situation.delta_rows / max(1, situation.loads)
-    ways = [q * model.estimate("plain", n)]
+    delta = per_load * max(1.0, 1 / rate)  # the rows between two runs, at least one load's
+    sharing = max(1.0, rate)  # the runs one maintenance serves
+    use = model.estimate("use", n)
+    ways = [plain]
     if "incremental" in allowed:
-        ways.append(model.estimate("incremental", per_load) + q * model.estimate("use", n))
+        ways.append(model.estimate("incremental", delta) / sharing + use)
     if "full" in allowed:
-        ways.append(model.estimate("full", n) + q * model.estimate("use", n))
+        ways.append(model.estimate("full", n) / sharing + use)
     return min(ways)
 
 
@@ -139,7 +150,8 @@ def _reason(
     figures = ", ".join(f"{a} {s:.3g}s" for a, s in ranked)
     basis = f"{situation.delta_rows:,} delta rows, {situation.queries:g} queries expected"
     if situation.horizon > 0:
-        basis += f" per load; over this load and the {situation.horizon} after it"
+        rate = situation.queries if situation.rate is None else situation.rate
+        basis += f"; and the {situation.horizon} runs after them, {rate:.3g} per load"
     if explored is not None:
         best, runs = explored
         return (

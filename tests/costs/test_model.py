@@ -8,6 +8,7 @@ import random
 import pytest
 
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost, Observation, Situation, choose, fit
+from sketch_core.costs.choose import steady_run
 from sketch_core.errors import ConfigurationError
 
 PRIOR = LinearCost(1.0, 1e-5)
@@ -94,31 +95,52 @@ def test_the_choice_is_the_cheapest_total_by_hand() -> None:
 
 def test_a_horizon_brings_up_a_sketch_left_behind_when_steady_savings_pay_the_catch_up_back() -> None:
     # Use 0.15s, plain 0.2s; incremental 0.01s + 1ms/row. Twenty loads of 20 rows behind (400
-    # rows): catching up costs 0.41 + 0.15 = 0.56s against 0.2s plain now (myopic: skip), but each
-    # later load then costs 0.03 + 0.15 = 0.18s against 0.2s: 0.02s saved per load.
+    # rows), one report per load: catching up costs 0.41 + 0.15 = 0.56s against 0.2s plain now
+    # (myopic: skip), but each later report then costs 0.03 + 0.15 = 0.18s against 0.2s.
     model = model_of(full=(5.0, 0.0), use=(0.15, 0.0), plain=(0.2, 0.0), incremental=(0.01, 1e-3))
     behind = Situation(1_000_000, 400, queries=1, loads=20)
     assert choose(model, behind).action == "skip"
-    # Ten loads ahead do not pay back the 0.36s extra (0.2s saved): skip 0.2*11 = 2.2 against
+    # Ten runs ahead do not pay back the 0.36s extra (0.2s saved): skip 0.2*11 = 2.2 against
     # incremental 0.56 + 10*0.18 = 2.36.
     ten = choose(model, dataclasses.replace(behind, horizon=10))
     assert ten.action == "skip" and ten.estimates == pytest.approx(
         {"incremental": 2.36, "full": 6.95, "skip": 2.2}
     )
-    assert ten.reason.endswith("over this load and the 10 after it)")
+    assert ten.reason.endswith("and the 10 runs after them, 1 per load)")
     # Thirty do: incremental 0.56 + 30*0.18 = 5.96 against skip 6.2.
     assert choose(model, dataclasses.replace(behind, horizon=30)).action == "incremental"
     # Just one load behind, ten ahead pay the 0.01s extra back at once.
     assert choose(model, Situation(1_000_000, 20, queries=1, loads=1, horizon=10)).action == "incremental"
-    # Without steady savings (each load's maintenance dearer than what the sketch saves) the
+    # Without steady savings (each run's maintenance dearer than what the sketch saves) the
     # horizon changes nothing: plain now and later.
     dear = model_of(full=(5.0, 0.0), use=(0.15, 0.0), plain=(0.2, 0.0), incremental=(0.06, 1e-3))
     far = choose(dear, Situation(1_000_000, 20, queries=1, loads=1, horizon=100))
     assert far.action == "skip" and far.estimates["skip"] == pytest.approx(0.2 * 101)
-    # A later load may take only the allowed ways: without incremental, recapture each load
+    # A later run may take only the allowed ways: without incremental, a recapture per run
     # (5.15s) is dearer than plain, so the steady cost is plain's.
     only_full = choose(model, dataclasses.replace(behind, horizon=10), allowed=("full", "skip"))
     assert only_full.estimates == pytest.approx({"full": 5.15 + 10 * 0.2, "skip": 2.2})
+
+
+def test_the_steady_cost_spreads_one_loads_maintenance_over_its_runs_or_covers_loads_between_runs() -> None:
+    model = model_of(full=(5.0, 0.0), use=(0.15, 0.0), plain=(0.2, 0.0), incremental=(0.01, 1e-3))
+    # Five runs per load: one maintenance over 20 rows (0.03s) serves five: 0.006 + 0.15.
+    five = Situation(1_000_000, 20, queries=5, loads=1, horizon=10)
+    assert steady_run(model, five) == pytest.approx(0.156)
+    # One run per five loads (rate 0.2): each run would first maintain over five loads' 100
+    # rows, 0.11 + 0.15 = 0.26s, dearer than plain's 0.2s; so the steady way is plain, and skip.
+    sparse = Situation(1_000_000, 100, queries=1, loads=5, rate=0.2, horizon=10)
+    assert steady_run(model, sparse) == pytest.approx(0.2)
+    assert choose(model, sparse).action == "skip"
+    # Cheaper maintenance (0.01s + 0.1ms/row): 0.02 + 0.15 per run beats plain.
+    cheap = model_of(full=(5.0, 0.0), use=(0.15, 0.0), plain=(0.2, 0.0), incremental=(0.01, 1e-4))
+    assert steady_run(cheap, sparse) == pytest.approx(0.17)
+    # No runs expected: nothing to gain later.
+    assert steady_run(model, dataclasses.replace(sparse, rate=0.0)) == pytest.approx(0.2)
+    # Recapture shared by many runs per load can be the steady way: 5.0 / 100 + 0.15 = 0.2 ties
+    # plain, 200 runs make it cheaper.
+    many = Situation(1_000_000, 20, queries=200, loads=1, horizon=10)
+    assert steady_run(model, many, allowed=("full", "skip")) == pytest.approx(5.0 / 200 + 0.15)
 
 
 def test_exploring_tries_a_way_seldom_timed_whose_estimate_is_close_to_the_best() -> None:

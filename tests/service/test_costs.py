@@ -167,27 +167,31 @@ def test_a_report_brings_up_a_sketch_left_loads_behind_when_keeping_it_current_p
     table = f"{ns}.facts"
     spark_svc.tables.create(table, synthetic_table(3000, 40, seed=31), sort_by=["a"])
     name, sql = captured(spark_svc, table, "horizon")
-    for k in range(5):  # five loads of ten rows behind
+    for k in range(5):  # five loads of ten rows behind, the report run plain after each
         spark_svc.tables.append(table, synthetic_table(10, 40, seed=40 + k, key_start=9000 + 10 * k))
-    plain = sorted_rows(spark_svc.query(sql, use_sketches=False).table)
+        plain = sorted_rows(spark_svc.query(sql, use_sketches=False).table)
+    assert spark_svc.costs.expected_queries(name) == 1.0
     # Catching up (0.25s + use 0.1s) costs more than this report plain (0.2s); keeping the
     # sketch current then costs 0.05s + 0.1s per load against 0.2s plain.
     lines = {"full": (9.0, 0.0), "incremental": (0.0, 5e-3), "use": (0.1, 0.0), "plain": (0.2, 0.0)}
-    myopic = sibling(spark_svc, maintain_on_query="cost", cost_horizon_loads=0)
+    myopic = sibling(spark_svc, maintain_on_query="cost", cost_horizon_queries=0)
     pinned_model(myopic, name, **lines)
     skipped = myopic.query(sql)
     assert skipped.sketch is None and sorted_rows(skipped.table) == plain
     (decision,) = myopic.costs.decisions(name, context="query")
     assert decision.action == "skip" and "skip 0.2s, incremental 0.35s" in decision.reason
-    # Counting ten loads ahead: 0.35 + 10 * 0.15 = 1.85s against 11 * 0.2 = 2.2s plain.
+    # Counting ten runs ahead, at the 1.2 runs per load recorded by now (six runs, five loads):
+    # 0.25 + 1.2 * 0.1 now, then 0.05 / 1.2 + 0.1 per run: 1.79s, against 1.2 * 0.2 + 10 * 0.2
+    # = 2.24s plain.
     ahead = sibling(spark_svc, maintain_on_query="cost")
-    assert ahead.settings.cost_horizon_loads == 10
+    assert ahead.settings.cost_horizon_queries == 10
     pinned_model(ahead, name, **lines)
     used = ahead.query(sql)
     assert used.sketch == (name, 2) and sorted_rows(used.table) == plain
     latest = ahead.costs.decisions(name, context="query")[0]
     assert latest.action == "incremental"
-    assert "incremental 1.85s, skip 2.2s" in latest.reason and "the 10 after it" in latest.reason
+    assert "incremental 1.79s, skip 2.24s" in latest.reason
+    assert "the 10 runs after them, 1.2 per load" in latest.reason
     assert maintained(ahead, name) == fresh_fragments(ahead, sql, name, ahead.latest_sequence())
 
 
