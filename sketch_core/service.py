@@ -605,33 +605,51 @@ class SketchService:
         name = name or _default_name(template, encoded, partition_ids)
         self.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
         run_id = self.sketches.start_run(name, strategy, from_version)
-        keeps = with_state and self.budget.keeps_state(name)
-        maintained = self._initial_state(name, sequence) if keeps else None
-        ref = store_state(self.state_store, name, maintained.engine, None) if maintained else None
-        faults.reached("state-written")
-        record = self.sketches.publish_version(
-            name,
-            sequence,
-            {table: pin.snapshot_id for table, pin in pins.items()},
-            {partition_ids[table]: BitMap(ids).serialize() for table, ids in found.items()},
-            state_ref=ref,
-        )
-        faults.reached("published")
-        if maintained is not None and record.state_ref is not None:
-            self._keep_engine(name, record.version, maintained)
-        if estimates is not None and estimates.estimation is not None:
-            self._record_choice(name, estimates, chosen, found, partitions)
-        seconds = time.perf_counter() - started
-        self.sketches.finish_run(
-            run_id,
-            status="succeeded",
-            to_version=record.version,
-            delta_rows=delta_rows,
-            seconds=seconds,
-            table_rows=sum(pin.record_count for pin in pins.values()),
-        )
+        try:
+            keeps = with_state and self.budget.keeps_state(name)
+            maintained = self._initial_state(name, sequence) if keeps else None
+            ref = store_state(self.state_store, name, maintained.engine, None) if maintained else None
+            faults.reached("state-written")
+            record = self.sketches.publish_version(
+                name,
+                sequence,
+                {table: pin.snapshot_id for table, pin in pins.items()},
+                {partition_ids[table]: BitMap(ids).serialize() for table, ids in found.items()},
+                state_ref=ref,
+            )
+            faults.reached("published")
+            if maintained is not None and record.state_ref is not None:
+                self._keep_engine(name, record.version, maintained)
+            if estimates is not None and estimates.estimation is not None:
+                self._record_choice(name, estimates, chosen, found, partitions)
+            seconds = time.perf_counter() - started
+            self.sketches.finish_run(
+                run_id,
+                status="succeeded",
+                to_version=record.version,
+                delta_rows=delta_rows,
+                seconds=seconds,
+                table_rows=sum(pin.record_count for pin in pins.values()),
+            )
+        except BaseException as exc:  # the row says how it ended (a kill is settled by readers)
+            self._fail_run(run_id, exc, time.perf_counter() - started, delta_rows)
+            raise
         log.info("captured %s version %d at sequence %d in %.2fs", name, record.version, sequence, seconds)
         return self._sketch_version(record)
+
+    def _fail_run(self, run_id: int, exc: BaseException, seconds: float, delta_rows: int) -> None:
+        """Record a started run as failed with ``exc``; a run never fails for want of that."""
+        try:
+            self.sketches.finish_run(
+                run_id,
+                status="failed",
+                to_version=None,
+                delta_rows=delta_rows,
+                seconds=seconds,
+                error=f"{type(exc).__name__}: {exc}"[:2000],
+            )
+        except Exception as recording:
+            log.warning("could not record the failure of run %d: %s", run_id, recording)
 
     def _initial_state(self, name: str, sequence: int) -> MaintainedSketch | None:
         """The incremental engine of a sketch at ``sequence``, its aggregations' state computed

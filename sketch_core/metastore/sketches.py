@@ -38,6 +38,7 @@ from sketch_core import faults
 from sketch_core.errors import SketchExistsError, SketchNotFoundError, TableNotFoundError
 from sketch_core.metastore import schema
 from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.run_liveness import RunLocks
 
 t = schema
 log = logging.getLogger(__name__)
@@ -147,6 +148,7 @@ _DEFINITION_AND_VERSION = _definition_and_version_query()
 class SketchRepository:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.run_locks = RunLocks(engine)
 
     # -- partitions ----------------------------------------------------------------------------
     def find_partition(self, table: str, attribute: str, fragment_count: int) -> PartitionRecord | None:
@@ -510,22 +512,22 @@ class SketchRepository:
 
     # -- maintenance runs ----------------------------------------------------------------------
     def start_run(self, name: str, strategy: str, from_version: int | None) -> int:
-        with self.engine.begin() as conn:
+        """Record a run as running; this process holds its lock until :meth:`finish_run` (see
+        :mod:`sketch_core.metastore.run_liveness`: a run whose process died is settled)."""
+        with self.engine.connect() as conn:
             sketch_id = sketch_id_of(conn, name)
-            return int(
-                conn.execute(
-                    insert(t.maintenance_runs)
-                    .values(
-                        sketch_id=sketch_id,
-                        strategy=strategy,
-                        status="running",
-                        from_version=from_version,
-                        delta_rows=0,
-                        started_at=func.now(),
-                    )
-                    .returning(t.maintenance_runs.c.run_id)
-                ).scalar_one()
+        return self.run_locks.start(
+            insert(t.maintenance_runs)
+            .values(
+                sketch_id=sketch_id,
+                strategy=strategy,
+                status="running",
+                from_version=from_version,
+                delta_rows=0,
+                started_at=func.now(),
             )
+            .returning(t.maintenance_runs.c.run_id)
+        )
 
     def record_run(self, name: str, run: FinishedRun, to_version: int | None) -> None:
         """Record a run that is already over (one that failed before publishing, say)."""
@@ -562,24 +564,32 @@ class SketchRepository:
         error: str | None = None,
         table_rows: int | None = None,
     ) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(t.maintenance_runs)
-                .where(t.maintenance_runs.c.run_id == run_id)
-                .values(
-                    status=status,
-                    to_version=to_version,
-                    delta_rows=delta_rows,
-                    seconds=seconds,
-                    error=error,
-                    table_rows=table_rows,
-                    finished_at=func.now(),
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    update(t.maintenance_runs)
+                    .where(t.maintenance_runs.c.run_id == run_id)
+                    .values(
+                        status=status,
+                        to_version=to_version,
+                        delta_rows=delta_rows,
+                        seconds=seconds,
+                        error=error,
+                        table_rows=table_rows,
+                        finished_at=func.now(),
+                    )
                 )
-            )
+        finally:
+            self.run_locks.release(run_id)
 
     def runs(self, name: str) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        """The sketch's maintenance runs, oldest first; running rows whose process is gone are
+        settled as failed first."""
+        with self.engine.begin() as conn:
             sketch_id = sketch_id_of(conn, name)
+            settled = RunLocks.settle(conn, sketch_id)
+            if settled:
+                log.warning("%s: runs %s were abandoned by their processes", name, settled)
             rows = conn.execute(
                 select(t.maintenance_runs)
                 .where(t.maintenance_runs.c.sketch_id == sketch_id)

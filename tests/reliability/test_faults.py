@@ -9,12 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import SparkJobError
+from sketch_core.faults import InjectedFaultError
 from sketch_core.service import SketchService
 from tests.reliability.conftest import sketch_with_state_then_load
 from tests.service.test_maintain import HAVING, fresh_fragments, maintained, sibling
@@ -39,6 +41,18 @@ def state_directories(svc: SketchService, name: str) -> set[Path]:
     """The sketch's state directories on disk."""
     root = svc.settings.warehouse / "_sketch_state" / name
     return {p for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+
+
+def settled_runs(svc: SketchService, name: str, wait_s: float = 10.0) -> list[dict[str, object]]:
+    """The sketch's failed runs, once none is running any more (a killed process's session
+    ends a moment after the process: the server notices the closed socket)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        runs = svc.sketches.runs(name)
+        if all(r["status"] != "running" for r in runs) or time.monotonic() > deadline:
+            assert all(r["status"] != "running" for r in runs), runs
+            return [r for r in runs if r["status"] == "failed"]
+        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -68,6 +82,9 @@ def test_a_maintenance_killed_at_each_step_loses_nothing(
 
     published = point == "published"  # the commit happened; only the caller never heard
     assert svc.sketches.versions(name) == ([1, 2] if published else [1])
+    if strategy == "full":  # its row said "running": settled once its session is gone
+        (abandoned,) = settled_runs(svc, name)
+        assert abandoned["strategy"] == "full" and abandoned["error"].startswith("abandoned:")
     assert svc.sketches.version(name, version=1) == first, "version 1 untouched"
     if not published:
         assert maintained(svc, name) == before, "the last good version stands"
@@ -99,6 +116,8 @@ def test_a_first_capture_killed_at_each_step_captures_again(
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     published = point == "published"
     assert svc.sketches.versions(name) == ([1] if published else [])
+    (abandoned,) = settled_runs(svc, name)
+    assert abandoned["strategy"] == "capture" and abandoned["error"].startswith("abandoned:")
     if not published:
         assert svc.maintain_each([name]) == [], "defined, never published: nothing to maintain from"
     done = sketch_cli(env, *args)
@@ -136,3 +155,20 @@ def test_a_failed_spark_job_is_a_transient_error_and_a_retry_succeeds(
     (run,) = svc.maintain(name, "full")  # the retry
     assert run.to_version == 2
     assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+
+
+def test_a_run_that_raises_is_recorded_failed_and_one_under_way_is_not_settled(
+    gated: tuple[SketchService, str, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, _, name, _ = gated
+    monkeypatch.setenv("SKETCH_FAULT", "publish:raise")
+    with pytest.raises(InjectedFaultError):
+        svc.maintain(name, "full")
+    monkeypatch.delenv("SKETCH_FAULT")
+    (failed,) = [r for r in svc.sketches.runs(name) if r["status"] == "failed"]
+    assert failed["strategy"] == "full" and "injected" in failed["error"] and failed["finished_at"]
+    # A run under way (its process holds the lock) stays running for every reader.
+    run_id = svc.sketches.start_run(name, "full", 1)
+    assert sibling(svc).sketches.runs(name)[-1]["status"] == "running"
+    svc.sketches.finish_run(run_id, status="succeeded", to_version=None, delta_rows=0, seconds=0.1)
+    assert svc.sketches.runs(name)[-1]["status"] == "succeeded"
