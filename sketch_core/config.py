@@ -28,6 +28,7 @@ DEFAULT_FRAGMENTS = 10_000
 # File pruning always uses the exact ranges.
 DEFAULT_MAX_INTERVALS = 4
 SELF_TUNING_MODES = ("off", "eager", "adaptive")
+ARROW_MEMORY_POOLS = ("system", "jemalloc", "mimalloc", "default")
 MAINTAIN_ON_QUERY = ("off", "incremental", "full", "auto", "cost")
 # sketch_core.choice.strategies describes them.
 ATTRIBUTE_STRATEGIES = (
@@ -106,6 +107,9 @@ class Settings:
     spark_driver_memory: str = "4g"
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    # Arrow's allocator in a process running the service (see sketch_core/arrow_pool.py:
+    # mimalloc, pyarrow's default, made the reads after a garbage collection ~20x slower).
+    arrow_memory_pool: str = "system"
     commit_attempts: int = 8
     catalog_name: str = "sketch"
     fragments: int = DEFAULT_FRAGMENTS
@@ -195,6 +199,7 @@ class Settings:
             spark_driver_memory=os.environ.get("SKETCH_SPARK_DRIVER_MEMORY") or "4g",
             target_file_bytes=_int_env("SKETCH_TARGET_FILE_BYTES", DEFAULT_TARGET_FILE_BYTES, minimum=1024),
             row_group_rows=_int_env("SKETCH_ROW_GROUP_ROWS", DEFAULT_ROW_GROUP_ROWS, minimum=16),
+            arrow_memory_pool=_choice_env("SKETCH_ARROW_MEMORY_POOL", "system", ARROW_MEMORY_POOLS),
             commit_attempts=_int_env("SKETCH_COMMIT_ATTEMPTS", 8),
             fragments=_int_env("SKETCH_FRAGMENTS", DEFAULT_FRAGMENTS),
             max_intervals=_int_env("SKETCH_MAX_INTERVALS", DEFAULT_MAX_INTERVALS),

@@ -23,6 +23,7 @@ from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_para
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.parse_cache import ParsedQueryCache
 from sketch_core.algebra.printer import to_sql
+from sketch_core.arrow_pool import use_arrow_memory_pool
 from sketch_core.choice.candidates import table_candidates
 from sketch_core.choice.estimation import DEFAULT_REPLICATES
 from sketch_core.choice.local_plan import evaluate_plan
@@ -298,6 +299,7 @@ class SketchService:
         spark: SparkSession | None = None,
     ) -> None:
         self.settings = settings
+        use_arrow_memory_pool(settings.arrow_memory_pool)
         self.engine = engine
         self.catalog = catalog
         self.commit_log = CommitLog(engine)
@@ -1534,12 +1536,17 @@ class SketchService:
         """The sketch maintained from its newest version to ``sequence``, when that version is
         older (a version is never maintained backwards: older snapshots need their own)."""
         name = definition.name
+        head = self.sketches.newest_head(name)
+        if head is None or head[1] >= sequence:
+            return None
+        strategy = self.settings.maintain_on_query
+        if strategy == "cost" and self.advisor.skipping(name, head[0]):
+            return None  # left behind by the model: not worth reading the version's fragments
         newest = self.sketches.version(name)
-        if newest is None or newest.sequence >= sequence:
+        if newest is None or newest.sequence >= sequence:  # it moved on meanwhile
             return None
         started = time.perf_counter()
         plan: MaintenancePlan | None = None
-        strategy = self.settings.maintain_on_query
         if strategy == "cost":
             plan = self._plan_for_query(definition, newest, sequence, pins)
             if plan is None:

@@ -443,6 +443,20 @@ class SketchRepository:
             return None
         return _version_record(name, row)
 
+    def newest_head(self, name: str) -> tuple[int, int] | None:
+        """(version, sequence) of the sketch's newest version, without its fragments (None:
+        no version): what a report checks before it decides whether to bring the sketch up."""
+        v = t.sketch_versions.c
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(v.version, v.seq)
+                .join(t.sketches, t.sketches.c.sketch_id == v.sketch_id)
+                .where(t.sketches.c.name == name)
+                .order_by(v.version.desc())
+                .limit(1)
+            ).first()
+        return None if row is None else (int(row.version), int(row.seq))
+
     def versions(self, name: str) -> list[int]:
         with self.engine.connect() as conn:
             sketch_id = sketch_id_of(conn, name)
