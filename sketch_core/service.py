@@ -893,8 +893,18 @@ class SketchService:
         keep_from = dict.fromkeys(tables, recent)
         for sql, oldest in self.sketches.oldest_sequences():
             for table in referenced_tables(sql):
-                if table in keep_from and not self._left_far_behind(table, oldest):
-                    keep_from[table] = min(keep_from[table], oldest)
+                if table not in keep_from:
+                    continue
+                if self._left_far_behind(table, oldest):
+                    log.info(
+                        "%s: a sketch version at sequence %d is over %d loads behind; its history "
+                        "is not kept (the sketch is recaptured when brought up)",
+                        table,
+                        oldest,
+                        self.settings.stale_history_loads,
+                    )
+                    continue
+                keep_from[table] = min(keep_from[table], oldest)
         expired = {
             table: self.tables.expire_snapshots(table, seq) for table, seq in sorted(keep_from.items())
         }
