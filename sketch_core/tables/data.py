@@ -27,6 +27,11 @@ _PORTABLE_TYPES: dict[pa.DataType, pa.DataType] = {
 }
 
 
+# Column type changes Iceberg allows in a schema evolution (and Parquet readers cast), by Arrow
+# type name: int to long, float to double.
+TYPE_WIDENINGS = frozenset({("int32", "int64"), ("float", "double")})
+
+
 def to_arrow(data: Any) -> pa.Table:
     """Accept a pyarrow Table/RecordBatchReader, a Spark or pandas DataFrame, or a Parquet path."""
     if isinstance(data, pa.Table):

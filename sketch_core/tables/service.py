@@ -50,7 +50,7 @@ from sketch_core.errors import (
 )
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
-from sketch_core.tables.data import conform, portable, sort_rows, to_arrow
+from sketch_core.tables.data import TYPE_WIDENINGS, conform, portable, sort_rows, to_arrow
 from sketch_core.tables.deltas import (
     RecordedRows,
     TableDelta,
@@ -90,10 +90,6 @@ _DERIVE_MAX_SNAPSHOTS = 16
 def _summary_count(summary: Summary, key: str) -> int:
     """A file count from a snapshot summary; summaries leave out counts that are zero."""
     return int(summary.get(key) or 0)
-
-
-# Type changes Iceberg allows (and Parquet readers cast): int to long, float to double.
-_WIDENINGS = {("int32", "int64"), ("float", "double")}
 
 
 def _pause_before_retry(attempt: int) -> None:
@@ -230,7 +226,7 @@ class TableService:
         problems = [f"{c} exists already" for c in add or {} if c in current.names]
         problems += [f"{c} is not a column" for c in widen or {} if c not in current.names]
         for column, kind in (widen or {}).items():
-            if column in current.names and (str(current.field(column).type), str(kind)) not in _WIDENINGS:
+            if column in current.names and (str(current.field(column).type), str(kind)) not in TYPE_WIDENINGS:
                 problems.append(f"{column} cannot go from {current.field(column).type} to {kind}")
         if problems or not (add or widen):
             raise InvalidDataError(

@@ -27,13 +27,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sketch_core.tables.data import TYPE_WIDENINGS
+
 # Kinds of column whose domain is a range of numbers: values are compared as numbers (dates as
 # days since the epoch, timestamps as microseconds).
 _RANGED = ("int", "float", "decimal", "date", "timestamp")
 _EPOCH = dt.date(1970, 1, 1)
 _YEAR_DAYS = 366.0
-# Type changes a table's schema may make (sketch_core.tables.service.evolve_schema).
-_WIDENINGS = {("int32", "int64"), ("float", "double")}
 _DAY_MICROS = 86_400 * 1e6
 
 
@@ -139,7 +139,7 @@ class TableSuite:
             rule = known.get(f.name)
             if rule is None:
                 columns.append(ColumnRule(f.name, str(f.type)))
-            elif rule.type != str(f.type) and (rule.type, str(f.type)) in _WIDENINGS:
+            elif rule.type != str(f.type) and (rule.type, str(f.type)) in TYPE_WIDENINGS:
                 columns[columns.index(rule)] = replace(rule, type=str(f.type))
         order = {name: i for i, name in enumerate(schema.names)}
         columns.sort(key=lambda c: order.get(c.name, len(order)))
