@@ -949,6 +949,7 @@ class SketchService:
             if c.table in tables
         ]
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
+        changed = {c.table for c in pending}
         on_spark = delta_rows > self.settings.spark_delta_rows
         chosen = strategy if pending else "none"
         choice: Choice | None = None
@@ -956,10 +957,10 @@ class SketchService:
             options: tuple[str, ...] = ("full",)
             if not self.budget.keeps_state(definition.name):
                 choice = self._stateless_choice(definition.name)
-            elif not all(self.tables.retains(t, record.sequence) for t in {c.table for c in pending}):
+            elif not all(self.tables.retains(t, record.sequence) for t in changed):
                 pass  # the version's snapshots expired (left far behind): only a recapture
             elif delta_rows <= self.settings.incremental_max_delta_rows or self._big_delta_covered(
-                definition, record, {c.table for c in pending}, on_spark
+                definition, record, changed, on_spark
             ):
                 options = ("incremental", "full")
             if chosen == "cost":  # leaving it stale is an option too, for the queries expected
@@ -983,7 +984,7 @@ class SketchService:
             chosen = choice.action if choice is not None else options[0]
         incremental = chosen == "incremental"
         if on_spark and incremental:  # only aggregations over a changed table that Spark takes
-            on_spark = self._spark_summarizes(definition, record, {c.table for c in pending})
+            on_spark = self._spark_summarizes(definition, record, changed)
         return MaintenancePlan(
             definition.name,
             record.version,
@@ -1546,14 +1547,13 @@ class SketchService:
         """The sketch maintained from its newest version to ``sequence``, when that version is
         older (a version is never maintained backwards: older snapshots need their own)."""
         name = definition.name
-        head = self.sketches.newest_head(name)
-        if head is None or head[1] >= sequence:
-            return None
         strategy = self.settings.maintain_on_query
-        if strategy == "cost" and self.advisor.skipping(name, head[0]):
-            return None  # left behind by the model: not worth reading the version's fragments
+        if strategy == "cost":  # the model may have left it behind: then its fragments are not read
+            head = self.sketches.newest_head(name)
+            if head is None or head[1] >= sequence or self.advisor.skipping(name, head[0]):
+                return None
         newest = self.sketches.version(name)
-        if newest is None or newest.sequence >= sequence:  # it moved on meanwhile
+        if newest is None or newest.sequence >= sequence:
             return None
         started = time.perf_counter()
         plan: MaintenancePlan | None = None
