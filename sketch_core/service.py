@@ -176,6 +176,20 @@ def _default_name(template: str, params: Mapping[str, Any], partition_ids: Mappi
     return f"sketch_{digest[:16]}"
 
 
+def _sketch_identity(query_sql: str, params: Mapping[str, Any], partition_ids: Mapping[str, int]) -> str:
+    """What an incremental engine computes: its query, parameters and partitions. A sketch
+    dropped and captured again under its name (here or by another process) counts versions
+    from 1 again, so an engine kept for the old one must not pass for the new one's."""
+    return json.dumps([query_sql, params, sorted(partition_ids.items())], sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class _KeptEngine:
+    identity: str
+    version: int
+    maintained: MaintainedSketch
+
+
 @dataclass(frozen=True)
 class _UsableSketch:
     """A sketch version chosen for a query, resolved once: per table its partition, fragments,
@@ -321,8 +335,8 @@ class SketchService:
         # Stored partitions are immutable (a new computation gets a new id), so parsing one
         # (10,000 cuts: ~10 ms) is done once per service, not on every query.
         self._partitions: dict[int, tuple[PartitionRecord, RangePartition]] = {}
-        # sketch -> (version, engine at that version): see Settings.engine_cache_entries.
-        self._engines: OrderedDict[str, tuple[int, MaintainedSketch]] = OrderedDict()
+        # sketch -> its engine at a version: see Settings.engine_cache_entries.
+        self._engines: OrderedDict[str, _KeptEngine] = OrderedDict()
         self._collected_at = float("-inf")  # monotonic time of the last collection after maintenance
         self.advisor = CostAdvisor(self.costs, self._sketch_share)
         self.state_modes = StateModeRepository(engine)
@@ -621,7 +635,8 @@ class SketchService:
             )
             faults.reached("published")
             if maintained is not None and record.state_ref is not None:
-                self._keep_engine(name, record.version, maintained)
+                identity = _sketch_identity(sql, encoded, partition_ids)
+                self._keep_engine(identity, name, record.version, maintained)
             if estimates is not None and estimates.estimation is not None:
                 self._record_choice(name, estimates, chosen, found, partitions)
             seconds = time.perf_counter() - started
@@ -992,18 +1007,29 @@ class SketchService:
             chosen,
             delta_rows,
             on_spark and incremental,
-            incremental and self._builds_state(definition.name, record),
+            incremental and self._builds_state(definition, record),
             choice,
         )
 
-    def _builds_state(self, name: str, record: VersionRecord) -> bool:
+    def _builds_state(self, definition: SketchDefinition, record: VersionRecord) -> bool:
         """Whether an incremental run from ``record`` would first compute the state on Spark:
         no engine kept at that version and no usable stored state (the kept engine is checked
         first: the stored state's manifest is a read)."""
-        kept = self._engines.get(name)
-        return not (kept is not None and kept[0] == record.version) and not self.budget.usable_state(
-            name, record
+        return self._kept_at(definition, record, take=False) is None and not self.budget.usable_state(
+            definition.name, record
         )
+
+    def _kept_at(
+        self, definition: SketchDefinition, record: VersionRecord, take: bool
+    ) -> MaintainedSketch | None:
+        """The engine this process kept for ``definition`` at ``record``'s version (None: none
+        kept, or one kept for another version or another sketch of the same name); ``take``
+        removes whatever was kept from the cache."""
+        kept = self._engines.pop(definition.name, None) if take else self._engines.get(definition.name)
+        identity = _sketch_identity(definition.query_sql, definition.params, definition.partition_ids)
+        if kept is None or kept.version != record.version or kept.identity != identity:
+            return None
+        return kept.maintained
 
     def _stateless_choice(self, name: str) -> Choice:
         mode = self.budget.mode(name)
@@ -1244,7 +1270,8 @@ class SketchService:
             raise
         faults.reached("published")
         if keeps:
-            self._keep_engine(name, published.version, maintained)
+            identity = _sketch_identity(definition.query_sql, definition.params, definition.partition_ids)
+            self._keep_engine(identity, name, published.version, maintained)
         seconds = time.perf_counter() - started
         where = "spark" if spark_used[0] else "in-process"
         log.info(
@@ -1266,9 +1293,9 @@ class SketchService:
         """The engine at ``record``'s version: the one this process kept, else restored from the
         stored state (else built from the snapshot: then True). A kept engine is taken out of
         the cache while it is advanced, so one that fails half-way is never used again."""
-        kept = self._engines.pop(definition.name, None)
-        if kept is not None and kept[0] == record.version:
-            return kept[1], False
+        kept = self._kept_at(definition, record, take=True)
+        if kept is not None:
+            return kept, False
         partitions = self._range_partitions(definition)
         keep_top = self.budget.keep_top(definition.name)
         stored = self.budget.usable_state(definition.name, record)
@@ -1303,7 +1330,7 @@ class SketchService:
     def kept_engine(self, name: str) -> IncrementalSketch | None:
         """The incremental engine kept in memory for ``name`` (None: none kept), to inspect."""
         kept = self._engines.get(name)
-        return kept[1].engine if kept is not None else None
+        return kept.maintained.engine if kept is not None else None
 
     def kept_state_entries(self, name: str) -> int | None:
         """Groups and top-k entries of the engine kept in memory for ``name`` (None: none kept)."""
@@ -1315,10 +1342,10 @@ class SketchService:
         starts from its stored state again."""
         self._engines.clear()
 
-    def _keep_engine(self, name: str, version: int, maintained: MaintainedSketch) -> None:
+    def _keep_engine(self, identity: str, name: str, version: int, maintained: MaintainedSketch) -> None:
         if self.settings.engine_cache_entries == 0:
             return
-        self._engines[name] = (version, maintained)
+        self._engines[name] = _KeptEngine(identity, version, maintained)
         while len(self._engines) > self.settings.engine_cache_entries:
             self._engines.popitem(last=False)
 
@@ -1464,6 +1491,7 @@ class SketchService:
     def drop_sketch(self, name: str) -> None:
         """Delete a sketch and all its versions; queries stop using it at once."""
         self.sketches.drop(name)
+        self._engines.pop(name, None)
 
     def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
         """Every table the sketch's query reads, pinned as of the sketch version; sketched tables

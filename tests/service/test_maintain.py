@@ -244,7 +244,9 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
 
     # Once the layers hold more than the set fraction of the state, the whole state is written.
     monkeypatch.setattr(
-        maintenance, "MAX_LAYERED_FRACTION", layered / svc._engines[sketch_name][1].engine.state_entries()
+        maintenance,
+        "MAX_LAYERED_FRACTION",
+        layered / svc._engines[sketch_name].maintained.engine.state_entries(),
     )
     deltas.mixed(40).apply(svc.tables)
     svc.maintain(sketch_name, strategy="incremental")
@@ -645,3 +647,24 @@ def test_scratch_left_by_a_run_that_died_is_collected_once_old(spark_svc: Sketch
     spark_svc.collect_garbage([])
     assert not old.exists() and young.exists()
     shutil.rmtree(young)
+
+
+def test_a_sketch_dropped_and_captured_again_under_its_name_never_takes_the_old_engine(
+    spark_svc: SketchService, table: str
+) -> None:
+    svc = spark_svc
+    sketch_name, _ = captured(svc, table, "reborn")  # HAVING
+    deltas = DeltaGenerator(svc.tables, table, ("key",), seed=21)
+    deltas.mixed(40).apply(svc.tables)
+    svc.maintain(sketch_name, strategy="incremental")  # version 2; its engine is kept
+    svc.drop_sketch(sketch_name)
+
+    topk = TOPK.format(t=table)
+    svc.capture(topk, name=sketch_name, attributes={table: "a"}, fragments=40)
+    deltas.mixed(40).apply(svc.tables)
+    svc.maintain(sketch_name, strategy="full")  # version 2 again, of another query
+    deltas.mixed(40).apply(svc.tables)
+    (run,) = svc.maintain(sketch_name, strategy="incremental")
+    assert (run.from_version, run.to_version) == (2, 3)
+    assert maintained(svc, sketch_name) == fresh_fragments(svc, topk, sketch_name, svc.latest_sequence())
+    assert sorted_rows(svc.query(topk).table) == sorted_rows(svc.query(topk, use_sketches=False).table)
