@@ -1491,7 +1491,9 @@ class SketchService:
     def drop_sketch(self, name: str) -> None:
         """Delete a sketch and all its versions; queries stop using it at once."""
         self.sketches.drop(name)
+        # What this process remembers of it would pass for a sketch captured again under its name.
         self._engines.pop(name, None)
+        self.advisor.forget(name)
 
     def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
         """Every table the sketch's query reads, pinned as of the sketch version; sketched tables
