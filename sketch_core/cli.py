@@ -388,6 +388,20 @@ def tables_delete(name: str, predicate: Annotated[str, typer.Argument(help="Spar
     console.print(f"deleted from {name}; table is at commit sequence {seq}")
 
 
+@tables_app.command("drop")
+def tables_drop(
+    name: str,
+    cascade: Annotated[bool, typer.Option("--cascade", help="Drop the sketches that read it too.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Drop NAME: its data files, history, partitions and samples (refused while sketches read it)."""
+    if not yes:
+        typer.confirm(f"Drop table {name} and delete its files?", abort=True)
+    with _errors(), _service() as svc:
+        seq = svc.drop_table(name, cascade=cascade)
+    console.print(f"dropped {name} at commit sequence {seq}")
+
+
 @tables_app.command("list")
 def tables_list() -> None:
     """List tables with their sort keys and row counts."""

@@ -147,6 +147,19 @@ class CommitConflictError(TableError):
         )
 
 
+class TableInUseError(TableError):
+    """A table to drop is still read by sketches; nothing was dropped."""
+
+    def __init__(self, table: str, sketches: Sequence[str]) -> None:
+        self.table = table
+        self.sketches = sorted(sketches)
+        super().__init__(
+            f"table {table!r} is read by sketches {', '.join(self.sketches)}; nothing was dropped",
+            hint="drop those sketches first (`sketch drop NAME`), or drop the table with them "
+            "(drop_table(..., cascade=True), `sketch tables drop NAME --cascade`)",
+        )
+
+
 class SnapshotNotFoundError(TableError):
     """No table state exists at the requested commit sequence number."""
 

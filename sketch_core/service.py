@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -47,6 +48,7 @@ from sketch_core.errors import (
     SketchNotFoundError,
     SnapshotExpiredError,
     StateMissingError,
+    TableInUseError,
     UnsafeAttributeError,
     UnsupportedQueryError,
     ValidationOverrideError,
@@ -80,6 +82,7 @@ from sketch_core.metastore.sketches import (
     VersionRecord,
 )
 from sketch_core.metastore.state_modes import StateModeRepository
+from sketch_core.metastore.table_drop import forget_table
 from sketch_core.metastore.validations import BatchValidation, ValidationRepository
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
@@ -1487,6 +1490,26 @@ class SketchService:
         if record is None:
             raise SketchNotFoundError(name)
         return self._sketch_version(record)
+
+    def drop_table(self, name: str, cascade: bool = False) -> int:
+        """Drop table ``name`` with its history, partitions, samples and validation results,
+        and delete its files; returns the sequence number of the drop. Refused with
+        :class:`TableInUseError` while sketches read it, unless ``cascade`` (then they are
+        dropped first). The name can be used again at once, for a table of its own."""
+        table = self.tables.record(name).name
+        readers = [d.name for d in self.sketches.definitions() if table in referenced_tables(d.query_sql)]
+        if readers and not cascade:
+            raise TableInUseError(table, readers)
+        for reader in readers:
+            self.drop_sketch(reader)
+            log.info("dropped sketch %s, which read %s", reader, table)
+        samples: list[str] = []
+        sequence = self.tables.drop(
+            table, lambda conn, table_id: samples.extend(forget_table(conn, table, table_id))
+        )
+        for path in samples:
+            Path(path).unlink(missing_ok=True)
+        return sequence
 
     def drop_sketch(self, name: str) -> None:
         """Delete a sketch and all its versions; queries stop using it at once."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select, text
+from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
 
 from sketch_core.metastore import schema
@@ -43,6 +43,15 @@ class CommitRecord:
     committed_at: datetime
     # The data files the commit added and removed (sketch_core.tables.file_changes), when recorded.
     files: dict[str, Any] | None = None
+    # The registration the commit belongs to: a name dropped and created again has several.
+    table_id: int = 0
+
+
+def current_life(records: list[CommitRecord]) -> list[CommitRecord]:
+    """The commits (of one name, in sequence order) of the table that now bears the name: those
+    after its last drop; none when the drop is the last commit (the name is free)."""
+    last_drop = next((i for i in range(len(records) - 1, -1, -1) if records[i].operation == "drop"), None)
+    return records if last_drop is None else records[last_drop + 1 :]
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,7 @@ class _CommitWindow:
 
     def newest(self, table: str, seq: int | None) -> CommitRecord | None:
         """The newest commit of ``table`` at or before ``seq`` (which the window covers)."""
-        records = self.by_table.get(table, [])
+        records = current_life(self.by_table.get(table, []))
         if seq is None:
             return records[-1] if records else None
         index = bisect.bisect_right(records, seq, key=lambda r: r.seq)
@@ -102,7 +111,7 @@ class _CommitWindow:
 
     def between(self, table: str | None, after_seq: int, until_seq: int | None) -> list[CommitRecord]:
         """Commits with ``after_seq < seq <= until_seq``, where the window covers ``after_seq``."""
-        records = self.commits if table is None else self.by_table.get(table, [])
+        records = self.commits if table is None else current_life(self.by_table.get(table, []))
         first = bisect.bisect_right(records, after_seq, key=lambda r: r.seq)
         return [r for r in records[first:] if until_seq is None or r.seq <= until_seq]
 
@@ -122,6 +131,7 @@ def _commit_query() -> Select[Any]:
         c.total_rows,
         c.committed_at,
         c.files,
+        c.table_id,
     ).join(schema.tables, schema.tables.c.table_id == c.table_id)
 
 
@@ -161,8 +171,23 @@ class CommitLog:
 
     @staticmethod
     def table_id(conn: Connection, name: str) -> int | None:
-        value = conn.execute(select(schema.tables.c.table_id).where(schema.tables.c.name == name)).scalar()
+        """The id of the table that bears ``name`` (None: none; a dropped one does not)."""
+        value = conn.execute(
+            select(schema.tables.c.table_id).where(schema.tables.c.name == name, schema.LIVE_TABLES)
+        ).scalar()
         return None if value is None else int(value)
+
+    @staticmethod
+    def record_drop(conn: Connection, table_id: int, seq: int) -> None:
+        """End the table's history at ``seq``: a 'drop' commit, and the name is free again."""
+        conn.execute(
+            insert(schema.table_commits).values(
+                seq=seq, table_id=table_id, operation="drop", committed_at=func.clock_timestamp()
+            )
+        )
+        conn.execute(
+            update(schema.tables).where(schema.tables.c.table_id == table_id).values(dropped_seq=seq)
+        )
 
     @staticmethod
     def record(conn: Connection, table_id: int, seq: int, commit: NewCommit) -> None:
@@ -186,18 +211,23 @@ class CommitLog:
     # -- reading ----------------------------------------------------------------------------
     def get_table(self, name: str) -> TableRecord | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(schema.tables).where(schema.tables.c.name == name)).first()
+            row = conn.execute(
+                select(schema.tables).where(schema.tables.c.name == name, schema.LIVE_TABLES)
+            ).first()
         return None if row is None else _table_record(row)
 
     def list_tables(self) -> list[TableRecord]:
         with self.engine.connect() as conn:
-            rows = conn.execute(select(schema.tables).order_by(schema.tables.c.name)).all()
+            rows = conn.execute(
+                select(schema.tables).where(schema.LIVE_TABLES).order_by(schema.tables.c.name)
+            ).all()
         return [_table_record(row) for row in rows]
 
     def commits(
         self, name: str | None = None, *, after_seq: int = 0, until_seq: int | None = None
     ) -> list[CommitRecord]:
-        """Commits (of one table, or all) with ``after_seq < seq <= until_seq`` (None: latest)."""
+        """Commits (of one table, or all) with ``after_seq < seq <= until_seq`` (None: latest).
+        A name's commits are those of the table that bears it now (see :func:`current_life`)."""
         with self._lock:
             window = self._window
             if until_seq is None or window is None or until_seq > window.through:
@@ -209,7 +239,7 @@ class CommitLog:
         if until_seq is not None:
             query = query.where(schema.table_commits.c.seq <= until_seq)
         if name is not None:
-            query = query.where(schema.tables.c.name == name)
+            query = query.where(schema.tables.c.name == name, schema.LIVE_TABLES)
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(schema.table_commits.c.seq)).all()
         return [CommitRecord(**row._mapping) for row in rows]
@@ -223,7 +253,7 @@ class CommitLog:
                 window = self._window
             if window is not None and (seq is None or window.covers(name, seq)):
                 return window.newest(name, seq)
-        query = _commit_query().where(schema.tables.c.name == name)
+        query = _commit_query().where(schema.tables.c.name == name, schema.LIVE_TABLES)
         if seq is not None:
             query = query.where(schema.table_commits.c.seq <= seq)
         query = query.order_by(schema.table_commits.c.seq.desc()).limit(1)
@@ -238,6 +268,17 @@ class CommitLog:
             window = self._window
             record = window.newest(name, None) if window is not None else None
         return record.seq if record is not None else None
+
+    def superseded(self, name: str, table_id: int) -> bool:
+        """Whether the commits this log has seen show registration ``table_id`` no longer bears
+        ``name`` (dropped, or dropped and created again), without asking the database."""
+        with self._lock:
+            window = self._window
+            records = window.by_table.get(name, []) if window is not None else []
+            if not records:
+                return False
+            life = current_life(records)
+            return not life or life[-1].table_id != table_id
 
     def sequence_older_than(self, seconds: float) -> int:
         """The newest global sequence committed at least ``seconds`` ago by the database clock

@@ -110,7 +110,7 @@ class PolicyRepository:
                 rows = conn.execute(
                     select(c.committed_at, c.added_rows + c.deleted_rows)
                     .select_from(t.table_commits.join(t.tables, tb.table_id == c.table_id))
-                    .where(tb.name == table)
+                    .where(tb.name == table, t.LIVE_TABLES)
                     .order_by(c.seq.desc())
                     .limit(recent)
                 ).all()

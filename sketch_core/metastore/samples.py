@@ -42,7 +42,7 @@ class SampleRepository:
                 s.path,
             )
             .select_from(t.samples.join(t.tables, tb.table_id == s.table_id))
-            .where(tb.name == table, s.group_columns == list(group_columns), s.rate == rate)
+            .where(tb.name == table, t.LIVE_TABLES, s.group_columns == list(group_columns), s.rate == rate)
         )
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
@@ -65,7 +65,7 @@ class SampleRepository:
         s = t.samples
         with self.engine.begin() as conn:
             table_id = conn.execute(
-                select(t.tables.c.table_id).where(t.tables.c.name == sample.table)
+                select(t.tables.c.table_id).where(t.tables.c.name == sample.table, t.LIVE_TABLES)
             ).scalar()
             if table_id is None:
                 raise TableNotFoundError(sample.table)

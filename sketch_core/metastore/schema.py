@@ -24,11 +24,14 @@ tables = Table(
     "tables",
     metadata,
     Column("table_id", BigInteger, primary_key=True),
-    Column("name", Text, nullable=False, unique=True),
+    Column("name", Text, nullable=False),  # unique among the tables not dropped
     Column("sort_by", ARRAY(Text), nullable=False),
     Column("created_seq", BigInteger, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("dropped_seq", BigInteger),
 )
+# The registrations a name can refer to: at most one per name (sql/0011_table_drop.sql).
+LIVE_TABLES = tables.c.dropped_seq.is_(None)
 
 table_commits = Table(
     "table_commits",

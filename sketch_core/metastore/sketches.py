@@ -158,6 +158,7 @@ class SketchRepository:
                 .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
                 .where(
                     t.tables.c.name == table,
+                    t.LIVE_TABLES,
                     t.partitions.c.attribute == attribute,
                     t.partitions.c.fragment_count == fragment_count,
                 )
@@ -181,7 +182,9 @@ class SketchRepository:
             rows = conn.execute(
                 select(t.partitions.c.attribute, t.partitions.c.partition_id)
                 .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
-                .where(t.tables.c.name == table, t.partitions.c.fragment_count == fragment_count)
+                .where(
+                    t.tables.c.name == table, t.LIVE_TABLES, t.partitions.c.fragment_count == fragment_count
+                )
             ).all()
         return {attribute: partition_id for attribute, partition_id in rows}
 

@@ -75,7 +75,7 @@ class ValidationRepository:
         partitions its sketches use."""
         tb, p = t.tables.c, t.partitions.c
         with self.engine.connect() as conn:
-            sort_by = conn.execute(select(tb.sort_by).where(tb.name == table)).scalar()
+            sort_by = conn.execute(select(tb.sort_by).where(tb.name == table, t.LIVE_TABLES)).scalar()
             attributes = conn.execute(
                 select(p.attribute).distinct().where(p.table_id == _table_id(conn, table))
             ).scalars()

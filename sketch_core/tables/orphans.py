@@ -19,7 +19,7 @@ from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
 
 # What Iceberg writes under a table's location; anything else there is not ours to delete.
-_TABLE_FILE_SUFFIXES = (".parquet", ".avro", ".orc", ".metadata.json", ".puffin")
+TABLE_FILE_SUFFIXES = (".parquet", ".avro", ".orc", ".metadata.json", ".puffin")
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def unreferenced(listed: Iterable[ListedFile], referenced: set[str], older_than:
     return [
         f
         for f in listed
-        if f.path.endswith(_TABLE_FILE_SUFFIXES) and f.path not in referenced and f.modified < older_than
+        if f.path.endswith(TABLE_FILE_SUFFIXES) and f.path not in referenced and f.modified < older_than
     ]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.catalog.sql import IcebergTables
 from pyiceberg.exceptions import (
     CommitFailedException,
     NoSuchTableError,
@@ -34,6 +35,7 @@ from pyiceberg.table.snapshots import (
 )
 from pyiceberg.table.sorting import SortField, SortOrder
 from pyiceberg.transforms import IdentityTransform
+from sqlalchemy import Connection, delete
 from sqlalchemy.exc import IntegrityError
 
 from sketch_core.config import Settings
@@ -66,6 +68,7 @@ from sketch_core.tables.file_changes import (
     apply_snapshot_files,
     read_snapshot_files,
 )
+from sketch_core.tables.locations import location_taken, new_table_location, purge_location
 from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
@@ -143,8 +146,12 @@ class TableService:
         if self.commit_log.get_table(name) is not None:
             raise TableExistsError(name)
         arrow = sort_rows(arrow, keys)
-        namespace, _ = split_table_name(name)
+        namespace, table_name = split_table_name(name)
         self.catalog.create_namespace_if_not_exists(namespace)
+        # Private PyIceberg helper (pinned <0.13): the catalog's default location for the table.
+        location = new_table_location(
+            self.catalog._get_default_warehouse_location(namespace, table_name), location_taken
+        )
         schema = self.catalog._convert_schema_if_needed(arrow.schema)
         sort_order = SortOrder(
             *[SortField(source_id=schema.find_field(k).field_id, transform=IdentityTransform()) for k in keys]
@@ -153,7 +160,11 @@ class TableService:
         try:
             with recording(pending):
                 txn = self.catalog.create_table_transaction(
-                    name, schema=schema, sort_order=sort_order, properties=self._table_properties()
+                    name,
+                    schema=schema,
+                    location=location,
+                    sort_order=sort_order,
+                    properties=self._table_properties(),
                 )
                 self._append_in_files(txn, arrow)
                 txn.commit_transaction()
@@ -162,6 +173,49 @@ class TableService:
         assert pending.seq is not None
         log.info("created %s with %d rows at sequence %d", name, arrow.num_rows, pending.seq)
         return pending.seq
+
+    def drop(self, name: str, forget: Callable[[Connection, int], None] | None = None) -> int:
+        """Drop ``name``: remove it from the catalog and end its history with a 'drop' commit,
+        in one metastore transaction (``forget(conn, table_id)`` removes, in it, what other
+        stores keep about the table); then delete its files. Returns the drop's sequence number.
+
+        Writers wait for the drop (it takes the commit lock) and then find no table. A reader
+        that pinned the table before reads files that are gone, as after a snapshot expiry. The
+        name is free at once; a table created under it later starts a history of its own.
+        """
+        name = self._require(name).name
+        namespace, table_name = split_table_name(name)
+        try:
+            location: str | None = self.catalog.load_table(name).location()
+        except NoSuchTableError:  # a drop that died after the catalog let go of it: finish it
+            location = None
+        iceberg = IcebergTables
+        with self.commit_log.engine.begin() as conn:
+            seq = CommitLog.next_sequence(conn)  # the commit lock: no write to it runs meanwhile
+            table_id = CommitLog.table_id(conn, name)
+            if table_id is None:
+                raise TableNotFoundError(name)
+            conn.execute(
+                delete(iceberg).where(
+                    iceberg.catalog_name == self.catalog.name,
+                    iceberg.table_namespace == namespace,
+                    iceberg.table_name == table_name,
+                )
+            )
+            if forget is not None:
+                forget(conn, table_id)
+            CommitLog.record_drop(conn, table_id, seq)
+        self._records.pop(name, None)
+        self._loaded.pop(name, None)
+        log.info("dropped %s at sequence %d", name, seq)
+        self.recorded_rows.remove_through(name, seq)
+        if location is not None:
+            try:
+                removed = purge_location(location)
+                log.info("deleted %d files (%d bytes) of %s", removed.files, removed.bytes, name)
+            except OSError as exc:  # the drop stands; what is left is only disk space
+                log.warning("could not delete the files of %s under %s: %s", name, location, exc)
+        return seq
 
     def append(self, name: str, data: Any) -> int:
         name, record, table = self._open(name, fresh=True)
@@ -571,7 +625,12 @@ class TableService:
 
     def _require(self, name: str) -> TableRecord:
         name = normalize_table_name(name)
-        record = self._records.get(name)  # registrations are never changed or removed
+        record = self._records.get(name)
+        if record is not None and self.commit_log.superseded(name, record.table_id):
+            # Dropped (and perhaps created again) since: by another process, or this one.
+            del self._records[name]
+            self._loaded.pop(name, None)
+            record = None
         if record is None:
             record = self.commit_log.get_table(name)
             if record is None:
@@ -603,6 +662,7 @@ class TableService:
     def _commit_at(self, name: str, sequence: int | None) -> CommitRecord:
         commit = self.commit_log.commit_at(name, sequence)
         if commit is None:
+            self._require(name)  # dropped since it was looked up: TableNotFoundError
             raise SnapshotNotFoundError(name, sequence if sequence is not None else 0)
         return commit
 
@@ -627,7 +687,10 @@ class TableService:
         """
         attempts = self.settings.commit_attempts
         for attempt in range(1, attempts + 1):
-            table = self.catalog.load_table(name)
+            try:
+                table = self.catalog.load_table(name)
+            except NoSuchTableError as exc:  # dropped meanwhile
+                raise TableNotFoundError(name) from exc
             pending = PendingCommit(name, operation, added_rows=added_rows)
             # The rows this commit removes, found on the metadata the transaction starts from.
             recorded = changed_rows(table) if changed_rows is not None else None

@@ -40,6 +40,15 @@ def test_tables_verbs_round_trip(env: dict[str, str], ns: str, tmp_path: Path) -
     listed = runner.invoke(app, ["tables", "list"], env=env, terminal_width=200)
     assert f"{ns}.r" in listed.output and "110" in listed.output
 
+    declined = runner.invoke(app, ["tables", "drop", f"{ns}.r"], env=env, input="n\n")
+    assert declined.exit_code != 0 and "Aborted" in declined.output
+    assert f"{ns}.r" in runner.invoke(app, ["tables", "list"], env=env, terminal_width=200).output
+    dropped = runner.invoke(app, ["tables", "drop", f"{ns}.r", "--yes"], env=env)
+    assert dropped.exit_code == 0 and f"dropped {ns}.r at commit sequence" in dropped.output
+    assert f"{ns}.r" not in runner.invoke(app, ["tables", "list"], env=env, terminal_width=200).output
+    again = runner.invoke(app, ["tables", "drop", f"{ns}.r", "--yes"], env=env)
+    assert again.exit_code == EXIT_TERMINAL and "unknown table" in again.output
+
 
 def test_errors_are_explained_with_exit_codes(env: dict[str, str], ns: str, tmp_path: Path) -> None:
     runner = CliRunner()

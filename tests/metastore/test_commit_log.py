@@ -34,3 +34,39 @@ def test_commit_log_matches_the_database_before_and_after_new_commits(svc: Sketc
                 expected = _uncached(log).commits(table, after_seq=after, until_seq=until)
                 assert log.commits(table, after_seq=after, until_seq=until) == expected, (table, after, until)
     assert log.newest_seen(a) == later[-1] and log.newest_seen(b) == later[2]
+
+
+def test_a_name_dropped_and_created_again_has_the_new_tables_history_only(
+    svc: SketchService, ns: str
+) -> None:
+    name, other = f"{ns}.a", f"{ns}.b"
+    first = svc.tables.create(name, synthetic_table(10, groups=2), sort_by=["key"])
+    svc.tables.create(other, synthetic_table(10, groups=2), sort_by=["key"])
+    old_append = svc.tables.append(name, synthetic_table(5, groups=2, key_start=100))
+    log = CommitLog(svc.engine)  # its window holds the old table's commits
+    log.latest_sequence()
+    old_id = svc.tables.record(name).table_id
+
+    dropped = svc.drop_table(name)
+    assert log.latest_sequence() == dropped
+    assert log.superseded(name, old_id) and not log.superseded(other, svc.tables.record(other).table_id)
+    assert log.commit_at(name, None) is None and log.newest_seen(name) is None
+    created = svc.tables.create(name, synthetic_table(4, groups=2), sort_by=["key"])
+    appended = svc.tables.append(name, synthetic_table(2, groups=2, key_start=50))
+    log.latest_sequence()
+    assert log.superseded(name, old_id) and not log.superseded(name, svc.tables.record(name).table_id)
+
+    for seq in [None, first, old_append, dropped, created, appended]:
+        assert log.commit_at(name, seq) == _uncached(log).commit_at(name, seq), seq
+    assert log.commit_at(name, old_append) is None, "the old table's sequences are not this table's"
+    for after in [0, first, dropped, created]:
+        assert log.commits(name, after_seq=after) == _uncached(log).commits(name, after_seq=after), after
+    assert [c.seq for c in log.commits(name)] == [created, appended]
+    everything = [(c.seq, c.operation) for c in log.commits(after_seq=first - 1) if c.table == name]
+    assert everything == [
+        (first, "create"),
+        (old_append, "append"),
+        (dropped, "drop"),
+        (created, "create"),
+        (appended, "append"),
+    ]
