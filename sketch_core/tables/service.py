@@ -187,7 +187,10 @@ class TableService:
         namespace, table_name = split_table_name(name)
         try:
             location: str | None = self.catalog.load_table(name).location()
-        except NoSuchTableError:  # a drop that died after the catalog let go of it: finish it
+        except NoSuchTableError:  # not in the catalog (its entry removed by hand): drop the rest
+            location = None
+        except FileNotFoundError as exc:  # its metadata is gone (a moved warehouse): same
+            log.warning("dropping %s without deleting its files: %s", name, exc)
             location = None
         iceberg = IcebergTables
         with self.commit_log.engine.begin() as conn:

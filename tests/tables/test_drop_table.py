@@ -3,6 +3,7 @@ a table created again under the name."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -120,3 +121,13 @@ def test_a_table_read_by_sketches_is_dropped_only_with_them(spark_svc: SketchSer
     used = svc.query(sql)
     assert used.sketch == (sketch, 2)
     assert sorted_rows(used.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
+
+
+def test_a_table_whose_files_are_gone_can_still_be_dropped(svc: SketchService, ns: str) -> None:
+    name = f"{ns}.lost"
+    svc.tables.create(name, rows(100), sort_by=["key"])
+    shutil.rmtree(location(svc, name))  # metadata and data deleted behind the catalog's back
+    svc.drop_table(name)
+    assert not svc.tables.exists(name)
+    svc.tables.create(name, rows(10), sort_by=["key"])
+    assert svc.tables.pin(name).record_count == 10
