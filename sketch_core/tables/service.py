@@ -74,6 +74,7 @@ from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
 from sketch_core.tables.statistics import describe_file
+from sketch_core.tables.transactions import transaction
 
 log = logging.getLogger(__name__)
 
@@ -701,7 +702,7 @@ class TableService:
                 with recording(pending), warnings.catch_warnings():
                     # PyIceberg warns when a delete matches nothing; that is not an error here.
                     warnings.filterwarnings("ignore", message="Delete operation did not match any records")
-                    txn = table.transaction()
+                    txn = transaction(table)
                     build(txn)
                     txn.commit_transaction()
             except (CommitFailedException, ValidationException):
