@@ -193,7 +193,7 @@ class TableService:
         except FileNotFoundError as exc:  # its metadata is gone (a moved warehouse): same
             log.warning("dropping %s without deleting its files: %s", name, exc)
             location = None
-        iceberg = IcebergTables
+        iceberg = IcebergTables  # PyIceberg's catalog table, in the metastore's database
         with self.commit_log.engine.begin() as conn:
             seq = CommitLog.next_sequence(conn)  # the commit lock: no write to it runs meanwhile
             table_id = CommitLog.table_id(conn, name)
@@ -415,7 +415,8 @@ class TableService:
 
     def _arrow_schema(self, name: str, table: Table) -> pa.Schema:
         """The table's current schema in Arrow, converted once per schema (every pin needs it)."""
-        key = (name, table.metadata.current_schema_id)
+        # By the table's uuid, not its name: a table created again under a name has its own.
+        key = (str(table.metadata.table_uuid), table.metadata.current_schema_id)
         schema = self._arrow_schemas.get(key)
         if schema is None:
             schema = self._arrow_schemas[key] = table.schema().as_arrow()

@@ -30,6 +30,13 @@ def rows(n: int, start: int = 0) -> pa.Table:
     return synthetic_table(n, groups=10, seed=start, key_start=start)
 
 
+def notes(n: int, start: int = 0) -> pa.Table:
+    """Rows of another shape than ``rows``."""
+    return pa.table(
+        {"key": pa.array(range(start, start + n), pa.int64()), "note": [f"n{i}" for i in range(n)]}
+    )
+
+
 def location(svc: SketchService, name: str) -> Path:
     return Path(filesystem_path(svc.catalog.load_table(name).location()))
 
@@ -74,17 +81,18 @@ def test_a_dropped_table_is_gone_with_its_files_and_its_name_is_free(svc: Sketch
     assert [c.operation for c in history] == ["create", "append", "drop"]
     assert history[-1].seq == dropped
 
-    # The name again: a table with a history of its own.
-    created = svc.tables.create(name, rows(50, start=5000), sort_by=["key"])
+    # The name again: a table with a history (and columns) of its own.
+    created = svc.tables.create(name, notes(50), sort_by=["key"])
     assert [(c.seq, c.operation) for c in svc.tables.commits(name)] == [(created, "create")]
     for service in (svc, other):
         pinned = service.tables.pin(name)
         assert (pinned.sequence, pinned.record_count) == (created, 50)
+        assert pinned.schema.names == ["key", "note"]
     with pytest.raises(SnapshotNotFoundError):
         svc.tables.pin(name, before_drop)  # the old table's sequence: before this one existed
     delta = svc.tables.delta(name, before_drop)
     assert (delta.inserted.num_rows, delta.deleted.num_rows) == (50, 0)
-    appended = other.tables.append(name, rows(7, start=6000))
+    appended = other.tables.append(name, notes(7, start=6000))
     assert svc.tables.pin(name).record_count == 57 and svc.tables.commits(name)[-1].seq == appended
 
 
