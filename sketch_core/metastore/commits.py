@@ -47,13 +47,6 @@ class CommitRecord:
     table_id: int = 0
 
 
-def current_life(records: list[CommitRecord]) -> list[CommitRecord]:
-    """The commits (of one name, in sequence order) of the table that now bears the name: those
-    after its last drop; none when the drop is the last commit (the name is free)."""
-    last_drop = next((i for i in range(len(records) - 1, -1, -1) if records[i].operation == "drop"), None)
-    return records if last_drop is None else records[last_drop + 1 :]
-
-
 @dataclass(frozen=True)
 class NewCommit:
     """What a writer knows about its commit before it has a sequence number."""
@@ -85,13 +78,31 @@ class _CommitWindow:
         self.start = max((r.seq for r in newest), default=0)
         self.through = self.start
         self.commits: list[CommitRecord] = []  # after ``start``, in sequence order
-        self.by_table: dict[str, list[CommitRecord]] = {r.table: [r] for r in newest}
+        self.by_table: dict[str, list[CommitRecord]] = {}
+        # Per name, where the commits of the table that bears it now start in by_table: after
+        # its last drop (a name dropped and created again has had several tables).
+        self.life_start: dict[str, int] = {}
+        for record in newest:  # in sequence order: a name's newest registration comes last
+            self.by_table[record.table] = []
+            self.life_start[record.table] = 0
+            self._add(record)
 
     def extend(self, records: list[CommitRecord]) -> None:
         for record in records:
             self.commits.append(record)
-            self.by_table.setdefault(record.table, []).append(record)
+            self._add(record)
             self.through = max(self.through, record.seq)
+
+    def _add(self, record: CommitRecord) -> None:
+        records = self.by_table.setdefault(record.table, [])
+        records.append(record)
+        if record.operation == "drop":
+            self.life_start[record.table] = len(records)
+
+    def life(self, table: str) -> tuple[list[CommitRecord], int]:
+        """The name's commits, and the index where those of the table bearing it now start
+        (``len`` of the list: the name is free)."""
+        return self.by_table.get(table, []), self.life_start.get(table, 0)
 
     def covers(self, table: str | None, seq: int) -> bool:
         """Whether the window knows every commit (of ``table``, or of all) after ``seq``: from
@@ -103,16 +114,16 @@ class _CommitWindow:
 
     def newest(self, table: str, seq: int | None) -> CommitRecord | None:
         """The newest commit of ``table`` at or before ``seq`` (which the window covers)."""
-        records = current_life(self.by_table.get(table, []))
+        records, start = self.life(table)
         if seq is None:
-            return records[-1] if records else None
-        index = bisect.bisect_right(records, seq, key=lambda r: r.seq)
-        return records[index - 1] if index else None
+            return records[-1] if len(records) > start else None
+        index = bisect.bisect_right(records, seq, lo=start, key=lambda r: r.seq)
+        return records[index - 1] if index > start else None
 
     def between(self, table: str | None, after_seq: int, until_seq: int | None) -> list[CommitRecord]:
         """Commits with ``after_seq < seq <= until_seq``, where the window covers ``after_seq``."""
-        records = self.commits if table is None else current_life(self.by_table.get(table, []))
-        first = bisect.bisect_right(records, after_seq, key=lambda r: r.seq)
+        records, start = (self.commits, 0) if table is None else self.life(table)
+        first = bisect.bisect_right(records, after_seq, lo=start, key=lambda r: r.seq)
         return [r for r in records[first:] if until_seq is None or r.seq <= until_seq]
 
 
@@ -227,7 +238,7 @@ class CommitLog:
         self, name: str | None = None, *, after_seq: int = 0, until_seq: int | None = None
     ) -> list[CommitRecord]:
         """Commits (of one table, or all) with ``after_seq < seq <= until_seq`` (None: latest).
-        A name's commits are those of the table that bears it now (see :func:`current_life`)."""
+        A name's commits are those of the table that bears it now (after its last drop)."""
         with self._lock:
             window = self._window
             if until_seq is None or window is None or until_seq > window.through:
@@ -274,11 +285,10 @@ class CommitLog:
         ``name`` (dropped, or dropped and created again), without asking the database."""
         with self._lock:
             window = self._window
-            records = window.by_table.get(name, []) if window is not None else []
+            records, start = window.life(name) if window is not None else ([], 0)
             if not records:
                 return False
-            life = current_life(records)
-            return not life or life[-1].table_id != table_id
+            return len(records) == start or records[-1].table_id != table_id
 
     def sequence_older_than(self, seconds: float) -> int:
         """The newest global sequence committed at least ``seconds`` ago by the database clock

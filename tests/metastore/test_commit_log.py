@@ -51,6 +51,9 @@ def test_a_name_dropped_and_created_again_has_the_new_tables_history_only(
     assert log.latest_sequence() == dropped
     assert log.superseded(name, old_id) and not log.superseded(other, svc.tables.record(other).table_id)
     assert log.commit_at(name, None) is None and log.newest_seen(name) is None
+    fresh = _uncached(log)  # its window starts after the drop
+    assert fresh.commit_at(name, None) is None and fresh.commits(name) == []
+    assert fresh.latest_sequence() == dropped and fresh.superseded(name, old_id)
     created = svc.tables.create(name, synthetic_table(4, groups=2), sort_by=["key"])
     appended = svc.tables.append(name, synthetic_table(2, groups=2, key_start=50))
     log.latest_sequence()
