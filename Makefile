@@ -25,6 +25,7 @@ bench: setup
 	$(BIN)/python -m benchmarks.maintenance --scale $(SF)
 	$(BIN)/python -m benchmarks.maintenance_synthetic --rows $(SYNTHETIC_ROWS)
 	$(BIN)/python -m benchmarks.attribute_choice --scale $(SF) --rows $(SYNTHETIC_ROWS)
+	$(BIN)/python -m benchmarks.table_writes --rows $(SYNTHETIC_ROWS)
 
 # When to maintain, recapture or skip (issue 6): four strategies over mixed update/report
 # streams. The issue's size is WORKLOAD_OPS=1000 (hours: WORKLOAD_FLAGS=--resume continues a
