@@ -146,6 +146,7 @@ class Contender:
     reports: int = 0
     served: Counter[str] = dataclasses.field(default_factory=Counter)
     last: QueryResult | None = None
+    correct: bool = True  # the stream's last report equals the plain query at its snapshot
 
     @property
     def uses_sketches(self) -> bool:
@@ -155,7 +156,7 @@ class Contender:
     def sketch(self) -> str:
         return self.table.replace(".", "_")
 
-    def step(self, op: str) -> None:
+    def step(self, op: str, final_report: bool = False) -> None:
         started = time.perf_counter()
         if op == "U":
             self.updates.apply()
@@ -165,11 +166,16 @@ class Contender:
         self.report_s += time.perf_counter() - started
         self.reports += 1
         self.served["sketch" if self.last.sketch is not None else "plain"] += 1
+        if final_report:  # checked now, untimed: a later collection may expire its snapshot
+            plain = self.svc.query(self.sql, snapshot=self.last.sequence, use_sketches=False)
+            self.correct = sorted(self.last.table.to_pylist(), key=repr) == sorted(
+                plain.table.to_pylist(), key=repr
+            )
 
     def collect(self) -> None:
         """Collect this strategy's garbage: with a sketch, what its kept version no longer
         needs (its own snapshots and later stay, for incremental maintenance); without one,
-        every snapshot before the last report's (the cell ends checking that report)."""
+        every snapshot before the last report's."""
         started = time.perf_counter()
         if self.uses_sketches:
             self.svc.collect_garbage([self.sketch])
@@ -189,12 +195,6 @@ class Contender:
             print(f"  could not drop {self.table}: {exc}", flush=True)
 
     def cell(self, ratio: str, delta: int, ops: int) -> Cell:
-        correct = True
-        if self.last is not None:  # the last report equals the plain query at its snapshot
-            plain = self.svc.query(self.sql, snapshot=self.last.sequence, use_sketches=False)
-            correct = sorted(self.last.table.to_pylist(), key=repr) == sorted(
-                plain.table.to_pylist(), key=repr
-            )
         served = Counter(self.served)
         if self.uses_sketches:
             runs = self.svc.sketches.runs(self.sketch)[1:]  # after the capture
@@ -209,7 +209,7 @@ class Contender:
             self.report_s,
             self.update_s,
             dict(served),
-            correct,
+            self.correct,
             collect_s=self.collect_s,
         )
 
@@ -260,10 +260,11 @@ def run_cells(
     after another, the same strategy's total varied by a fifth between runs)."""
     sides = [contender(base, rows, ratio, delta, s, seed) for s in strategies]
     stream = schedule(ratio, ops)
+    final_report = max((i for i, op in enumerate(stream) if op == "Q"), default=-1)
     for index, op in enumerate(stream):
         shift = index % len(sides)
         for side in sides[shift:] + sides[:shift]:
-            side.step(op)
+            side.step(op, final_report=index == final_report)
             if (index + 1) % COLLECT_EVERY == 0:
                 side.collect()
         if progress and (index + 1) % max(1, ops // 10) == 0:
