@@ -649,8 +649,12 @@ class TableService:
         """The table's metadata, at least as new as its newest commit the commit log has seen.
 
         A loaded table is reused until the commit log sees a newer commit of it, which saves
-        the catalog query of every load.
+        the catalog query of every load. ``fresh`` (a write) loads it from the catalog, after
+        the commit log has seen every commit (a registration replaced by a drop and a create
+        elsewhere is then known: the write sorts by the new table's key).
         """
+        if fresh:
+            self.commit_log.latest_sequence()
         record = self._require(name)
         seen = self.commit_log.newest_seen(record.name)
         loaded = self._loaded.get(record.name)

@@ -92,7 +92,10 @@ def test_a_dropped_table_is_gone_with_its_files_and_its_name_is_free(svc: Sketch
         svc.tables.pin(name, before_drop)  # the old table's sequence: before this one existed
     delta = svc.tables.delta(name, before_drop)
     assert (delta.inserted.num_rows, delta.deleted.num_rows) == (50, 0)
+    svc.drop_table(name)  # and again, with another sort key, while `other` has it cached
+    created = svc.tables.create(name, notes(50), sort_by=["note"])
     appended = other.tables.append(name, notes(7, start=6000))
+    assert other.tables.record(name).sort_by == ("note",)
     assert svc.tables.pin(name).record_count == 57 and svc.tables.commits(name)[-1].seq == appended
 
 
