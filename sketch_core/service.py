@@ -186,6 +186,10 @@ def _sketch_identity(query_sql: str, params: Mapping[str, Any], partition_ids: M
     return json.dumps([query_sql, params, sorted(partition_ids.items())], sort_keys=True, default=str)
 
 
+def _definition_identity(definition: SketchDefinition) -> str:
+    return _sketch_identity(definition.query_sql, definition.params, definition.partition_ids)
+
+
 @dataclass(frozen=True)
 class _KeptEngine:
     identity: str
@@ -1029,7 +1033,7 @@ class SketchService:
         kept, or one kept for another version or another sketch of the same name); ``take``
         removes whatever was kept from the cache."""
         kept = self._engines.pop(definition.name, None) if take else self._engines.get(definition.name)
-        identity = _sketch_identity(definition.query_sql, definition.params, definition.partition_ids)
+        identity = _definition_identity(definition)
         if kept is None or kept.version != record.version or kept.identity != identity:
             return None
         return kept.maintained
@@ -1273,7 +1277,7 @@ class SketchService:
             raise
         faults.reached("published")
         if keeps:
-            identity = _sketch_identity(definition.query_sql, definition.params, definition.partition_ids)
+            identity = _definition_identity(definition)
             self._keep_engine(identity, name, published.version, maintained)
         seconds = time.perf_counter() - started
         where = "spark" if spark_used[0] else "in-process"

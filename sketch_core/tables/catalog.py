@@ -26,7 +26,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.typedef import Identifier
-from sqlalchemy import Connection, Select, bindparam, insert, select, text, update
+from sqlalchemy import Connection, Select, bindparam, delete, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -254,22 +254,30 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
         self._remember_metadata(staged.metadata_location, staged.metadata)
         return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
 
+    def _entry(self, namespace: str, table_name: str) -> tuple[Any, ...]:
+        """The conditions selecting the table's row in PyIceberg's catalog table."""
+        return (
+            IcebergTables.catalog_name == self.name,
+            IcebergTables.table_namespace == namespace,
+            IcebergTables.table_name == table_name,
+        )
+
     def _swap_pointer(
         self, conn: Connection, namespace: str, table_name: str, expected: str, new: str
     ) -> None:
         """Point the table at ``new`` if it still points at ``expected``, else a lost race."""
         result = conn.execute(
             update(IcebergTables)
-            .where(
-                IcebergTables.catalog_name == self.name,
-                IcebergTables.table_namespace == namespace,
-                IcebergTables.table_name == table_name,
-                IcebergTables.metadata_location == expected,
-            )
+            .where(*self._entry(namespace, table_name), IcebergTables.metadata_location == expected)
             .values(metadata_location=new, previous_metadata_location=expected)
         )
         if result.rowcount < 1:
             raise CommitFailedException(f"{namespace}.{table_name} was changed by another commit")
+
+    def remove_entry(self, conn: Connection, namespace: str, table_name: str) -> None:
+        """Remove the table from the catalog inside the caller's transaction (a drop, which
+        records its commit in the same one); its files stay for the caller to delete."""
+        conn.execute(delete(IcebergTables).where(*self._entry(namespace, table_name)))
 
 
 def open_catalog(uri: str, warehouse: str, name: str = "sketch", **properties: Any) -> RecordingSqlCatalog:

@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.catalog.sql import IcebergTables
 from pyiceberg.exceptions import (
     CommitFailedException,
     NoSuchTableError,
@@ -35,7 +34,7 @@ from pyiceberg.table.snapshots import (
 )
 from pyiceberg.table.sorting import SortField, SortOrder
 from pyiceberg.transforms import IdentityTransform
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from sketch_core.config import Settings
@@ -195,19 +194,12 @@ class TableService:
         except FileNotFoundError as exc:  # its metadata is gone (a moved warehouse): same
             log.warning("dropping %s without deleting its files: %s", name, exc)
             location = None
-        iceberg = IcebergTables  # PyIceberg's catalog table, in the metastore's database
-        with self.commit_log.engine.begin() as conn:
+        with self.commit_log.engine.begin() as conn:  # the catalog's tables live beside ours
             seq = CommitLog.next_sequence(conn)  # the commit lock: no write to it runs meanwhile
             table_id = CommitLog.table_id(conn, name)
             if table_id is None:
                 raise TableNotFoundError(name)
-            conn.execute(
-                delete(iceberg).where(
-                    iceberg.catalog_name == self.catalog.name,
-                    iceberg.table_namespace == namespace,
-                    iceberg.table_name == table_name,
-                )
-            )
+            self.catalog.remove_entry(conn, namespace, table_name)
             if forget is not None:
                 forget(conn, table_id)
             CommitLog.record_drop(conn, table_id, seq)
