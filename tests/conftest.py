@@ -6,6 +6,7 @@ SKETCH_TEST_METASTORE_URL), Spark runs local[2], Iceberg tables live in a temp w
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,11 @@ from sketch_core.localstack.postgres import PrivatePostgres
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.service import SketchService
 from sketch_core.spark.session import build_session
+
+# py4j logs at INFO when its last connection is garbage-collected at interpreter exit, after
+# pytest has closed the stream the logging handlers (Airflow's) write to: a "--- Logging error
+# ---" traceback after the summary line, which reads like a failure.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 # Generated histories per property test: a quick setting for `make test` and CI, a long one for
 # soak runs (SKETCH_HYPOTHESIS_PROFILE=long).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -48,6 +49,7 @@ def _airflow_database() -> tuple[Databases, bool]:
 _DATABASES, _STARTED_SERVER = _airflow_database()
 _URL = _DATABASES.create("airflow_test")
 _HOME = Path(tempfile.mkdtemp(prefix="airflow-home-"))
+_DAGS = _dags_folder()
 # Users of Airflow's simple auth manager, for the UI tests: an admin and a viewer.
 PASSWORDS = {"admin": "admin-test-password", "viewer": "viewer-test-password"}
 (_HOME / "passwords.json").write_text(json.dumps(PASSWORDS))
@@ -59,7 +61,7 @@ os.environ.update(
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=_URL,
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC=_URL.replace("+psycopg", "+psycopg_async"),
     AIRFLOW__CORE__LOAD_EXAMPLES="False",
-    AIRFLOW__CORE__DAGS_FOLDER=str(_dags_folder()),
+    AIRFLOW__CORE__DAGS_FOLDER=str(_DAGS),
     AIRFLOW__CORE__UNIT_TEST_MODE="True",
 )
 
@@ -70,6 +72,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _DATABASES.drop_all()
     if _STARTED_SERVER and _DATABASES.server is not None:
         _DATABASES.server.stop_unless_in_use()
+    # rmtree unlinks the DAG folder's symlinks; it does not follow them into the repository.
+    for temporary in (_DAGS, _HOME):
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
