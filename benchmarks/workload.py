@@ -29,6 +29,8 @@ import json
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -286,7 +288,8 @@ def _group_sums(data: object) -> list[float]:
 def save(measured: list[Cell], rows: int, ops: int) -> list[Cell]:
     """Merge newly measured cells into this size's results (a cell measured again replaces
     its old figures) and rewrite the report; returns every cell. Runs over disjoint cells may
-    go on in parallel (``--ratios``/``--deltas``): the merge holds a lock on the file."""
+    go on in parallel (``--ratios``/``--deltas``, each with a warehouse of its own, see
+    :func:`warehouse_lock`): the merge holds a lock on the file."""
     RESULTS.mkdir(exist_ok=True)
     path = (RESULTS / f"workload_{rows}_{ops}").with_suffix(".json")
     with open(path.with_suffix(".lock"), "w") as lock:
@@ -374,13 +377,17 @@ def main() -> None:
         "--resume",
         action="store_true",
         help="run only the cells not yet measured at this size (measured cells are always merged "
-        "into the size's results, so runs over disjoint --ratios/--deltas may go on in parallel)",
+        "into the size's results, so runs over disjoint --ratios/--deltas may go on in parallel, "
+        "each with its own SKETCH_HOME)",
     )
     args = parser.parse_args()
     home = Settings.from_env().warehouse.parent
     done = {(c.ratio, c.delta, c.strategy) for c in load_cells(args.rows, args.ops)} if args.resume else set()
     measured: list[Cell] = []
-    with bench_service(0.01, home, prefix="workload_") as base:  # TPC-H SF0.01: loaded, unused
+    with (
+        warehouse_lock(home),
+        bench_service(0.01, home, prefix="workload_") as base,  # TPC-H SF0.01: loaded, unused
+    ):
         strategies = args.strategies.split(",")
         for ratio, delta in itertools.product(
             args.ratios.split(","), (int(d) for d in args.deltas.split(","))
@@ -398,6 +405,25 @@ def main() -> None:
             save(measured, args.rows, args.ops)  # as it goes: --resume continues from here
     cells = save(measured, args.rows, args.ops)
     print(report(cells, args.rows, args.ops).read_text())
+
+
+@contextmanager
+def warehouse_lock(home: Path) -> Iterator[None]:
+    """Hold ``home`` (the warehouses' parent) for this run alone. The strategies collect their
+    garbage with no retention time, so a collection deletes every state file no published
+    version reads, another run's written but not yet published ones included: two runs may go
+    on in parallel only with warehouses of their own (SKETCH_HOME)."""
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".workload-benchmark.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(
+                f"error: another workload benchmark is running on {home}; to run one beside it, "
+                "give this one a directory of its own (SKETCH_HOME=/some/other/dir); its cells "
+                "are merged into the same results"
+            ) from None
+        yield
 
 
 def _commit() -> str:
