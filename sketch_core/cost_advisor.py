@@ -79,9 +79,9 @@ class CostAdvisor:
         entry = self._fresh(name, max_age)
         if entry is not None:
             return entry
-        observations = self.records.observations(name)
-        model = CostModel.fitted(observations, share=self.share(name))
-        entry = _Fitted(self.clock(), model, self.records.template_of(name))
+        recorded = self.records.recorded_runs(name)
+        model = CostModel.fitted(recorded.observations, share=self.share(name))
+        entry = _Fitted(self.clock(), model, recorded.template)
         self._fitted[name] = entry
         return entry
 

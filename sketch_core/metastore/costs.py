@@ -6,10 +6,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, and_, func, insert, select
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Select,
+    Text,
+    and_,
+    case,
+    func,
+    insert,
+    literal,
+    select,
+    union_all,
+)
 
 from sketch_core.costs.choose import Choice
 from sketch_core.costs.model import Observation
+from sketch_core.errors import SketchNotFoundError
 from sketch_core.metastore import schema as t
 from sketch_core.metastore.sketches import sketch_id_of
 
@@ -17,6 +30,14 @@ from sketch_core.metastore.sketches import sketch_id_of
 RECENT_RUNS = 200
 # The commits the query rate is measured over.
 QUERY_WINDOW_COMMITS = 20
+
+
+@dataclass(frozen=True)
+class RecordedRuns:
+    """What a sketch's cost models are fitted from."""
+
+    template: str | None  # the key its plain runs are recorded under
+    observations: dict[str, list[Observation]]
 
 
 @dataclass(frozen=True)
@@ -55,55 +76,32 @@ class CostRecords:
                 )
             )
 
-    def template_of(self, name: str) -> str:
-        """The template key of the sketch's query (its plain runs are recorded under it)."""
-        with self.engine.connect() as conn:
-            sketch_id = sketch_id_of(conn, name)
-            return str(
-                conn.execute(
-                    select(t.sketches.c.template_key).where(t.sketches.c.sketch_id == sketch_id)
-                ).scalar_one()
-            )
-
     def observations(self, name: str, recent: int = RECENT_RUNS) -> dict[str, list[Observation]]:
         """The sketch's recorded runs by operation (see :mod:`sketch_core.costs.model`): its
         captures, and recaptures (captures included), by table rows; incremental runs by delta
         rows (those that first built their state on Spark left out); its template's queries
         with this sketch (``use``) and without any (``plain``) by table rows."""
-        runs = t.maintenance_runs
-        queries = t.query_runs
-        with self.engine.connect() as conn:
-            sketch_id = sketch_id_of(conn, name)
-            template = conn.execute(
-                select(t.sketches.c.template_key).where(t.sketches.c.sketch_id == sketch_id)
-            ).scalar_one()
-            found: dict[str, list[Observation]] = {}
-            found["capture"] = self._runs(conn, sketch_id, "capture", runs.c.table_rows, recent)
-            # A recapture is a capture at the new snapshot: the captures count as its runs too.
-            found["full"] = self._runs(conn, sketch_id, "full", runs.c.table_rows, recent) + found["capture"]
-            found["incremental"] = self._runs(conn, sketch_id, "incremental", runs.c.delta_rows, recent)
-            used = queries.c.sketch_id == sketch_id
-            plain = and_(queries.c.template_key == template, queries.c.sketch_id.is_(None))
-            for operation, where in (("use", used), ("plain", plain)):
-                rows = conn.execute(
-                    select(queries.c.table_rows, queries.c.seconds)
-                    .where(where)
-                    .order_by(queries.c.run_id.desc())
-                    .limit(recent)
-                ).all()
-                found[operation] = [Observation(float(r.table_rows), float(r.seconds)) for r in rows]
-        return found
+        return self.recorded_runs(name, recent).observations
 
-    @staticmethod
-    def _runs(
-        conn: Connection, sketch_id: int, strategy: str, size: ColumnElement[Any], recent: int
-    ) -> list[Observation]:
-        runs = t.maintenance_runs
-        rows = conn.execute(
-            select(func.coalesce(size, 0).label("size"), runs.c.seconds)
+    def recorded_runs(self, name: str, recent: int = RECENT_RUNS) -> RecordedRuns:
+        """What a fit reads (:meth:`observations`, and the sketch's template), in one statement:
+        models are refitted on the query path, where every round trip to the metastore is paid
+        (the nine this took were ~10 ms of a report on a busy machine)."""
+        runs, queries, sketches = t.maintenance_runs, t.query_runs, t.sketches
+        target = select(sketches.c.sketch_id, sketches.c.template_key).where(sketches.c.name == name).cte()
+        size = case((runs.c.strategy == "incremental", runs.c.delta_rows), else_=runs.c.table_rows)
+        ranked = (
+            select(
+                runs.c.strategy.label("operation"),
+                func.coalesce(size, 0).label("size"),
+                runs.c.seconds,
+                func.row_number()
+                .over(partition_by=runs.c.strategy, order_by=runs.c.run_id.desc())
+                .label("nth"),
+            )
+            .join_from(runs, target, runs.c.sketch_id == target.c.sketch_id)
             .where(
-                runs.c.sketch_id == sketch_id,
-                runs.c.strategy == strategy,
+                runs.c.strategy.in_(("capture", "full", "incremental")),
                 runs.c.status == "succeeded",
                 runs.c.seconds.is_not(None),
                 runs.c.table_rows.is_not(None),
@@ -111,10 +109,48 @@ class CostRecords:
                 # not the incremental work that the runs after them do.
                 runs.c.built_state.is_(False),
             )
-            .order_by(runs.c.run_id.desc())
-            .limit(recent)
-        ).all()
-        return [Observation(float(r.size), float(r.seconds)) for r in rows]
+            .subquery()
+        )
+        no_template = literal(None, Text).label("template")
+        maintained = select(ranked.c.operation, ranked.c.size, ranked.c.seconds, no_template).where(
+            ranked.c.nth <= recent
+        )
+
+        def recent_queries(operation: str, where: ColumnElement[bool]) -> Select[Any]:
+            newest = (
+                select(queries.c.table_rows, queries.c.seconds)
+                .join_from(queries, target, where)
+                .order_by(queries.c.run_id.desc())
+                .limit(recent)
+                .subquery()
+            )
+            return select(
+                literal(operation).label("operation"), newest.c.table_rows, newest.c.seconds, no_template
+            )
+
+        used = recent_queries("use", queries.c.sketch_id == target.c.sketch_id)
+        plain = recent_queries(
+            "plain", and_(queries.c.template_key == target.c.template_key, queries.c.sketch_id.is_(None))
+        )
+        # One row names the template, and says that the sketch exists.
+        known = select(literal("").label("operation"), literal(0), literal(0.0), target.c.template_key)
+        with self.engine.connect() as conn:
+            rows = conn.execute(union_all(known, maintained, used, plain)).all()
+        found: dict[str, list[Observation]] = {
+            op: [] for op in ("capture", "full", "incremental", "use", "plain")
+        }
+        template: str | None = None
+        exists = False
+        for operation, row_size, seconds, row_template in rows:
+            if operation == "":
+                exists, template = True, row_template
+            else:
+                found[operation].append(Observation(float(row_size), float(seconds)))
+        if not exists:
+            raise SketchNotFoundError(name)
+        # A recapture is a capture at the new snapshot: the captures count as its runs too.
+        found["full"] += found["capture"]
+        return RecordedRuns(template, found)
 
     # -- decisions -------------------------------------------------------------------------------
     def record_decision(self, name: str, context: str, choice: Choice) -> None:
@@ -150,36 +186,33 @@ class CostRecords:
     def expected_queries(self, name: str, window: int = QUERY_WINDOW_COMMITS) -> float:
         """Runs of the sketch's query expected before its tables change again: the runs of its
         template since the ``window``-th newest commit to its tables, per commit since (1.0
-        before there is any history: one report per load)."""
+        before there is any history: one report per load). One statement, as it is read on
+        the query path."""
         c, tb, q = t.table_commits.c, t.tables.c, t.query_runs.c
+        sketches, versions = t.sketches, t.sketch_versions
+        newest = (
+            select(sketches.c.template_key, versions.c.table_snapshots)
+            .join_from(sketches, versions, versions.c.sketch_id == sketches.c.sketch_id)
+            .where(sketches.c.name == name)
+            .order_by(versions.c.version.desc())
+            .limit(1)
+            .cte()
+        )
+        tables = select(func.jsonb_object_keys(newest.c.table_snapshots))
+        recent = (
+            select(c.seq, c.committed_at)
+            .join_from(t.table_commits, t.tables, tb.table_id == c.table_id)
+            .where(tb.name.in_(tables))
+            .order_by(c.seq.desc())
+            .limit(window)
+            .cte()
+        )
+        since = select(recent.c.committed_at).order_by(recent.c.seq).limit(1).scalar_subquery()
+        template = select(newest.c.template_key).scalar_subquery()
+        runs = select(func.count()).where(q.template_key == template, q.ran_at > since).scalar_subquery()
+        commits = select(func.count()).select_from(recent).scalar_subquery()
         with self.engine.connect() as conn:
-            sketch_id = sketch_id_of(conn, name)
-            template, snapshots = conn.execute(
-                select(t.sketches.c.template_key, t.sketch_versions.c.table_snapshots)
-                .select_from(
-                    t.sketches.join(
-                        t.sketch_versions, t.sketch_versions.c.sketch_id == t.sketches.c.sketch_id
-                    )
-                )
-                .where(t.sketches.c.sketch_id == sketch_id)
-                .order_by(t.sketch_versions.c.version.desc())
-                .limit(1)
-            ).one()
-            times = (
-                conn.execute(
-                    select(c.committed_at)
-                    .select_from(t.table_commits.join(t.tables, tb.table_id == c.table_id))
-                    .where(tb.name.in_(list(snapshots)))
-                    .order_by(c.seq.desc())
-                    .limit(window)
-                )
-                .scalars()
-                .all()
-            )
-            if len(times) < 2:
-                return 1.0
-            since = times[-1]
-            runs = conn.execute(
-                select(func.count()).where(q.template_key == template, q.ran_at > since)
-            ).scalar_one()
-        return int(runs) / (len(times) - 1)
+            found, count = conn.execute(select(commits, runs)).one()
+        if found < 2:
+            return 1.0
+        return int(count) / (int(found) - 1)

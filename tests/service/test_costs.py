@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
+from sketch_core.algebra.frontend import template_key
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
+from sketch_core.errors import SketchNotFoundError
 from sketch_core.service import SketchService
 from tests.oracles.results import sorted_rows
 from tests.service.test_maintain import captured, fresh_fragments, maintained, sibling
@@ -127,6 +131,8 @@ def test_the_expected_queries_are_the_template_runs_per_load(spark_svc: SketchSe
             svc.query(sql, use_sketches=False)
     # Three loads after the first commit, two runs after each: two per load.
     assert svc.costs.expected_queries(name) == 2.0
+    # Over the two newest commits: the four runs since the older of them, for one load between.
+    assert svc.costs.expected_queries(name, window=2) == 4.0
 
 
 def test_a_query_maintains_or_skips_the_sketch_by_the_cost_model_once_per_snapshot(
@@ -285,3 +291,28 @@ def test_a_way_seldom_timed_and_estimated_close_is_tried_and_recorded_as_explori
     assert svc.query(sql).sketch == (name, 2)
     pinned_model(svc, name, use=(0.5, 0.0), plain=(0.1, 0.0))
     assert svc.query(sql).sketch is None
+
+
+def test_a_fit_reads_the_newest_runs_of_each_operation_and_the_template_in_one_read(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(2000, 30, seed=31), sort_by=["a"])
+    name, sql = captured(svc, table, "one_read", with_state=True)
+    for k in range(2):
+        DeltaGenerator(svc.tables, table, ("key",), seed=32 + k).inserts(10 + k).apply(svc.tables)
+        svc.maintain(name, "incremental")
+        svc.query(sql)
+        svc.query(sql, use_sketches=False)
+
+    recorded = svc.costs.recorded_runs(name, recent=1)
+    assert recorded.template == template_key(sql)
+    # The newest incremental run (11 delta rows), query with and without the sketch.
+    assert [o.size for o in recorded.observations["incremental"]] == [11]
+    assert [o.size for o in recorded.observations["use"]] == [2021]
+    assert [o.size for o in recorded.observations["plain"]] == [2021]
+    assert [o.size for o in recorded.observations["full"]] == [2000]  # the capture, as a recapture
+    assert svc.costs.recorded_runs(name).observations["incremental"] != recorded.observations["incremental"]
+    with pytest.raises(SketchNotFoundError):
+        svc.costs.recorded_runs(f"{name}_unknown")
