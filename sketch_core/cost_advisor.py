@@ -29,7 +29,11 @@ from sketch_core.metastore.costs import CostRecords
 log = logging.getLogger(__name__)
 
 # How long a fitted model (and the expected query rate) is reused before it is fitted again.
-MODEL_TTL_SECONDS = 30.0
+# A refit and the choice made again after it are a dozen metastore reads on the report's path;
+# at 30 s they came every other report of a workload that ran one every ~15 s (auto's stale
+# sketches then cost ~25 ms per report more than running without a sketch). Runs of an
+# operation a model knows little of refit it at once (``REFIT_UNTIL_RUNS``).
+MODEL_TTL_SECONDS = 120.0
 # A model is refitted after every new run of an operation it has fewer runs of than this.
 REFIT_UNTIL_RUNS = 5
 # An unchanged decision is recorded again after this long (its figures may have moved).

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sketch_core.config import Settings
-from sketch_core.cost_advisor import MODEL_TTL_SECONDS, CostAdvisor
+from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import load_rate
 from sketch_core.costs.budget import (
     Allocation,
@@ -42,6 +42,9 @@ from sketch_core.metastore.sketches import SketchRepository, VersionRecord
 from sketch_core.metastore.state_modes import StateMode, StateModeRepository
 
 log = logging.getLogger(__name__)
+
+# How long the state modes read from the metastore are reused (another process may allocate).
+MODES_TTL_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,10 @@ class StateBudget:
     # -- the current modes ---------------------------------------------------------------------
     def mode(self, name: str) -> StateMode | None:
         """The sketch's mode (None: never allocated, so its state is kept in full); read from
-        the metastore at most every MODEL_TTL_SECONDS (another process may have allocated)."""
+        the metastore at most every MODES_TTL_SECONDS (another process may have allocated)."""
         if not self.settings.state_budget_bytes:
             return None
-        if self._modes is None or self.clock() - self._modes[0] > MODEL_TTL_SECONDS:
+        if self._modes is None or self.clock() - self._modes[0] > MODES_TTL_SECONDS:
             self._modes = (self.clock(), self.modes.all())
         return self._modes[1].get(name)
 
