@@ -300,16 +300,10 @@ class SketchRepository:
     def version_for_snapshots(
         self, name: str, table_snapshots: Mapping[str, int | None]
     ) -> VersionRecord | None:
-        """The newest version recorded for exactly these table snapshots (design invariant 1)."""
+        """The newest version recorded for exactly these table snapshots (design invariant 1).
+        One read when there is one: every report with a sketch asks."""
         with self.engine.connect() as conn:
-            sketch_id = sketch_id_of(conn, name)
-            number = conn.execute(
-                select(func.max(t.sketch_versions.c.version)).where(
-                    t.sketch_versions.c.sketch_id == sketch_id,
-                    t.sketch_versions.c.table_snapshots == dict(table_snapshots),
-                )
-            ).scalar()
-        return None if number is None else self.version(name, version=int(number))
+            return self._read_version(conn, name, table_snapshots=table_snapshots)
 
     def record_template_use(self, template_key: str, query_sql: str, *, hit: bool) -> int:
         """Count a query of the template with (hit) or without a usable sketch; returns the misses."""
@@ -416,7 +410,13 @@ class SketchRepository:
         )
 
     def _version_row(
-        self, conn: Connection, name: str, *, sequence: int | None = None, version: int | None = None
+        self,
+        conn: Connection,
+        name: str,
+        *,
+        sequence: int | None = None,
+        version: int | None = None,
+        table_snapshots: Mapping[str, int | None] | None = None,
     ) -> Any:
         v = t.sketch_versions.c
         query = (
@@ -428,6 +428,8 @@ class SketchRepository:
             query = query.where(t.sketch_versions.c.seq == sequence)
         if version is not None:
             query = query.where(t.sketch_versions.c.version == version)
+        if table_snapshots is not None:
+            query = query.where(t.sketch_versions.c.table_snapshots == dict(table_snapshots))
         return conn.execute(query.order_by(t.sketch_versions.c.version.desc()).limit(1)).first()
 
     def version(
@@ -438,9 +440,17 @@ class SketchRepository:
             return self._read_version(conn, name, sequence=sequence, version=version)
 
     def _read_version(
-        self, conn: Connection, name: str, *, sequence: int | None = None, version: int | None = None
+        self,
+        conn: Connection,
+        name: str,
+        *,
+        sequence: int | None = None,
+        version: int | None = None,
+        table_snapshots: Mapping[str, int | None] | None = None,
     ) -> VersionRecord | None:
-        row = self._version_row(conn, name, sequence=sequence, version=version)
+        row = self._version_row(
+            conn, name, sequence=sequence, version=version, table_snapshots=table_snapshots
+        )
         if row is None:
             sketch_id_of(conn, name)  # raises when the sketch itself is unknown
             return None
