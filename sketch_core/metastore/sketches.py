@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import (
     ARRAY,
     BigInteger,
+    ColumnElement,
     Connection,
     Engine,
     LargeBinary,
@@ -97,6 +98,17 @@ class SketchDefinition:
     params: dict[str, Any]
     template_key: str | None
     partition_ids: dict[str, int]  # table -> partition id
+
+
+def _version_conditions(sequence: int | None, version: int | None) -> list[ColumnElement[bool]]:
+    """Conditions picking a version by the sequence it is valid at, or by its number."""
+    v = t.sketch_versions.c
+    conditions = []
+    if sequence is not None:
+        conditions.append(v.seq == sequence)
+    if version is not None:
+        conditions.append(v.version == version)
+    return conditions
 
 
 def _fragment_arrays(sketch_id: Any, version: Any) -> tuple[Any, Any]:
@@ -303,7 +315,8 @@ class SketchRepository:
         """The newest version recorded for exactly these table snapshots (design invariant 1).
         One read when there is one: every report with a sketch asks."""
         with self.engine.connect() as conn:
-            return self._read_version(conn, name, table_snapshots=table_snapshots)
+            snapshots = t.sketch_versions.c.table_snapshots == dict(table_snapshots)
+            return self._read_version(conn, name, snapshots)
 
     def record_template_use(self, template_key: str, query_sql: str, *, hit: bool) -> int:
         """Count a query of the template with (hit) or without a usable sketch; returns the misses."""
@@ -393,7 +406,9 @@ class SketchRepository:
                     raise SketchNotFoundError(name) from exc
                 raise
             # Read under the publishers' lock, which deletions take too.
-            found = self._read_version(conn, name, version=int(version)) if existed else None
+            found = (
+                self._read_version(conn, name, *_version_conditions(None, int(version))) if existed else None
+            )
             faults.reached("publish", conn)
             conn.commit()
             faults.reached("publish-ack", conn)
@@ -409,48 +424,27 @@ class SketchRepository:
             state_ref,
         )
 
-    def _version_row(
-        self,
-        conn: Connection,
-        name: str,
-        *,
-        sequence: int | None = None,
-        version: int | None = None,
-        table_snapshots: Mapping[str, int | None] | None = None,
-    ) -> Any:
+    def _version_row(self, conn: Connection, name: str, *conditions: ColumnElement[bool]) -> Any:
+        """The newest of the sketch's versions that meet ``conditions``, with its fragments."""
         v = t.sketch_versions.c
         query = (
             select(t.sketch_versions, *_fragment_arrays(v.sketch_id, v.version))
             .join(t.sketches, t.sketches.c.sketch_id == v.sketch_id)
-            .where(t.sketches.c.name == name)
+            .where(t.sketches.c.name == name, *conditions)
         )
-        if sequence is not None:
-            query = query.where(t.sketch_versions.c.seq == sequence)
-        if version is not None:
-            query = query.where(t.sketch_versions.c.version == version)
-        if table_snapshots is not None:
-            query = query.where(t.sketch_versions.c.table_snapshots == dict(table_snapshots))
-        return conn.execute(query.order_by(t.sketch_versions.c.version.desc()).limit(1)).first()
+        return conn.execute(query.order_by(v.version.desc()).limit(1)).first()
 
     def version(
         self, name: str, *, sequence: int | None = None, version: int | None = None
     ) -> VersionRecord | None:
         """A version by sequence or number; with neither, the newest."""
         with self.engine.connect() as conn:
-            return self._read_version(conn, name, sequence=sequence, version=version)
+            return self._read_version(conn, name, *_version_conditions(sequence, version))
 
     def _read_version(
-        self,
-        conn: Connection,
-        name: str,
-        *,
-        sequence: int | None = None,
-        version: int | None = None,
-        table_snapshots: Mapping[str, int | None] | None = None,
+        self, conn: Connection, name: str, *conditions: ColumnElement[bool]
     ) -> VersionRecord | None:
-        row = self._version_row(
-            conn, name, sequence=sequence, version=version, table_snapshots=table_snapshots
-        )
+        row = self._version_row(conn, name, *conditions)
         if row is None:
             sketch_id_of(conn, name)  # raises when the sketch itself is unknown
             return None
