@@ -1805,7 +1805,8 @@ class SketchService:
             )
             # Exploring (see sketch_core.costs.choose): the other way, seldom timed and close.
             other = "use" if faster else "plain"
-            if worth_exploring(model, other, estimates[other], min(estimates.values())):
+            best = "plain" if faster else "use"
+            if worth_exploring(model, other, estimates[other], estimates[best], best):
                 faster = not faster
                 runs = model.costs[other].runs
                 reason = f"{'skip' if faster else 'use'}, exploring: timed {runs} times, close ({figures})"
