@@ -28,9 +28,11 @@ be timed, however much faster it really is. So, exploring, an action timed fewer
 (a bounded price, paid a few times, for a model that can correct itself). Those first runs can
 be slow ones (a cold start, a busy spell), and an action never chosen is never timed again: on
 the workload benchmark a plain query timed three times at 0.37 s kept looking dearer than the
-sketch for 350 reports, while it ran in 0.29 s. So an action estimated within ``RETIME_MARGIN``
-of the best is also timed again while it has fewer than one run per ``RETIME_EVERY`` of the
-best's (:func:`seldom_timed`), up to a tenth of a model's recent runs.
+sketch for 350 reports, while it ran in 0.29 s. So a query (with the sketch or without) estimated
+within ``EXPLORE_MARGIN`` of the best is also run again while it has fewer than one run per
+``RETIME_EVERY`` of the best's (:func:`seldom_timed`), up to a twentieth of a model's recent
+runs: a price of at most one report's worth, seldom. Maintenance is not re-timed this way: a
+recapture tried for its timing can cost many reports' worth.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ ACTIONS = ("incremental", "full", "skip")
 TIMED_BY = {"incremental": "incremental", "full": "full", "skip": "plain"}
 EXPLORE_RUNS = 3
 EXPLORE_MARGIN = 0.5
-RETIME_MARGIN = 0.15
 RETIME_EVERY = 20
+# The operations re-timed when seldom timed: runs of the query, not maintenance.
+RETIMED = ("plain", "use")
 
 
 @dataclass(frozen=True)
@@ -144,13 +147,16 @@ def worth_exploring(
     model: CostModel, operation: str, estimate: float, best: float, best_operation: str | None = None
 ) -> bool:
     """Whether an alternative costing ``estimate`` (against the best one's ``best``, timed by
-    ``best_operation``) is to be tried to time ``operation``: it has fewer than
-    ``EXPLORE_RUNS`` runs and is estimated within ``EXPLORE_MARGIN`` of the best; or it is
-    estimated within ``RETIME_MARGIN`` and :func:`seldom_timed` next to the best."""
+    ``best_operation``) is to be tried to time ``operation``: it is estimated within
+    ``EXPLORE_MARGIN`` of the best, and it has fewer than ``EXPLORE_RUNS`` runs, or (a run of
+    the query) it is :func:`seldom_timed` next to the best."""
+    if estimate > (1 + EXPLORE_MARGIN) * best:
+        return False
     if model.costs[operation].runs < EXPLORE_RUNS:
-        return estimate <= (1 + EXPLORE_MARGIN) * best
-    close = estimate <= (1 + RETIME_MARGIN) * best
-    return close and best_operation is not None and seldom_timed(model, operation, best_operation)
+        return True
+    return (
+        operation in RETIMED and best_operation is not None and seldom_timed(model, operation, best_operation)
+    )
 
 
 def seldom_timed(model: CostModel, operation: str, than: str | None = None) -> bool:
