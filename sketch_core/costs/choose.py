@@ -28,11 +28,12 @@ be timed, however much faster it really is. So, exploring, an action timed fewer
 (a bounded price, paid a few times, for a model that can correct itself). Those first runs can
 be slow ones (a cold start, a busy spell), and an action never chosen is never timed again: on
 the workload benchmark a plain query timed three times at 0.37 s kept looking dearer than the
-sketch for 350 reports, while it ran in 0.29 s. So a query (with the sketch or without) estimated
-within ``EXPLORE_MARGIN`` of the best is also run again while it has fewer than one run per
+sketch for 350 reports, while it ran in 0.29 s (in another cell, three cold runs at 0.47 s made
+it look twice the 0.24 s it took). So a query (with the sketch or without) estimated at most
+``RETIME_MARGIN`` dearer than the best is also run again while it has fewer than one run per
 ``RETIME_EVERY`` of the best's (:func:`seldom_timed`), up to a twentieth of a model's recent
-runs: a price of at most one report's worth, seldom. Maintenance is not re-timed this way: a
-recapture tried for its timing can cost many reports' worth.
+runs: at worst ten runs at twice a report's cost, one in twenty. Maintenance is not re-timed
+this way: a recapture tried for its timing can cost many reports' worth.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ ACTIONS = ("incremental", "full", "skip")
 TIMED_BY = {"incremental": "incremental", "full": "full", "skip": "plain"}
 EXPLORE_RUNS = 3
 EXPLORE_MARGIN = 0.5
+RETIME_MARGIN = 1.0
 RETIME_EVERY = 20
 # The operations re-timed when seldom timed: runs of the query, not maintenance.
 RETIMED = ("plain", "use")
@@ -147,16 +149,14 @@ def worth_exploring(
     model: CostModel, operation: str, estimate: float, best: float, best_operation: str | None = None
 ) -> bool:
     """Whether an alternative costing ``estimate`` (against the best one's ``best``, timed by
-    ``best_operation``) is to be tried to time ``operation``: it is estimated within
-    ``EXPLORE_MARGIN`` of the best, and it has fewer than ``EXPLORE_RUNS`` runs, or (a run of
-    the query) it is :func:`seldom_timed` next to the best."""
-    if estimate > (1 + EXPLORE_MARGIN) * best:
-        return False
+    ``best_operation``) is to be tried to time ``operation``: it has fewer than
+    ``EXPLORE_RUNS`` runs and is estimated within ``EXPLORE_MARGIN`` of the best, or (a run of
+    the query) it is :func:`seldom_timed` next to the best and within ``RETIME_MARGIN``."""
     if model.costs[operation].runs < EXPLORE_RUNS:
-        return True
-    return (
-        operation in RETIMED and best_operation is not None and seldom_timed(model, operation, best_operation)
-    )
+        return estimate <= (1 + EXPLORE_MARGIN) * best
+    if operation not in RETIMED or best_operation is None:
+        return False
+    return estimate <= (1 + RETIME_MARGIN) * best and seldom_timed(model, operation, best_operation)
 
 
 def seldom_timed(model: CostModel, operation: str, than: str | None = None) -> bool:
