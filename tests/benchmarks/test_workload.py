@@ -3,11 +3,13 @@ collections, with no retention time, would delete each other's unpublished state
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from benchmarks.workload import schedule, warehouse_lock
+from benchmarks.workload import balanced_orders, schedule, service_orders, warehouse_lock
 
 
 def test_a_second_run_on_the_same_warehouse_is_refused_until_the_first_ends(tmp_path: Path) -> None:
@@ -23,3 +25,24 @@ def test_a_second_run_on_the_same_warehouse_is_refused_until_the_first_ends(tmp_
 def test_the_stream_cycles_through_the_ratio() -> None:
     assert schedule("5U1Q", 8) == list("UUUUUQUU")
     assert schedule("1U5Q", 7) == list("UQQQQQU")
+
+
+@pytest.mark.parametrize("sides", [2, 3, 4, 5])
+def test_balanced_orders_put_each_strategy_in_each_place_and_after_each_other_equally(sides: int) -> None:
+    orders = balanced_orders(sides)
+    assert all(sorted(order) == list(range(sides)) for order in orders)
+    places = Counter((strategy, place) for order in orders for place, strategy in enumerate(order))
+    follows = Counter(pair for order in orders for pair in itertools.pairwise(order))
+    assert set(places.values()) == {len(orders) // sides}
+    assert len(places) == sides * sides
+    assert len(follows) == sides * (sides - 1) and len(set(follows.values())) == 1
+
+
+@pytest.mark.parametrize("ratio", ["1U1Q", "1U5Q", "5U1Q"])
+def test_every_report_order_comes_equally_often_whatever_the_ratio(ratio: str) -> None:
+    stream = schedule(ratio, 240)
+    report_orders = Counter(
+        tuple(order) for op, order in zip(stream, service_orders(stream, 4), strict=True) if op == "Q"
+    )
+    assert sorted(report_orders) == sorted(tuple(order) for order in balanced_orders(4))
+    assert len(set(report_orders.values())) == 1
