@@ -35,7 +35,7 @@ from sketch_core.choice.strategies import TableCandidates, preferences
 from sketch_core.config import Settings
 from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import forecast_next, predict
-from sketch_core.costs.choose import Choice, Situation, choose, worth_exploring
+from sketch_core.costs.choose import Choice, Situation, choose, exploring_rule
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
     ConfigurationError,
@@ -1806,10 +1806,11 @@ class SketchService:
             # Exploring (see sketch_core.costs.choose): the other way, seldom timed and close.
             other = "use" if faster else "plain"
             best = "plain" if faster else "use"
-            if worth_exploring(model, other, estimates[other], estimates[best], best):
+            rule = exploring_rule(model, other, estimates[other], estimates[best], best)
+            if rule is not None:
                 faster = not faster
                 runs = model.costs[other].runs
-                reason = f"{'skip' if faster else 'use'}, exploring: timed {runs} times, close ({figures})"
+                reason = f"{'skip' if faster else 'use'}, exploring: timed {runs} times ({rule}; {figures})"
             choice = Choice("skip" if faster else "use", estimates, reason)  # "use" is not recorded
             self.advisor.remember_query_choice(name, record.version, sequence, choice)
             if faster:

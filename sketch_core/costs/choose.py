@@ -131,32 +131,39 @@ def choose(
     estimates = {a: t for a, t in totals(model, situation, allowed).items() if a in allowed}
     best = min((a for a in ACTIONS if a in estimates), key=lambda a: estimates[a])
     if explore:
-        untried = [
-            a
+        rules = {
+            a: exploring_rule(model, TIMED_BY[a], estimates[a], estimates[best], TIMED_BY[best])
             for a in ACTIONS
-            if a in estimates
-            and a != best
-            and worth_exploring(model, TIMED_BY[a], estimates[a], estimates[best], TIMED_BY[best])
-        ]
+            if a in estimates and a != best
+        }
+        untried = {a: rule for a, rule in rules.items() if rule is not None}
         if untried:
             tried = min(untried, key=lambda a: estimates[a])
-            runs = model.costs[TIMED_BY[tried]].runs
-            return Choice(tried, estimates, _reason(tried, estimates, situation, explored=(best, runs)))
+            explored = (best, model.costs[TIMED_BY[tried]].runs, untried[tried])
+            return Choice(tried, estimates, _reason(tried, estimates, situation, explored=explored))
     return Choice(best, estimates, _reason(best, estimates, situation))
 
 
-def worth_exploring(
+def exploring_rule(
     model: CostModel, operation: str, estimate: float, best: float, best_operation: str | None = None
-) -> bool:
-    """Whether an alternative costing ``estimate`` (against the best one's ``best``, timed by
-    ``best_operation``) is to be tried to time ``operation``: it has fewer than
-    ``EXPLORE_RUNS`` runs and is estimated within ``EXPLORE_MARGIN`` of the best, or (a run of
-    the query) it is :func:`seldom_timed` next to the best and within ``RETIME_MARGIN``."""
-    if model.costs[operation].runs < EXPLORE_RUNS:
-        return estimate <= (1 + EXPLORE_MARGIN) * best
+) -> str | None:
+    """Why an alternative is to be tried, in words for a decision's reason, or None when it is
+    not: it has fewer than ``EXPLORE_RUNS`` runs and is estimated within ``EXPLORE_MARGIN`` of
+    the best, or (a run of the query) it is :func:`seldom_timed` next to the best and within
+    ``RETIME_MARGIN``."""
+    runs = model.costs[operation].runs
+    if runs < EXPLORE_RUNS:
+        if estimate <= (1 + EXPLORE_MARGIN) * best:
+            return f"timed fewer than {EXPLORE_RUNS} times and estimated within {EXPLORE_MARGIN:.0%}"
+        return None
     if operation not in RETIMED or best_operation is None:
-        return False
-    return estimate <= (1 + RETIME_MARGIN) * best and seldom_timed(model, operation, best_operation)
+        return None
+    if estimate <= (1 + RETIME_MARGIN) * best and seldom_timed(model, operation, best_operation):
+        return (
+            f"timed less than once per {RETIME_EVERY} runs of {best_operation} and estimated "
+            f"within {RETIME_MARGIN:.0%}"
+        )
+    return None
 
 
 def seldom_timed(model: CostModel, operation: str, than: str | None = None) -> bool:
@@ -171,7 +178,7 @@ def _reason(
     chosen: str,
     estimates: Mapping[str, float],
     situation: Situation,
-    explored: tuple[str, int] | None = None,
+    explored: tuple[str, int, str] | None = None,
 ) -> str:
     ranked = sorted(estimates.items(), key=lambda item: item[1])
     figures = ", ".join(f"{a} {s:.3g}s" for a, s in ranked)
@@ -180,9 +187,6 @@ def _reason(
         rate = situation.queries if situation.rate is None else situation.rate
         basis += f"; and the {situation.horizon} runs after them, {rate:.3g} per load"
     if explored is not None:
-        best, runs = explored
-        return (
-            f"{chosen}, exploring: its cost was timed {runs} times, and it is estimated within "
-            f"{EXPLORE_MARGIN:.0%} of {best}: {figures} ({basis})"
-        )
+        best, runs, rule = explored
+        return f"{chosen}, exploring: its cost was timed {runs} times ({rule} of {best}): {figures} ({basis})"
     return f"{chosen} is cheapest: {figures} ({basis})"

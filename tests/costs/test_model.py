@@ -152,6 +152,7 @@ def test_exploring_tries_a_way_seldom_timed_whose_estimate_is_close_to_the_best(
     assert choose(seldom, situation).action == "incremental"  # without exploring: the cheapest
     tried = choose(seldom, situation, explore=True)
     assert tried.action == "skip" and tried.reason.startswith("skip, exploring: its cost was timed 1 times")
+    assert "fewer than 3 times and estimated within 50% of incremental" in tried.reason
     # Timed enough times, or estimated too far from the best: the cheapest.
     assert choose(CostModel(timed), situation, explore=True).action == "incremental"
     far = CostModel({**seldom.costs, "plain": LinearCost(0.2, 1e-6, runs=1)})  # skip 1.2 > 1.5 * 0.252
@@ -173,6 +174,8 @@ def test_a_close_query_is_timed_again_once_per_twenty_runs_of_the_best() -> None
     situation = Situation(1_000_000, 100, queries=1)
     retimed = choose(timed({"plain": 3}), situation, explore=True)
     assert retimed.action == "skip" and "timed 3 times" in retimed.reason
+    # The reason names the rule that fired: the re-timing margin, not the first runs' 50%.
+    assert "once per 20 runs of incremental and estimated within 100% of incremental" in retimed.reason
     assert seldom_timed(timed({"plain": 4}), "plain", "incremental")
     assert choose(timed({"plain": 3}), situation).action == "incremental"  # not exploring
     assert choose(timed({"plain": 3}, plain=(0.4, 1e-7)), situation, explore=True).action == "skip"  # 0.5

@@ -275,7 +275,8 @@ def test_a_way_seldom_timed_and_estimated_close_is_tried_and_recorded_as_explori
     tried = svc.query(sql)
     assert tried.sketch is None and sorted_rows(tried.table) == plain
     (decision,) = svc.costs.decisions(name, context="query")
-    assert decision.action == "skip" and "exploring: timed 0 times" in decision.reason
+    assert decision.action == "skip" and "exploring: timed 0 times (timed fewer than 3" in decision.reason
+    assert "estimated within 50%" in decision.reason
     # Timed enough, the same figures keep the sketch in use.
     pinned_model(svc, name, use=(0.1, 0.0), plain=(0.12, 0.0))
     assert svc.query(sql).sketch == (name, 1)
