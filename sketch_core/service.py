@@ -107,6 +107,7 @@ from sketch_core.spark.session import build_session
 from sketch_core.spark.state_init import compute_frontier_partials
 from sketch_core.spark.views import (
     bind_tables,
+    keep_view,
     pinned_dataframe,
     referenced_tables,
     register_view,
@@ -531,8 +532,8 @@ class SketchService:
             return evaluate_plan(push_selections(plan), read, driving=sampled)
         except (UnsupportedQueryError, pa.ArrowException) as error:
             log.info("estimating on Spark: %s", error)
-        view = f"__sample_{abs(hash(stored.path))}"
-        self.spark.read.parquet(stored.path).createOrReplaceTempView(view)
+        sample = self.spark.read.parquet(stored.path)
+        view = keep_view(self.spark, f"__sample_{abs(hash(stored.path))}", sample)
         source = {table: register_view(self.spark, pin) for table, pin in pins.items()} | {sampled: view}
         return self.spark.sql(to_sql(plan, source=lambda scan: source[scan.table])).toArrow()
 

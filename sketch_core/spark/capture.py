@@ -11,7 +11,7 @@ from sketch_core.algebra.printer import to_sql
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, CapturePlan
 from sketch_core.spark.annotate import annotate_fragments
-from sketch_core.spark.views import pinned_dataframe
+from sketch_core.spark.views import keep_view, pinned_dataframe
 from sketch_core.tables.pinned import PinnedSnapshot
 
 
@@ -20,10 +20,8 @@ def register_annotated_view(
 ) -> str:
     """A view of the pinned table with ``__fragment``: each row's fragment id (INIT, PBDS 4.1)."""
     name = f"{pinned.view_name}__ann_{tag}"
-    annotate_fragments(pinned_dataframe(spark, pinned), partition, FRAGMENT_COLUMN).createOrReplaceTempView(
-        name
-    )
-    return name
+    annotated = annotate_fragments(pinned_dataframe(spark, pinned), partition, FRAGMENT_COLUMN)
+    return keep_view(spark, name, annotated)
 
 
 def run_capture(

@@ -114,3 +114,29 @@ def test_a_view_is_reused_only_while_it_covers_the_same_files(
     register_view(svc.spark, pin)
     assert svc.spark.table(view).count() == 4_000
     assert builds == [n, 1, n, n]
+
+
+def test_only_the_most_recently_used_views_are_kept(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # View names are per snapshot: a service reporting at ever new snapshots must not keep them
+    # all (each holds its plan and file listing in the driver).
+    svc, name = spark_svc, f"{ns}.lru"
+    monkeypatch.setattr(views, "MAX_VIEWS", 3)
+    svc.tables.create(name, synthetic_table(200, groups=5, seed=5), sort_by=["key"])
+    pins = [svc.tables.pin(name)]
+    for step in range(3):
+        svc.tables.append(name, synthetic_table(10, groups=5, seed=6 + step, key_start=1000 * (step + 1)))
+        pins.append(svc.tables.pin(name))
+    first, second, third, fourth = (register_view(svc.spark, pin) for pin in pins)
+    assert len({first, second, third, fourth}) == 4
+    # Four views, room for three: the least recently used is dropped from the session too.
+    assert not svc.spark.catalog.tableExists(first)
+    assert views.kept_views(svc.spark)[-3:] == [second, third, fourth]
+    # Using a view again makes it the most recent: the next one evicts another.
+    register_view(svc.spark, pins[1])
+    register_view(svc.spark, pins[0])
+    assert not svc.spark.catalog.tableExists(third)
+    assert svc.spark.catalog.tableExists(second) and svc.spark.catalog.tableExists(fourth)
+    # An evicted view is built again when wanted, over the same rows.
+    assert svc.spark.table(register_view(svc.spark, pins[2])).count() == 220
