@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -69,6 +69,12 @@ def _table_record(row: object) -> TableRecord:
 
 # A window holding more commits than this is dropped and started afresh at the newest ones.
 _WINDOW_MAX_COMMITS = 100_000
+# The window keeps the file changes (``CommitRecord.files``) of each table's newest commits only.
+# A pin derives a commit's files from them when its parent is already planned, which is the
+# newest commits' case; older ones are derived from their manifests instead. A copy-on-write
+# delete's changes list every file it rewrote with its bounds (~265 KB parsed for 74 files in the
+# workload benchmark), and a long-lived service kept them for every commit it had seen.
+_FILES_KEPT_PER_TABLE = 32
 
 
 class _CommitWindow:
@@ -98,6 +104,17 @@ class _CommitWindow:
         records.append(record)
         if record.operation == "drop":
             self.life_start[record.table] = len(records)
+        older = len(records) - 1 - _FILES_KEPT_PER_TABLE
+        if older >= 0 and records[older].files is not None:
+            self._forget_files(records, older)
+
+    def _forget_files(self, records: list[CommitRecord], index: int) -> None:
+        """Replace ``records[index]`` (in ``commits`` too) by a copy without its file changes."""
+        old = records[index]
+        records[index] = replace(old, files=None)
+        at = bisect.bisect_left(self.commits, old.seq, key=lambda r: r.seq)
+        if at < len(self.commits) and self.commits[at] is old:
+            self.commits[at] = records[index]
 
     def life(self, table: str) -> tuple[list[CommitRecord], int]:
         """The name's commits, and the index where those of the table bearing it now start

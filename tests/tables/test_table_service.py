@@ -270,25 +270,34 @@ def test_snapshots_derived_from_their_parents_equal_a_full_plan(
         assert pinned.files == full, f"sequence {sequence}"
 
 
-@pytest.mark.parametrize("recorded", [True, False], ids=["files-recorded", "manifests"])
+@pytest.mark.parametrize(
+    "recorded", ["yes", "no", "forgotten"], ids=["files-recorded", "manifests", "forgotten"]
+)
 def test_pins_commit_by_commit_equal_a_full_plan(
-    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch, recorded: bool
+    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch, recorded: str
 ) -> None:
-    """Pinning each commit in turn (what maintenance does) derives the files from the parent's:
-    from the file changes the commit row carries, without reading a manifest; or, for commits
-    without them (made before they were recorded), from the manifests."""
+    """Pinning each commit in turn (what delta validation does) derives the files from the
+    parent's: from the file changes the commit row carries, without reading a manifest; or, for
+    commits without them (made before they were recorded), or whose changes the commit log has
+    let go of (all but each table's newest commits'), from the manifests."""
+    from sketch_core.metastore import commits
     from sketch_core.tables import catalog, service
 
     name = f"{ns}.r"
-    if not recorded:
+    if recorded == "no":
         monkeypatch.setattr(catalog, "record_commit_files", lambda io, snapshots: None)
+    if recorded == "forgotten":
+        monkeypatch.setattr(commits, "_FILES_KEPT_PER_TABLE", 1)
     sequences = [svc.tables.create(name, rows(20_000), sort_by=["key"])]
     sequences.append(svc.tables.append(name, rows(300, start=40_000)))
     sequences.append(svc.tables.delete(name, "a = 3"))  # rewrites every file
     sequences.append(svc.tables.overwrite(name, rows(50, start=5_000), "key BETWEEN 5000 AND 5100"))
     sequences.append(svc.tables.delete(name, "key < 100"))
     sequences.append(svc.tables.append(name, rows(10, start=90_000)))
-    assert all(c.files is not None for c in svc.tables.commits(name)) == recorded
+    log = svc.tables.commit_log
+    log.latest_sequence()  # the window has seen every commit: the file changes it still keeps
+    kept = [log.commit_at(name, seq).files is not None for seq in sequences]  # type: ignore[union-attr]
+    assert kept == {"yes": [True] * 6, "no": [False] * 6, "forgotten": [False] * 5 + [True]}[recorded]
     table = svc.tables.catalog.load_table(name)
     manifests_read: list[int] = []
     real_read = service.read_snapshot_files
@@ -304,8 +313,8 @@ def test_pins_commit_by_commit_equal_a_full_plan(
         assert pinned.snapshot_id is not None
         assert pinned.files == svc.tables._planned_files(name, table, pinned.snapshot_id), sequence
     # The first pin is planned in full; each later one is derived from the one before.
-    assert (manifests_read == []) == recorded
-    assert recorded or len(manifests_read) >= len(sequences) - 1
+    assert (manifests_read == []) == (recorded == "yes")
+    assert recorded == "yes" or len(manifests_read) >= len(sequences) - 2
 
 
 def test_commits_by_another_service_are_seen_by_the_next_read(svc: SketchService, ns: str) -> None:
