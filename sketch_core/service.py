@@ -37,6 +37,7 @@ from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import forecast_next, predict
 from sketch_core.costs.choose import Choice, Situation, choose, exploring_rule
 from sketch_core.costs.model import CostModel
+from sketch_core.costs.warm_up import WayChanges
 from sketch_core.errors import (
     ConfigurationError,
     DeltaQuarantinedError,
@@ -293,9 +294,12 @@ class QueryResult:
     sketch: tuple[str, int] | None
     files_read: int
     files_total: int
-    seconds: float
+    seconds: float  # the whole call: pinning, finding (or maintaining) a sketch, the query
     sequence: int
     table_sequences: Mapping[str, int]
+    # Of ``seconds``, the query's own run on Spark (what the cost models learn from: maintenance
+    # on the way is modelled on its own).
+    query_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -358,6 +362,7 @@ class SketchService:
             lambda name: sorted(referenced_tables(self.sketches.definition(name).query_sql)),
         )
         self._parsed = ParsedQueryCache()
+        self._way_changes = WayChanges()  # which query runs warm up their way (cost models)
         self.validations = ValidationRepository(engine)
         self.gate = DeltaGate(self.tables, self.commit_log, self.validations, settings.validation_slack)
 
@@ -1685,6 +1690,7 @@ class SketchService:
         faults.reached("query-pinned")
         files_total = sum(len(pin.files) for pin in pins.values())
         chosen = self._sketch_for_query(sql, params, pins, sequence) if use_sketches else None
+        running = time.perf_counter()
         if chosen is None:
             views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
             frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
@@ -1693,14 +1699,17 @@ class SketchService:
             parsed, usable = chosen
             frame, files_read = self._run_with_sketch(parsed, usable, pins)
             sketch = (usable.record.name, usable.record.version)
+        table = frame.toArrow()
+        finished = time.perf_counter()
         result = QueryResult(
-            frame.toArrow(),
+            table,
             sketch,
             files_read,
             files_total,
-            time.perf_counter() - started,
+            finished - started,
             sequence,
             {pin.table: pin.sequence for pin in pins.values()},
+            finished - running,
         )
         self._record_query(sql, sketch, pins, result)
         return result
@@ -1712,8 +1721,12 @@ class SketchService:
         pins: Mapping[str, PinnedSnapshot],
         result: QueryResult,
     ) -> None:
-        """Record the run for the cost models; a query never fails for want of its record."""
+        """Record the run for the cost models; a query never fails for want of its record.
+        A run the other way than this process's last run of the report (with a sketch after
+        runs without one, or the reverse) is marked as warming that way up: its time is not
+        the way's usual cost (see ``sql/0012_query_run_warm_up.sql``)."""
         template = template_key(sql)
+        warm_up = self._way_changes.warms_up(template, sketch is not None)
         try:
             self.costs.record_query(
                 template,
@@ -1721,7 +1734,8 @@ class SketchService:
                 sum(pin.record_count for pin in pins.values()),
                 result.files_read,
                 result.files_total,
-                result.seconds,
+                result.query_seconds,
+                warm_up=warm_up,
             )
         except Exception as exc:
             log.warning("could not record the query's run: %s", exc)
