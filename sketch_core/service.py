@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -215,6 +216,22 @@ class _UsableSketch:
         return sum(pin.record_count for pin in self.pruned.values())
 
 
+@dataclass
+class _TimeAside:
+    """The seconds a query spent maintaining or capturing sketches on its way: recorded (and
+    modelled) as those runs, so not as part of the query's own run."""
+
+    seconds: float = 0.0
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
 @dataclass(frozen=True)
 class MaintenanceRun:
     """One sketch brought to a newer snapshot (or found up to date: strategy "none")."""
@@ -297,8 +314,8 @@ class QueryResult:
     seconds: float  # the whole call: pinning, finding (or maintaining) a sketch, the query
     sequence: int
     table_sequences: Mapping[str, int]
-    # Of ``seconds``, the query's own run on Spark (what the cost models learn from: maintenance
-    # on the way is modelled on its own).
+    # ``seconds`` less the maintenance or capture done on the way (recorded and modelled as
+    # those runs): what the cost models learn a query's cost from.
     query_seconds: float = 0.0
 
 
@@ -1568,6 +1585,7 @@ class SketchService:
         plan: Relation,
         pins: Mapping[str, PinnedSnapshot],
         sequence: int,
+        aside: _TimeAside,
     ) -> _UsableSketch | None:
         """A sketch version valid for these snapshots, captured for this query or a reusable
         instance of its template (PBDS Sec. 7); the one whose files hold the fewest rows.
@@ -1591,7 +1609,7 @@ class SketchService:
             record = self.sketches.version_for_snapshots(definition.name, snapshots)
             maintained = False
             if record is None and self.settings.maintain_on_query != "off":
-                record = self._maintained_for(definition, snapshots, sequence, pins)
+                record = self._maintained_for(definition, snapshots, sequence, pins, aside)
                 maintained = record is not None
             if record is None:
                 continue
@@ -1606,6 +1624,7 @@ class SketchService:
         snapshots: Mapping[str, int | None],
         sequence: int,
         pins: Mapping[str, PinnedSnapshot],
+        aside: _TimeAside,
     ) -> VersionRecord | None:
         """The sketch maintained from its newest version to ``sequence``, when that version is
         older (a version is never maintained backwards: older snapshots need their own)."""
@@ -1626,7 +1645,8 @@ class SketchService:
                 return None
             strategy = plan.strategy
         try:
-            run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
+            with aside.timing():
+                run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
         except DeltaQuarantinedError as exc:  # blocked at its last good version: run without it
             log.warning("%s", exc)
             return None
@@ -1689,8 +1709,8 @@ class SketchService:
         pins = self._pin_query(sql, sequence)
         faults.reached("query-pinned")
         files_total = sum(len(pin.files) for pin in pins.values())
-        chosen = self._sketch_for_query(sql, params, pins, sequence) if use_sketches else None
-        running = time.perf_counter()
+        aside = _TimeAside()
+        chosen = self._sketch_for_query(sql, params, pins, sequence, aside) if use_sketches else None
         if chosen is None:
             views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
             frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
@@ -1709,7 +1729,7 @@ class SketchService:
             finished - started,
             sequence,
             {pin.table: pin.sequence for pin in pins.values()},
-            finished - running,
+            max(0.0, finished - started - aside.seconds),
         )
         self._record_query(sql, sketch, pins, result)
         return result
@@ -1777,7 +1797,12 @@ class SketchService:
         return choose(self.advisor.model(definition.name), situation, allowed, explore)
 
     def _sketch_for_query(
-        self, sql: str, params: Mapping[str, Any] | None, pins: Mapping[str, PinnedSnapshot], sequence: int
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None,
+        pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
+        aside: _TimeAside,
     ) -> tuple[ParsedQuery, _UsableSketch] | None:
         try:
             parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
@@ -1785,7 +1810,7 @@ class SketchService:
             log.info("running without sketches: %s", exc)
             return None
         template = template_key(sql)
-        usable = self._usable_sketch(template, params, parsed.plan, pins, sequence)
+        usable = self._usable_sketch(template, params, parsed.plan, pins, sequence, aside)
         if usable is not None:
             if self.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
                 self.sketches.record_template_use(template, sql, hit=True)
@@ -1793,7 +1818,7 @@ class SketchService:
             if not usable.maintained and self._plain_is_faster(usable.record, pins, sequence):
                 return None
         else:
-            usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence)
+            usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence, aside)
         return None if usable is None else (parsed, usable)
 
     def _plain_is_faster(
@@ -1874,6 +1899,7 @@ class SketchService:
         plan: Relation,
         pins: Mapping[str, PinnedSnapshot],
         sequence: int,
+        aside: _TimeAside,
     ) -> _UsableSketch | None:
         """PBDS Sec. 8: capture now (eager), or once the template has missed often enough (adaptive)."""
         mode = self.settings.self_tuning
@@ -1889,11 +1915,12 @@ class SketchService:
             # it again would overrule that choice at the highest price.
             return None
         try:
-            self._capture(sql, None, params, None, None, sequence)
+            with aside.timing():
+                self._capture(sql, None, params, None, None, sequence)
         except (NoSafeAttributeError, UnsupportedQueryError) as exc:
             log.info("self-tuning captured nothing: %s", exc)
             return None
-        return self._usable_sketch(template, params, plan, pins, sequence)
+        return self._usable_sketch(template, params, plan, pins, sequence, aside)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -16,7 +16,7 @@ from sketch_core.errors import SketchNotFoundError
 from sketch_core.metastore import schema as t
 from sketch_core.service import SketchService
 from tests.oracles.results import sorted_rows
-from tests.service.test_maintain import captured, fresh_fragments, maintained, sibling
+from tests.service.test_maintain import HAVING, captured, fresh_fragments, maintained, sibling
 
 
 def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
@@ -91,6 +91,22 @@ def test_a_query_run_is_recorded_with_its_own_seconds_not_the_maintenance_before
     recapture = svc.sketches.runs(name)[-1]
     assert recapture["strategy"] == "full" and recapture["seconds"] > 0
     assert 0 < result.query_seconds <= result.seconds - recapture["seconds"]
+    assert [o.seconds for o in svc.costs.observations(name)["use"]] == [result.query_seconds]
+
+
+def test_a_self_tuning_capture_on_a_query_s_way_is_not_part_of_its_run(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = sibling(spark_svc, self_tuning="eager")
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=35), sort_by=["a"])
+    sql = HAVING.format(t=table)
+    result = svc.query(sql)  # captures, then uses the sketch
+    assert result.sketch is not None
+    name = result.sketch[0]
+    (capture,) = svc.sketches.runs(name)
+    assert capture["strategy"] == "capture" and capture["seconds"] > 0
+    assert 0 < result.query_seconds <= result.seconds - capture["seconds"]
     assert [o.seconds for o in svc.costs.observations(name)["use"]] == [result.query_seconds]
 
 
