@@ -218,10 +218,14 @@ class _UsableSketch:
 
 @dataclass
 class _TimeAside:
-    """The seconds a query spent maintaining or capturing sketches on its way: recorded (and
-    modelled) as those runs, so not as part of the query's own run."""
+    """The seconds a query spent maintaining or capturing sketches on its way, as recorded for
+    those runs (and modelled as them), so not as part of the query's own run; what a run's
+    record leaves out (publishing it) stays with the query that caused it."""
 
     seconds: float = 0.0
+
+    def add(self, run: MaintenanceRun) -> None:
+        self.seconds += run.seconds
 
     @contextlib.contextmanager
     def timing(self) -> Iterator[None]:
@@ -1097,6 +1101,7 @@ class SketchService:
     def _run_maintenance(
         self, name: str, strategy: str, target: int | None, context: str, plan: MaintenancePlan | None
     ) -> MaintenanceRun:
+        started = time.perf_counter()  # an incremental run's checks before it are part of its cost
         definition, record = self._definition_and_version(name)
         if (
             plan is None
@@ -1116,7 +1121,7 @@ class SketchService:
         self._check_deltas(name, record, target)
         if chosen == "incremental":
             try:
-                return self._maintain_incremental(definition, record, plan)
+                return self._maintain_incremental(definition, record, plan, started)
             except KeptValuesExhaustedError as exc:  # top-m ran out: recapture, whatever was asked
                 log.info("%s: recapturing: %s", name, exc)
             except (UnsupportedQueryError, StateMissingError, SnapshotExpiredError) as exc:
@@ -1126,7 +1131,7 @@ class SketchService:
                 if strategy == "incremental":
                     raise
                 log.info("%s: recapturing instead of incremental maintenance: %s", name, exc)
-        started = time.perf_counter()
+        started = time.perf_counter()  # a recapture is timed as its capture
         stored = {t: self._partition(pid)[0] for t, pid in definition.partition_ids.items()}
         version = self._capture(
             definition.query_sql,
@@ -1234,12 +1239,13 @@ class SketchService:
         return summarize
 
     def _maintain_incremental(
-        self, definition: SketchDefinition, record: VersionRecord, plan: MaintenancePlan
+        self, definition: SketchDefinition, record: VersionRecord, plan: MaintenancePlan, started: float
     ) -> MaintenanceRun:
-        """``plan``'s incremental run. Its delta rows, recorded and returned, are the commits'
-        (as for recaptures and in the status): the size the cost model is fitted and asked on.
-        The rows the engine read, after selection push-down, are logged."""
-        started = time.perf_counter()
+        """``plan``'s incremental run, begun (checks included) at ``started``. Its delta rows,
+        recorded and returned, are the commits' (as for recaptures and in the status): the size
+        the cost model is fitted and asked on. The rows the engine read, after selection
+        push-down, are logged. Its seconds, recorded and returned, end before the transaction
+        that publishes the version and records the run."""
         name = definition.name
         target, on_spark, delta_rows = plan.target, plan.on_spark, plan.delta_rows
         spark_used = [False]
@@ -1302,7 +1308,6 @@ class SketchService:
         if keeps:
             identity = _definition_identity(definition)
             self._keep_engine(identity, name, published.version, maintained)
-        seconds = time.perf_counter() - started
         where = "spark" if spark_used[0] else "in-process"
         log.info(
             "maintained %s incrementally (%s) to version %d in %.2fs (%d delta rows, %d read)",
@@ -1645,11 +1650,11 @@ class SketchService:
                 return None
             strategy = plan.strategy
         try:
-            with aside.timing():
-                run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
+            run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
         except DeltaQuarantinedError as exc:  # blocked at its last good version: run without it
             log.warning("%s", exc)
             return None
+        aside.add(run)
         log.info(
             "maintained %s to sequence %d for a query (%s, %.2fs)",
             name,
