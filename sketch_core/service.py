@@ -38,7 +38,6 @@ from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import forecast_next, predict
 from sketch_core.costs.choose import Choice, Situation, choose, exploring_rule
 from sketch_core.costs.model import CostModel
-from sketch_core.costs.warm_up import WayChanges
 from sketch_core.errors import (
     ConfigurationError,
     DeltaQuarantinedError,
@@ -383,7 +382,6 @@ class SketchService:
             lambda name: sorted(referenced_tables(self.sketches.definition(name).query_sql)),
         )
         self._parsed = ParsedQueryCache()
-        self._way_changes = WayChanges()  # which query runs warm up their way (cost models)
         self.validations = ValidationRepository(engine)
         self.gate = DeltaGate(self.tables, self.commit_log, self.validations, settings.validation_slack)
 
@@ -1746,12 +1744,8 @@ class SketchService:
         pins: Mapping[str, PinnedSnapshot],
         result: QueryResult,
     ) -> None:
-        """Record the run for the cost models; a query never fails for want of its record.
-        A run the other way than this process's last run of the report (with a sketch after
-        runs without one, or the reverse) is marked as warming that way up: its time is not
-        the way's usual cost (see ``sql/0012_query_run_warm_up.sql``)."""
+        """Record the run for the cost models; a query never fails for want of its record."""
         template = template_key(sql)
-        warm_up = self._way_changes.warms_up(template, sketch is not None)
         try:
             self.costs.record_query(
                 template,
@@ -1760,7 +1754,6 @@ class SketchService:
                 result.files_read,
                 result.files_total,
                 result.query_seconds,
-                warm_up=warm_up,
             )
         except Exception as exc:
             log.warning("could not record the query's run: %s", exc)

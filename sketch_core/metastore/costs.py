@@ -60,11 +60,9 @@ class CostRecords:
         files_read: int,
         files_total: int,
         seconds: float,
-        warm_up: bool = False,
     ) -> None:
         """One query run, with the sketch version it used (None: it ran without one);
-        ``seconds``: the query's own run; ``warm_up``: the first in its process after runs of
-        the report the other way (left out of the fits)."""
+        ``seconds``: the query's own (without the maintenance done on its way)."""
         with self.engine.begin() as conn:
             sketch_id = sketch_id_of(conn, sketch[0]) if sketch is not None else None
             conn.execute(
@@ -76,7 +74,6 @@ class CostRecords:
                     files_read=files_read,
                     files_total=files_total,
                     seconds=seconds,
-                    warm_up=warm_up,
                 )
             )
 
@@ -84,8 +81,7 @@ class CostRecords:
         """The sketch's recorded runs by operation (see :mod:`sketch_core.costs.model`): its
         captures, and recaptures (captures included), by table rows; incremental runs by delta
         rows (those that first built their state on Spark left out); its template's queries
-        with this sketch (``use``) and without any (``plain``) by table rows (the first of a
-        streak each way left out: see ``sql/0012_query_run_warm_up.sql``)."""
+        with this sketch (``use``) and without any (``plain``) by table rows."""
         return self.recorded_runs(name, recent).observations
 
     def recorded_runs(self, name: str, recent: int = RECENT_RUNS) -> RecordedRuns:
@@ -124,7 +120,7 @@ class CostRecords:
         def recent_queries(operation: str, where: ColumnElement[bool]) -> Select[Any]:
             newest = (
                 select(queries.c.table_rows, queries.c.seconds)
-                .join_from(queries, target, and_(where, queries.c.warm_up.is_(False)))
+                .join_from(queries, target, where)
                 .order_by(queries.c.run_id.desc())
                 .limit(recent)
                 .subquery()

@@ -160,11 +160,9 @@ query_runs = Table(
     Column("table_rows", BigInteger, nullable=False),
     Column("files_read", Integer, nullable=False),
     Column("files_total", Integer, nullable=False),
-    # The query's own run (not the pinning, sketch lookup or maintenance before it).
+    # The query's own: the call's, less the maintenance or capture done on its way.
     Column("seconds", Float, nullable=False),
     Column("ran_at", DateTime(timezone=True), nullable=False),
-    # The first run in its process after runs of the report the other way (sql/0012).
-    Column("warm_up", Boolean, nullable=False),
 )
 
 cost_decisions = Table(

@@ -6,14 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from sqlalchemy import select
 
 from sketch_core.algebra.frontend import template_key
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.errors import SketchNotFoundError
-from sketch_core.metastore import schema as t
 from sketch_core.service import SketchService
 from tests.oracles.results import sorted_rows
 from tests.service.test_maintain import HAVING, captured, fresh_fragments, maintained, sibling
@@ -34,15 +32,12 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
 
     for _ in range(2):
         svc.query(sql)
-    for _ in range(2):  # the first after runs with the sketch warms the plain way up
-        svc.query(sql, use_sketches=False)
+    svc.query(sql, use_sketches=False)
     DeltaGenerator(svc.tables, table, ("key",), seed=6).inserts(40).apply(svc.tables)
     (incremental,) = svc.maintain(name, "incremental")
     DeltaGenerator(svc.tables, table, ("key",), seed=7).deletes(30).apply(svc.tables)
     (full,) = svc.maintain(name, "full")
-    for _ in range(2):  # the new version (the first warms the way with the sketch up again)
-        svc.query(sql)
-    assert warm_ups(svc, sql) == [False, False, True, False, True, False]
+    svc.query(sql)  # the new version
 
     seen = svc.costs.observations(name)
     rows_now = 3000 + 40 - 30
@@ -68,14 +63,6 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
         "plain": 1,
     }
     assert model.costs["plain"] != DEFAULT_PRIORS["plain"]
-
-
-def warm_ups(svc: SketchService, sql: str) -> list[bool]:
-    """The warm-up marks of the report's recorded runs, oldest first."""
-    q = t.query_runs.c
-    with svc.engine.connect() as conn:
-        found = select(q.warm_up).where(q.template_key == template_key(sql)).order_by(q.run_id)
-        return list(conn.execute(found).scalars())
 
 
 @pytest.mark.parametrize("strategy", ["incremental", "full"])
@@ -285,8 +272,6 @@ def test_a_young_model_learns_from_each_new_run_at_once(spark_svc: SketchService
     assert svc.advisor.model(name).costs["plain"].basis == ""  # the prior: nothing timed yet
     svc.query(sql)  # with the sketch: the plain line is scaled like it
     assert svc.advisor.model(name).costs["plain"].basis.startswith("prior scaled")
-    svc.query(sql, use_sketches=False)  # warms the plain way up: not a run of its cost
-    assert svc.advisor.model(name).costs["plain"].runs == 0
     svc.query(sql, use_sketches=False)  # the cached model is refitted, not kept for its ttl
     assert svc.advisor.model(name).costs["plain"].runs == 1
     assert svc.advisor.model(name).costs["use"].runs == 1
@@ -355,8 +340,8 @@ def test_a_fit_reads_the_newest_runs_of_each_operation_and_the_template_in_one_r
     for k in range(2):
         DeltaGenerator(svc.tables, table, ("key",), seed=32 + k).inserts(10 + k).apply(svc.tables)
         svc.maintain(name, "incremental")
-        for use_sketches in (True, True, False, False):  # each way's first warms it up
-            svc.query(sql, use_sketches=use_sketches)
+        svc.query(sql)
+        svc.query(sql, use_sketches=False)
 
     recorded = svc.costs.recorded_runs(name, recent=1)
     assert recorded.template == template_key(sql)
