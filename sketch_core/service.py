@@ -217,9 +217,10 @@ class _UsableSketch:
 
 @dataclass
 class _TimeAside:
-    """The seconds a query spent maintaining or capturing sketches on its way, as recorded for
-    those runs (and modelled as them), so not as part of the query's own run; what a run's
-    record leaves out (publishing it) stays with the query that caused it."""
+    """The seconds a query spent maintaining or capturing sketches on its way: modelled as
+    those runs, so not as part of the query's own. An incremental run counts the seconds it
+    recorded (publishing the version, left out of its record, stays with the query that caused
+    it); a recapture or capture its wall time (its record's, and the closing of the record)."""
 
     seconds: float = 0.0
 
