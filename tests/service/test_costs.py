@@ -4,6 +4,8 @@ models are fitted from those records (priors until they exist)."""
 from __future__ import annotations
 
 import dataclasses
+import time
+from typing import Any
 
 import pytest
 
@@ -99,6 +101,37 @@ def test_a_self_tuning_capture_on_a_query_s_way_is_not_part_of_its_run(
     assert capture["strategy"] == "capture" and capture["seconds"] > 0
     assert 0 < result.query_seconds <= result.seconds - capture["seconds"]
     assert [o.seconds for o in svc.costs.observations(name)["use"]] == [result.query_seconds]
+
+
+@pytest.mark.parametrize("stale", [True, False], ids=["stale-sketch", "current-sketch"])
+def test_the_cost_model_s_choice_on_a_query_s_way_is_not_part_of_its_run(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch, stale: bool
+) -> None:
+    """The choice is paid whichever way the query runs, so it weighs on neither way's model."""
+    svc = sibling(spark_svc, maintain_on_query="cost")
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=36), sort_by=["a"])
+    name, sql = captured(svc, table, f"choice_aside_{stale}", with_state=True)
+    if stale:  # the query decides how to bring the sketch up (or to run without it)
+        DeltaGenerator(svc.tables, table, ("key",), seed=37).inserts(20).apply(svc.tables)
+    fit_delay = 0.4
+    read_runs = svc.costs.recorded_runs
+    fitted: list[str] = []
+
+    def slow_read(sketch: str, *args: Any) -> Any:
+        time.sleep(fit_delay)  # a metastore slow to answer: the fit takes this long
+        fitted.append(sketch)
+        return read_runs(sketch, *args)
+
+    monkeypatch.setattr(svc.costs, "recorded_runs", slow_read)
+    svc.advisor.forget(name)  # the choice refits the model
+    result = svc.query(sql)
+    assert fitted == [name]  # on the query's way
+    monkeypatch.undo()
+    maintenance = sum(r["seconds"] for r in svc.sketches.runs(name)[1:])  # after the capture
+    assert result.seconds - result.query_seconds >= fit_delay + maintenance
+    kind = "use" if result.sketch is not None else "plain"
+    assert result.query_seconds in [o.seconds for o in svc.costs.observations(name)[kind]]
 
 
 def test_an_incremental_run_that_built_its_state_is_left_out_of_the_incremental_fit(
