@@ -8,13 +8,15 @@ Each cost is ``seconds = a + b * x``, where ``x`` is the size that drives it:
 
 Until a cost has enough runs of its own, its model leans on a prior: the prior's coefficients
 count as ``PRIOR_WEIGHT`` runs, so a few odd timings cannot swing a decision, and many runs
-outweigh the prior. Coefficients are never negative (no cost falls as its input grows).
+outweigh the prior. Coefficients are never negative (no cost falls as its input grows). Runs
+at one size over twice their median (cold starts, a busy machine) are left out of the fit.
 Pure: observations in, coefficients out.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -25,6 +27,15 @@ OPERATIONS = ("capture", "incremental", "full", "use", "plain")
 PRIOR_WEIGHT = 3.0
 # Runs whose sizes' standard deviation is below this share of their mean count as one size.
 MIN_RELATIVE_SPREAD = 0.1
+# Runs at one size taking more than this many times their median are left out of the fit: a
+# cold start (the JVM compiling a plan it has not run before, a new Spark session) or a busy
+# machine, not the operation's cost. A way seldom run (the plain query beside a sketch kept
+# current) has few runs, often its first, cold ones: at 1M rows three runs of 0.7-0.9 s next to
+# later ones of ~0.3 s made it look 60% dearer than it was, and the sketch was kept where
+# running without it was cheaper.
+OUTLIER_FACTOR = 2.0
+# The fewest runs at one size whose median can tell an outlier.
+OUTLIER_MIN_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -81,10 +92,13 @@ def fit(
     mean_y = sum(o.seconds for o in runs) / n
     spread = sum((x - mean_x) ** 2 for x in sizes)
     if math.sqrt(spread / n) <= MIN_RELATIVE_SPREAD * max(1.0, mean_x):
+        kept = _without_outliers([o.seconds for o in runs])
+        mean_y = sum(kept) / len(kept)
+        weight = len(kept) / (len(kept) + prior_weight)
         predicted = prior.estimate(mean_x)
         scale = mean_y / predicted if predicted > 0 else 1.0
         scale = (1 - weight) + weight * scale
-        return LinearCost(prior.fixed * scale, prior.per_row * scale, n)
+        return LinearCost(prior.fixed * scale, prior.per_row * scale, n)  # n: all were timed
     slope = sum((o.size - mean_x) * (o.seconds - mean_y) for o in runs) / spread
     slope = max(0.0, slope)
     intercept = max(0.0, mean_y - slope * mean_x)
@@ -93,6 +107,14 @@ def fit(
         (1 - weight) * prior.per_row + weight * slope,
         n,
     )
+
+
+def _without_outliers(seconds: Sequence[float]) -> list[float]:
+    """The timings of runs at one size, less those over ``OUTLIER_FACTOR`` times their median."""
+    if len(seconds) < OUTLIER_MIN_RUNS:
+        return list(seconds)
+    limit = OUTLIER_FACTOR * statistics.median(seconds)
+    return [s for s in seconds if s <= limit]
 
 
 # Priors for this project's engines on one machine: Spark jobs pay seconds of fixed cost

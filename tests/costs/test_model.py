@@ -244,6 +244,23 @@ def test_runs_at_nearly_one_size_scale_the_prior_instead_of_fitting_noise() -> N
     assert model.per_row / model.fixed == pytest.approx(PRIOR.per_row / PRIOR.fixed)
 
 
+def test_cold_runs_at_one_size_are_left_out_of_the_fit_but_counted_as_timed() -> None:
+    # The plain query run seldom: its first three runs cold (a plan compiled for the first time,
+    # a JVM warming up), four later ones at its steady cost.
+    cold, steady = [0.9, 0.8, 0.75], [0.3, 0.31, 0.29, 0.3]
+    runs = [Observation(200_000, s) for s in cold + steady]
+    model = fit(PRIOR, runs)
+    assert model.runs == 7  # timed seven times: no need to run it again to learn it
+    prior_at = PRIOR.estimate(200_000)
+    expected = (3 / 7) * prior_at + (4 / 7) * (sum(steady) / 4)  # the steady runs alone
+    assert model.estimate(200_000) == pytest.approx(expected, rel=1e-6)
+    # A run at twice the median is noise, not an outlier; nor is anything when runs are few.
+    kept = [Observation(200_000, s) for s in (0.3, 0.3, 0.6)]
+    assert fit(PRIOR, kept).estimate(200_000) == pytest.approx(0.5 * prior_at + 0.5 * 0.4)
+    few = [Observation(200_000, s) for s in (0.3, 3.0)]
+    assert fit(PRIOR, few).estimate(200_000) == pytest.approx(0.6 * prior_at + 0.4 * 1.65)
+
+
 def test_a_plain_query_timed_once_is_fitted_on_the_prior_scaled_like_the_runs_with_the_sketch() -> None:
     # The sketch is kept current and used 80 times; the query ran once without it (0.2 s).
     share, rows = 0.05, 200_000
