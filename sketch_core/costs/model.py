@@ -8,8 +8,9 @@ Each cost is ``seconds = a + b * x``, where ``x`` is the size that drives it:
 
 Until a cost has enough runs of its own, its model leans on a prior: the prior's coefficients
 count as ``PRIOR_WEIGHT`` runs, so a few odd timings cannot swing a decision, and many runs
-outweigh the prior. Coefficients are never negative (no cost falls as its input grows). Runs
-at one size over twice their median (cold starts, a busy machine) are left out of the fit.
+outweigh the prior (from ten runs on it is left out). Coefficients are never negative (no cost
+falls as its input grows). Runs at one size are summed up by their median, less those over
+twice it (cold starts, a busy machine).
 Pure: observations in, coefficients out.
 """
 
@@ -25,14 +26,20 @@ from sketch_core.errors import ConfigurationError
 OPERATIONS = ("capture", "incremental", "full", "use", "plain")
 # How many runs the prior counts as. Three: two agreeing runs do not yet overrule it entirely.
 PRIOR_WEIGHT = 3.0
+# From this many runs on, a cost is its runs' alone: the prior is a guess (for the plain query,
+# that the sketch saves its share of the rows), and counted as three runs it still held a
+# plain query timed ten times at 0.24 s at 0.28 s, above the sketch's 0.26 s with maintenance.
+PRIOR_RETIRED_AFTER = 10
 # Runs whose sizes' standard deviation is below this share of their mean count as one size.
 MIN_RELATIVE_SPREAD = 0.1
 # Runs at one size taking more than this many times their median are left out of the fit: a
 # cold start (the JVM compiling a plan it has not run before, a new Spark session) or a busy
 # machine, not the operation's cost. A way seldom run (the plain query beside a sketch kept
-# current) has few runs, often its first, cold ones: at 1M rows three runs of 0.7-0.9 s next to
-# later ones of ~0.3 s made it look 60% dearer than it was, and the sketch was kept where
-# running without it was cheaper.
+# current) has few runs, often its first, cold ones: at 1M rows three runs of 0.5-0.9 s next to
+# later ones of ~0.25 s made it look 60% dearer than it was, and the sketch was kept where
+# running without it was cheaper. The runs left are summed up by their median too: their noise
+# is heavy-tailed (a run at 1.5x its median is common), and a way timed ten times is compared
+# with one timed hundreds of times.
 OUTLIER_FACTOR = 2.0
 # The fewest runs at one size whose median can tell an outlier.
 OUTLIER_MIN_RUNS = 3
@@ -76,27 +83,28 @@ def fit(
     """The prior, updated with observed runs.
 
     With runs over a range of sizes, the least-squares line through them is blended with the
-    prior, weighted by run count (``prior_weight`` for the prior). With runs at about one size
-    (spread below ``MIN_RELATIVE_SPREAD`` of their mean: a table of steady size, queried after
-    each small load), the slope cannot be told from the intercept, and a line through timing
-    noise over a few rows' difference would be wild: the prior's line is scaled to pass closer
-    to what was observed, keeping its shape.
+    prior, weighted by run count (``prior_weight`` for the prior; none from
+    ``PRIOR_RETIRED_AFTER`` runs on). With runs at about one size (spread below
+    ``MIN_RELATIVE_SPREAD`` of their mean: a table of steady size, queried after each small
+    load), the slope cannot be told from the intercept, and a line through timing noise over a
+    few rows' difference would be wild: the prior's line is scaled to pass closer to the
+    median of the runs (less outliers, see ``OUTLIER_FACTOR``), keeping its shape.
     """
     runs = [o for o in observations if o.seconds >= 0 and o.size >= 0]
     n = len(runs)
     if n == 0:
         return LinearCost(prior.fixed, prior.per_row, 0)
-    weight = n / (n + prior_weight)
+    weight = _weight(n, prior_weight)
     sizes = [o.size for o in runs]
     mean_x = sum(sizes) / n
     mean_y = sum(o.seconds for o in runs) / n
     spread = sum((x - mean_x) ** 2 for x in sizes)
     if math.sqrt(spread / n) <= MIN_RELATIVE_SPREAD * max(1.0, mean_x):
         kept = _without_outliers([o.seconds for o in runs])
-        mean_y = sum(kept) / len(kept)
-        weight = len(kept) / (len(kept) + prior_weight)
+        typical = statistics.median(kept)
+        weight = 1.0 if n >= PRIOR_RETIRED_AFTER else _weight(len(kept), prior_weight)
         predicted = prior.estimate(mean_x)
-        scale = mean_y / predicted if predicted > 0 else 1.0
+        scale = typical / predicted if predicted > 0 else 1.0
         scale = (1 - weight) + weight * scale
         return LinearCost(prior.fixed * scale, prior.per_row * scale, n)  # n: all were timed
     slope = sum((o.size - mean_x) * (o.seconds - mean_y) for o in runs) / spread
@@ -107,6 +115,11 @@ def fit(
         (1 - weight) * prior.per_row + weight * slope,
         n,
     )
+
+
+def _weight(runs: int, prior_weight: float) -> float:
+    """The share of a fit that ``runs`` runs make against the prior's ``prior_weight``."""
+    return 1.0 if runs >= PRIOR_RETIRED_AFTER else runs / (runs + prior_weight)
 
 
 def _without_outliers(seconds: Sequence[float]) -> list[float]:

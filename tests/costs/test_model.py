@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import statistics
 
 import pytest
 
@@ -19,6 +20,10 @@ def timings(
 ) -> list[Observation]:
     rng = random.Random(seed)
     return [Observation(s, (fixed + per_row * s) * (1 + rng.uniform(-noise, noise))) for s in sizes]
+
+
+def mean_size(runs: list[Observation]) -> float:
+    return sum(o.size for o in runs) / len(runs)
 
 
 def test_without_runs_the_prior_is_the_model() -> None:
@@ -43,6 +48,13 @@ def test_few_runs_move_the_prior_only_part_of_the_way() -> None:
     assert model.runs == 2
     assert model.fixed == pytest.approx(0.6 * 1.0 + 0.4 * 0.1)
     assert model.per_row == pytest.approx(0.6 * 1e-5 + 0.4 * 1e-6)
+
+
+def test_from_ten_runs_on_the_prior_is_left_out() -> None:
+    line = timings(0.1, 1e-6, [10_000 * k for k in range(1, 11)])
+    ten, nine = fit(PRIOR, line), fit(PRIOR, line[:9])
+    assert (ten.fixed, ten.per_row) == (pytest.approx(0.1), pytest.approx(1e-6))
+    assert nine.fixed == pytest.approx(0.25 * 1.0 + 0.75 * 0.1)  # 9 / (9 + 3) on the runs
 
 
 def test_runs_at_one_size_scale_the_prior_keeping_its_shape() -> None:
@@ -220,14 +232,14 @@ def test_an_untimed_plain_query_is_scaled_like_the_timed_runs_with_the_sketch() 
     model = CostModel.fitted({"use": used}, share=share)
     plain = model.costs["plain"]
     scale = model.costs["use"].estimate(rows) / expected_use
-    assert scale == pytest.approx(60 / 63 / 3 + 3 / 63, rel=1e-6)  # the prior counts as 3 runs
+    assert scale == pytest.approx(1 / 3, rel=1e-6)  # 60 runs: the prior is retired
     assert plain.runs == 0 and plain.basis.startswith("prior scaled")
     assert plain.fixed == pytest.approx(prior_plain.fixed * scale)
     assert plain.per_row == pytest.approx(prior_plain.per_row * scale)
     assert "prior scaled" in plain.describe()
     # Once the plain query has runs of its own, they decide its line.
     timed = CostModel.fitted({"use": used, "plain": [Observation(rows, 2.0)] * 60}, share=share)
-    assert timed.costs["plain"].runs == 60 and timed.costs["plain"].estimate(rows) > 1.8
+    assert timed.costs["plain"].runs == 60 and timed.costs["plain"].estimate(rows) == pytest.approx(2.0)
     # No runs with the sketch: nothing to scale by, the prior stands.
     assert CostModel.fitted({}, share=share).costs["plain"] == fit(prior_plain, [])
 
@@ -237,10 +249,14 @@ def test_runs_at_nearly_one_size_scale_the_prior_instead_of_fitting_noise() -> N
     # through them would have a slope of the noise over a few rows (seconds per row).
     runs = timings(0.2, 0.0, [200_000 + 20 * (k % 3) for k in range(30)], noise=0.3, seed=4)
     model = fit(PRIOR, runs)
-    mean = sum(o.seconds for o in runs) / len(runs)
-    prior_at = PRIOR.estimate(200_020)
-    expected = (3 / 33) * prior_at + (30 / 33) * mean  # the prior scaled toward the runs
-    assert model.estimate(200_020) == pytest.approx(expected, rel=1e-3)
+    median = statistics.median(o.seconds for o in runs)
+    # The prior scaled to the runs' median (none is an outlier; 30 runs retire the prior).
+    assert model.estimate(mean_size(runs)) == pytest.approx(median, rel=1e-9)
+    # Below ten runs the prior still counts as three.
+    few = runs[:6]
+    prior_at = PRIOR.estimate(mean_size(few))
+    expected = (3 / 9) * prior_at + (6 / 9) * statistics.median(o.seconds for o in few)
+    assert fit(PRIOR, few).estimate(mean_size(few)) == pytest.approx(expected, rel=1e-9)
     assert model.per_row / model.fixed == pytest.approx(PRIOR.per_row / PRIOR.fixed)
 
 
@@ -252,11 +268,11 @@ def test_cold_runs_at_one_size_are_left_out_of_the_fit_but_counted_as_timed() ->
     model = fit(PRIOR, runs)
     assert model.runs == 7  # timed seven times: no need to run it again to learn it
     prior_at = PRIOR.estimate(200_000)
-    expected = (3 / 7) * prior_at + (4 / 7) * (sum(steady) / 4)  # the steady runs alone
+    expected = (3 / 7) * prior_at + (4 / 7) * statistics.median(steady)  # the steady runs alone
     assert model.estimate(200_000) == pytest.approx(expected, rel=1e-6)
     # A run at twice the median is noise, not an outlier; nor is anything when runs are few.
-    kept = [Observation(200_000, s) for s in (0.3, 0.3, 0.6)]
-    assert fit(PRIOR, kept).estimate(200_000) == pytest.approx(0.5 * prior_at + 0.5 * 0.4)
+    kept = [Observation(200_000, s) for s in (0.3, 0.6, 0.6)]
+    assert fit(PRIOR, kept).estimate(200_000) == pytest.approx(0.5 * prior_at + 0.5 * 0.6)
     few = [Observation(200_000, s) for s in (0.3, 3.0)]
     assert fit(PRIOR, few).estimate(200_000) == pytest.approx(0.6 * prior_at + 0.4 * 1.65)
 
@@ -269,9 +285,7 @@ def test_a_plain_query_timed_once_is_fitted_on_the_prior_scaled_like_the_runs_wi
     prior = DEFAULT_PRIORS["plain"]
     model = CostModel.fitted({"use": used, "plain": once}, share=share)
     expected_use = prior.fixed + share * prior.per_row * rows  # by the plain prior
-    plain_once = fit(prior, once)  # the use runs are fitted on its share line
-    use_prior_at = plain_once.fixed + share * plain_once.per_row * rows
-    scale = ((3 / 83) * use_prior_at + (80 / 83) * 0.25) / expected_use
+    scale = 0.25 / expected_use  # 80 runs with the sketch: their line, the prior retired
     scaled_at = prior.estimate(rows) * scale
     assert model.costs["plain"].runs == 1
     assert model.costs["plain"].estimate(rows) == pytest.approx(0.75 * scaled_at + 0.25 * 0.2, rel=1e-6)
