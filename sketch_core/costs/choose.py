@@ -32,7 +32,11 @@ sketch for 350 reports, while it ran in 0.29 s (in another cell, three cold runs
 it look twice the 0.24 s it took). So a query (with the sketch or without) estimated at most
 ``RETIME_MARGIN`` dearer than the best is also run again while it has fewer than one run per
 ``RETIME_EVERY`` of the best's (:func:`seldom_timed`), up to a twentieth of a model's recent
-runs: at worst ten runs at twice a report's cost, one in twenty. Maintenance is not re-timed
+runs: at worst ten runs at twice a report's cost, one in twenty. While a query has fewer runs
+than make its cost its runs' alone (``PRIOR_RETIRED_AFTER``), the margin is ``RETIME_FEW_MARGIN``:
+its few runs may all be the first, cold ones (auto's first plain runs at 1M rows took 0.77, 0.90
+and 0.40 s, later ones ~0.22 s, and at over twice the sketch's estimate plain was never run
+again), at worst seven more runs at four times a report's cost. Maintenance is not re-timed
 this way: a recapture tried for its timing can cost many reports' worth.
 """
 
@@ -41,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sketch_core.costs.model import CostModel
+from sketch_core.costs.model import PRIOR_RETIRED_AFTER, CostModel
 from sketch_core.errors import ConfigurationError
 
 ACTIONS = ("incremental", "full", "skip")
@@ -50,6 +54,7 @@ TIMED_BY = {"incremental": "incremental", "full": "full", "skip": "plain"}
 EXPLORE_RUNS = 3
 EXPLORE_MARGIN = 0.5
 RETIME_MARGIN = 1.0
+RETIME_FEW_MARGIN = 3.0
 RETIME_EVERY = 20
 # The operations re-timed when seldom timed: runs of the query, not maintenance.
 RETIMED = ("plain", "use")
@@ -150,7 +155,7 @@ def exploring_rule(
     """Why an alternative is to be tried, in words for a decision's reason, or None when it is
     not: it has fewer than ``EXPLORE_RUNS`` runs and is estimated within ``EXPLORE_MARGIN`` of
     the best, or (a run of the query) it is :func:`seldom_timed` next to the best and within
-    ``RETIME_MARGIN``."""
+    ``RETIME_MARGIN`` (``RETIME_FEW_MARGIN`` while it has few runs)."""
     runs = model.costs[operation].runs
     if runs < EXPLORE_RUNS:
         if estimate <= (1 + EXPLORE_MARGIN) * best:
@@ -158,11 +163,10 @@ def exploring_rule(
         return None
     if operation not in RETIMED or best_operation is None:
         return None
-    if estimate <= (1 + RETIME_MARGIN) * best and seldom_timed(model, operation, best_operation):
-        return (
-            f"timed less than once per {RETIME_EVERY} runs of {best_operation} and estimated "
-            f"within {RETIME_MARGIN:.0%}"
-        )
+    margin = RETIME_MARGIN if runs >= PRIOR_RETIRED_AFTER else RETIME_FEW_MARGIN
+    if estimate <= (1 + margin) * best and seldom_timed(model, operation, best_operation):
+        every = f"timed less than once per {RETIME_EVERY} runs of {best_operation}"
+        return f"{every} and estimated within {margin:.0%}"
     return None
 
 
