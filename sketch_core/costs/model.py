@@ -94,7 +94,7 @@ def fit(
     n = len(runs)
     if n == 0:
         return LinearCost(prior.fixed, prior.per_row, 0)
-    weight = _weight(n, prior_weight)
+    weight = _weight(n, n, prior_weight)
     sizes = [o.size for o in runs]
     mean_x = sum(sizes) / n
     mean_y = sum(o.seconds for o in runs) / n
@@ -102,7 +102,7 @@ def fit(
     if math.sqrt(spread / n) <= MIN_RELATIVE_SPREAD * max(1.0, mean_x):
         kept = _without_outliers([o.seconds for o in runs])
         typical = sum(kept) / len(kept)
-        weight = 1.0 if n >= PRIOR_RETIRED_AFTER else _weight(len(kept), prior_weight)
+        weight = _weight(len(kept), n, prior_weight)
         predicted = prior.estimate(mean_x)
         scale = typical / predicted if predicted > 0 else 1.0
         scale = (1 - weight) + weight * scale
@@ -117,9 +117,11 @@ def fit(
     )
 
 
-def _weight(runs: int, prior_weight: float) -> float:
-    """The share of a fit that ``runs`` runs make against the prior's ``prior_weight``."""
-    return 1.0 if runs >= PRIOR_RETIRED_AFTER else runs / (runs + prior_weight)
+def _weight(fitted: int, timed: int, prior_weight: float) -> float:
+    """The share of a fit that its ``fitted`` runs make against the prior's ``prior_weight``:
+    all of it once the operation was ``timed`` ``PRIOR_RETIRED_AFTER`` times (outliers among
+    them count as timed)."""
+    return 1.0 if timed >= PRIOR_RETIRED_AFTER else fitted / (fitted + prior_weight)
 
 
 def _without_outliers(seconds: Sequence[float]) -> list[float]:
