@@ -94,7 +94,6 @@ def fit(
     n = len(runs)
     if n == 0:
         return LinearCost(prior.fixed, prior.per_row, 0)
-    weight = _weight(n, n, prior_weight)
     sizes = [o.size for o in runs]
     mean_x = sum(sizes) / n
     mean_y = sum(o.seconds for o in runs) / n
@@ -107,6 +106,7 @@ def fit(
         scale = typical / predicted if predicted > 0 else 1.0
         scale = (1 - weight) + weight * scale
         return LinearCost(prior.fixed * scale, prior.per_row * scale, n)  # n: all were timed
+    weight = _weight(n, n, prior_weight)
     slope = sum((o.size - mean_x) * (o.seconds - mean_y) for o in runs) / spread
     slope = max(0.0, slope)
     intercept = max(0.0, mean_y - slope * mean_x)
