@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 
 from sketch_core import faults
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
-from sketch_core.algebra.ir import Relation, Scan, positive_scans
+from sketch_core.algebra.ir import Relation, Scan, positive_scans, scans_below_joins
 from sketch_core.algebra.parse_cache import ParsedQueryCache
 from sketch_core.algebra.printer import to_sql
 from sketch_core.arrow_pool import use_arrow_memory_pool
@@ -1875,9 +1875,11 @@ class SketchService:
         record, pruned = usable.record, usable.pruned
         max_intervals = self.settings.max_intervals
         conditions: dict[str, tuple[str, Condition | None]] = {}
+        joined = {scan.table for scan in scans_below_joins(parsed.plan)}
         for table, (partition, fragments) in usable.sketched.items():
             share = partition.predicate_share(fragments, max_intervals)
-            pays = row_condition_pays(share, pruned[table].record_count, pins[table].record_count)
+            rows_read, rows_total = pruned[table].record_count, pins[table].record_count
+            pays = row_condition_pays(share, rows_read, rows_total, feeds_join=table in joined)
             condition = sketch_condition(partition, fragments, max_intervals) if pays else None
             conditions[table] = (partition.attribute, condition)
         plan, filtered = instrument_use(parsed.plan, conditions)

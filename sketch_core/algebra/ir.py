@@ -354,6 +354,22 @@ def positive_scans(plan: Relation) -> list[Scan]:
     return found
 
 
+def scans_below_joins(plan: Relation) -> list[Scan]:
+    """Scans with a join (of any kind) among their ancestors: rows dropped there shrink the join."""
+    found: list[Scan] = []
+
+    def visit(node: Relation, below_join: bool) -> None:
+        if isinstance(node, Scan):
+            if below_join:
+                found.append(node)
+            return
+        for child in node.children:
+            visit(child, below_join or isinstance(node, Join))
+
+    visit(plan, False)
+    return found
+
+
 def replace_children(node: Relation, children: tuple[Relation, ...]) -> Relation:
     """A copy of ``node`` over new children (same arity, same column names expected)."""
     if isinstance(node, Scan):

@@ -44,13 +44,20 @@ def prune_files(
 MIN_ROWS_DROPPED = 0.5
 
 
-def row_condition_pays(predicate_share: float, rows_read: int, rows_total: int) -> bool:
+def row_condition_pays(predicate_share: float, rows_read: int, rows_total: int, *, feeds_join: bool) -> bool:
     """Whether the sketch's row condition is worth evaluating over the files that are read.
 
     ``predicate_share`` is the share of the table's rows the condition keeps (equi-depth
-    fragments), ``rows_read`` the rows in the files kept by pruning, ``rows_total`` the table's.
+    fragments), ``rows_read`` the rows in the files kept by pruning, ``rows_total`` the table's;
+    ``feeds_join``: whether a scan of the table sits below a join.
     Without it the query still reads only the pruned files, which is equally sound.
+
+    Only rows dropped before a join pay for the condition: above a scan that feeds an
+    aggregation directly, evaluating it (and Spark pushing it into every Parquet file read)
+    costs about what aggregating the extra rows would. (Measured on the workload's 5U1Q delta-200
+    table, 127 files read of 138, the condition dropping 65% of their rows: the sketched query
+    took 0.255 s with it, 0.186 s without, the plain query 0.246 s.)
     """
-    if rows_read <= 0:
+    if rows_read <= 0 or not feeds_join:
         return False
     return predicate_share * rows_total <= (1 - MIN_ROWS_DROPPED) * rows_read

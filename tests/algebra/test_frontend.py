@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from sketch_core.algebra.frontend import decode_params, encode_params, template_key, to_ir
-from sketch_core.algebra.ir import Aggregate, Join, Scan, TopK, positive_scans, scans
+from sketch_core.algebra.ir import Aggregate, Join, Scan, TopK, positive_scans, scans, scans_below_joins
 from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
 
 SCHEMAS = {
@@ -33,6 +33,17 @@ def test_in_and_exists_become_semi_and_anti_joins() -> None:
     assert sorted(kinds) == ["anti", "semi"]
     # The NOT EXISTS side is never sketched.
     assert [s.table for s in positive_scans(plan)].count("s.sales") == 1
+
+
+def test_scans_below_joins_are_those_a_join_reads() -> None:
+    alone = to_ir("SELECT region, SUM(amount) AS t FROM s.sales GROUP BY region", SCHEMAS).plan
+    assert scans_below_joins(alone) == []
+    sql = (
+        "SELECT r.country, SUM(x.t) AS t FROM (SELECT region, SUM(amount) AS t FROM s.sales "
+        "GROUP BY region) x JOIN s.regions r ON x.region = r.region GROUP BY r.country"
+    )
+    joined = to_ir(sql, SCHEMAS).plan
+    assert sorted(s.table for s in scans_below_joins(joined)) == ["s.regions", "s.sales"]
 
 
 def test_aggregates_in_having_and_order_are_computed_once() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,11 +48,18 @@ def test_null_fragment_keeps_files_with_nulls() -> None:
 
 def test_row_condition_only_when_it_drops_at_least_half_of_the_rows_read() -> None:
     total = 1_000_000
-    assert row_condition_pays(0.01, rows_read=100_000, rows_total=total)  # keeps 10% of what is read
-    assert row_condition_pays(0.05, rows_read=100_000, rows_total=total)  # exactly half
-    assert not row_condition_pays(0.6, rows_read=total, rows_total=total)  # keeps 60%: not worth it
-    assert not row_condition_pays(0.02, rows_read=30_000, rows_total=total)  # files already tight
-    assert not row_condition_pays(0.0, rows_read=0, rows_total=total)  # nothing is read
+    pays = partial(row_condition_pays, rows_total=total, feeds_join=True)
+    assert pays(0.01, rows_read=100_000)  # keeps 10% of what is read
+    assert pays(0.05, rows_read=100_000)  # exactly half
+    assert not pays(0.6, rows_read=total)  # keeps 60%: not worth it
+    assert not pays(0.02, rows_read=30_000)  # files already tight
+    assert not pays(0.0, rows_read=0)  # nothing is read
+
+
+def test_row_condition_only_below_a_join() -> None:
+    # Dropping 90% of the rows read pays before a join, not before an aggregation of one table.
+    assert row_condition_pays(0.01, rows_read=100_000, rows_total=1_000_000, feeds_join=True)
+    assert not row_condition_pays(0.01, rows_read=100_000, rows_total=1_000_000, feeds_join=False)
 
 
 def read_rows(files: list[DataFileInfo]) -> pa.Table:
