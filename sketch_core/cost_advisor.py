@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sketch_core.costs import Choice, CostModel
-from sketch_core.costs.choose import seldom_timed
+from sketch_core.costs.choose import seldom_timed, stale
 from sketch_core.metastore.costs import CostRecords
 
 log = logging.getLogger(__name__)
@@ -100,12 +100,15 @@ class CostAdvisor:
     def observed(self, operation: str, name: str | None = None, template: str | None = None) -> None:
         """A run of ``operation`` was recorded, for sketch ``name`` or (a query without a
         sketch) for the sketches of ``template``: refit the models that still have few such runs,
-        or few next to their most timed operation (an alternative being timed again: its next
-        choice should see this run, not wait for the ttl)."""
+        or few next to their most timed operation, or none for long (an alternative being timed
+        again: its next choice should see this run, not wait for the ttl)."""
         for key, entry in list(self._fitted.items()):
             concerned = key == name or (template is not None and entry.template == template)
-            young = entry.model.costs[operation].runs < REFIT_UNTIL_RUNS or seldom_timed(
-                entry.model, operation
+            model = entry.model
+            young = (
+                model.costs[operation].runs < REFIT_UNTIL_RUNS
+                or seldom_timed(model, operation)
+                or stale(model, operation)
             )
             if concerned and young and not entry.pinned:
                 del self._fitted[key]

@@ -113,20 +113,25 @@ class CostRecords:
             .subquery()
         )
         no_template = literal(None, Text).label("template")
-        maintained = select(ranked.c.operation, ranked.c.size, ranked.c.seconds, no_template).where(
+        no_run = literal(0).label("run_id")  # maintenance runs are not aged
+        maintained = select(ranked.c.operation, ranked.c.size, ranked.c.seconds, no_template, no_run).where(
             ranked.c.nth <= recent
         )
 
         def recent_queries(operation: str, where: ColumnElement[bool]) -> Select[Any]:
             newest = (
-                select(queries.c.table_rows, queries.c.seconds)
+                select(queries.c.table_rows, queries.c.seconds, queries.c.run_id)
                 .join_from(queries, target, where)
                 .order_by(queries.c.run_id.desc())
                 .limit(recent)
                 .subquery()
             )
             return select(
-                literal(operation).label("operation"), newest.c.table_rows, newest.c.seconds, no_template
+                literal(operation).label("operation"),
+                newest.c.table_rows,
+                newest.c.seconds,
+                no_template,
+                newest.c.run_id,
             )
 
         used = recent_queries("use", queries.c.sketch_id == target.c.sketch_id)
@@ -134,7 +139,9 @@ class CostRecords:
             "plain", and_(queries.c.template_key == target.c.template_key, queries.c.sketch_id.is_(None))
         )
         # One row names the template, and says that the sketch exists.
-        known = select(literal("").label("operation"), literal(0), literal(0.0), target.c.template_key)
+        known = select(
+            literal("").label("operation"), literal(0), literal(0.0), target.c.template_key, literal(0)
+        )
         with self.engine.connect() as conn:
             rows = conn.execute(union_all(known, maintained, used, plain)).all()
         found: dict[str, list[Observation]] = {
@@ -142,11 +149,15 @@ class CostRecords:
         }
         template: str | None = None
         exists = False
-        for operation, row_size, seconds, row_template in rows:
+        # A query run's age: how many of the fetched runs of the sketch's query (either way) are
+        # newer (see sketch_core.costs.model.QUERY_HALF_LIFE).
+        query_runs = sorted((row[4] for row in rows if row[0] in ("use", "plain")), reverse=True)
+        age = {run_id: float(rank) for rank, run_id in enumerate(query_runs)}
+        for operation, row_size, seconds, row_template, run_id in rows:
             if operation == "":
                 exists, template = True, row_template
             else:
-                found[operation].append(Observation(float(row_size), float(seconds)))
+                found[operation].append(Observation(float(row_size), float(seconds), age.get(run_id, 0.0)))
         if not exists:
             raise SketchNotFoundError(name)
         # A recapture is a capture at the new snapshot: the captures count as its runs too.

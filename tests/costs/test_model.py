@@ -8,7 +8,7 @@ import random
 import pytest
 
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost, Observation, Situation, choose, fit
-from sketch_core.costs.choose import seldom_timed, steady_run
+from sketch_core.costs.choose import seldom_timed, stale, steady_run
 from sketch_core.errors import ConfigurationError
 
 PRIOR = LinearCost(1.0, 1e-5)
@@ -206,6 +206,66 @@ def test_a_close_query_is_timed_again_once_per_twenty_runs_of_the_best() -> None
     cheap_plain = {"plain": (0.1, 1e-7)}
     assert choose(timed({"incremental": 3}, **cheap_plain), situation, explore=True).action == "skip"
     assert choose(timed({"incremental": 2}, **cheap_plain), situation, explore=True).action == "incremental"
+
+
+def test_recent_runs_of_the_query_count_more_than_old_ones() -> None:
+    # Ten runs at 0.3 s, 100 to 109 runs ago; five at 0.2 s just now: the old ones count a
+    # quarter each (half-life 50), so the estimate is nearer 0.2 than the plain mean (0.267).
+    old = [Observation(1000, 0.3, age=100 + k) for k in range(10)]
+    new = [Observation(1000, 0.2, age=k) for k in range(5)]
+    flat = LinearCost(0.1, 0.0)
+    assert fit(flat, old + new).estimate(1000) == pytest.approx(4 / 15)
+    recent = fit(flat, old + new, half_life=50)
+    assert 0.2 < recent.estimate(1000) < 0.24 and recent.runs == 15 and recent.since_timed == 0
+    assert fit(flat, old, half_life=50).since_timed == 100  # last timed 100 runs ago
+    assert fit(flat, old).since_timed is None  # not aged: unknown
+    # Over a range of sizes the line follows the recent runs too: old runs on a steeper line.
+    steep = [Observation(s, 0.1 + 1e-6 * s, age=200 + s / 1000) for s in (1000, 50_000, 100_000)]
+    gentle = [Observation(s, 0.1 + 1e-7 * s, age=s / 1000) for s in (1000, 50_000, 100_000)]
+    line = fit(flat, steep + gentle, half_life=50)
+    assert line.per_row == pytest.approx(1e-7, rel=0.2)
+
+
+def test_a_close_way_not_run_for_long_is_run_again() -> None:
+    # use 0.2 per report, timed often; plain 0.24 (within 25%), its newest run 30 runs ago.
+    lines = {"full": (2.0, 0.0), "use": (0.2, 0.0), "plain": (0.24, 0.0), "incremental": (0.01, 0.0)}
+
+    def model(since: float | None, plain: float = 0.24) -> CostModel:
+        costs = {op: LinearCost(*line, runs=200) for op, line in lines.items()}
+        costs["plain"] = LinearCost(plain, 0.0, runs=40, since_timed=since)
+        return CostModel({**DEFAULT_PRIORS, **costs})
+
+    situation = Situation(1_000_000, 10, queries=1)
+    assert stale(model(30), "plain") and not stale(model(19), "plain") and not stale(model(None), "plain")
+    retimed = choose(model(30), situation, explore=True)
+    assert retimed.action == "skip" and "last timed 30 runs of the query ago" in retimed.reason
+    assert choose(model(10), situation, explore=True).action == "incremental"  # timed lately
+    assert choose(model(30, plain=0.3), situation, explore=True).action == "incremental"  # not close
+    assert choose(model(30), situation).action == "incremental"  # not exploring
+
+
+def test_a_sketch_left_behind_is_brought_up_to_time_its_query_again() -> None:
+    # Skipping is best (plain 0.2 per report against 0.21 + maintenance); the query with the
+    # sketch was last timed 40 runs ago: catching up incrementally is tried, if close.
+    def model(use: float, since: float) -> CostModel:
+        costs = {
+            "full": LinearCost(2.0, 0.0, runs=5),
+            "incremental": LinearCost(0.01, 0.0, runs=50),
+            "plain": LinearCost(0.2, 0.0, runs=200, since_timed=0),
+            "use": LinearCost(use, 0.0, runs=200, since_timed=since),
+        }
+        return CostModel({**DEFAULT_PRIORS, **costs})
+
+    situation = Situation(1_000_000, 20, queries=1, horizon=10)
+    assert choose(model(0.21, 40), situation).action == "skip"
+    tried = choose(model(0.21, 40), situation, explore=True)
+    assert tried.action == "incremental" and "last timed 40 runs of the query ago" in tried.reason
+    assert choose(model(0.21, 5), situation, explore=True).action == "skip"  # timed lately
+    assert choose(model(0.4, 40), situation, explore=True).action == "skip"  # far dearer
+    assert choose(model(0.21, 40), situation, ("incremental", "skip"), explore=True).action == "incremental"
+    assert (
+        choose(model(0.21, 40), situation, ("full", "skip"), explore=True).action == "skip"
+    )  # only incremental
 
 
 def test_the_choice_keeps_to_the_allowed_actions() -> None:

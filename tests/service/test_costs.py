@@ -384,5 +384,13 @@ def test_a_fit_reads_the_newest_runs_of_each_operation_and_the_template_in_one_r
     assert [o.size for o in recorded.observations["plain"]] == [2021]
     assert [o.size for o in recorded.observations["full"]] == [2000]  # the capture, as a recapture
     assert svc.costs.recorded_runs(name).observations["incremental"] != recorded.observations["incremental"]
+    # Query runs are aged by the runs of the query (either way) after them: the last ran plain.
+    everything = svc.costs.recorded_runs(name).observations
+    ages = {op: sorted(o.age for o in everything[op]) for op in ("use", "plain")}
+    assert ages["plain"][0] == 0.0 and ages["use"][0] == 1.0
+    assert sorted(ages["use"] + ages["plain"]) == [
+        float(k) for k in range(len(ages["use"]) + len(ages["plain"]))
+    ]
+    assert {o.age for o in everything["incremental"]} == {0.0}  # maintenance is not aged
     with pytest.raises(SketchNotFoundError):
         svc.costs.recorded_runs(f"{name}_unknown")
