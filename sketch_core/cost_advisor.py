@@ -9,7 +9,9 @@ is a write. So, per sketch, the advisor keeps:
 - the expected queries per load, for as long as the model;
 - the choice made for a query at (version, commit sequence): the reports that follow at the same
   snapshots reuse it, and a choice to leave a version behind holds at later snapshots too
-  (dropped with the model it came from);
+  (dropped with the model it came from, or after ``RECHECK_SKIP_AFTER`` reports: a sketch left
+  behind is worth bringing up again while it can still be caught up incrementally, and at a
+  report every few seconds the ttl alone let it fall past that);
 
 and it records a decision only when its action differs from the last one recorded in the same
 context, or ``RECORD_EVERY_SECONDS`` after it, so the status page's reason stays current without
@@ -39,6 +41,8 @@ MODEL_TTL_SECONDS = 120.0
 REFIT_UNTIL_RUNS = 5
 # An unchanged decision is recorded again after this long (its figures may have moved).
 RECORD_EVERY_SECONDS = 60.0
+# A choice to leave a sketch behind is made again (the model refitted) after this many reports.
+RECHECK_SKIP_AFTER = 10
 
 
 @dataclass
@@ -50,6 +54,7 @@ class _Fitted:
     pinned: bool = False  # set by ``pin``: kept for the ttl whatever runs are recorded
     query_choices: dict[tuple[int, int], Choice] = field(default_factory=dict)
     skipped_version: int | None = None  # a stale version the model chose to leave behind
+    skipped_reports: int = 0  # the reports that found it left behind since
 
 
 class CostAdvisor:
@@ -136,11 +141,19 @@ class CostAdvisor:
         maintaining dearer, and skipping costs the same; so they skip without planning."""
         entry = self._fitted.get(name)
         if entry is not None:
-            entry.skipped_version = version
+            entry.skipped_version, entry.skipped_reports = version, 0
 
     def skipping(self, name: str, version: int) -> bool:
+        """Whether a report finding ``version`` is to skip it without planning; counted, and
+        from the ``RECHECK_SKIP_AFTER``-th such report on, the model is refitted (not pinned)."""
         entry = self._fresh(name)
-        return entry is not None and entry.skipped_version == version
+        if entry is None or entry.skipped_version != version:
+            return False
+        entry.skipped_reports += 1
+        if entry.skipped_reports > RECHECK_SKIP_AFTER and not entry.pinned:
+            del self._fitted[name]
+            return False
+        return True
 
     # -- explanations --------------------------------------------------------------------------
     def record(self, name: str, context: str, choice: Choice) -> None:

@@ -1030,6 +1030,7 @@ class SketchService:
                     loads=len(pending),
                     rate=rate,
                     horizon=self.settings.cost_horizon_queries,
+                    history_loads=self.settings.stale_history_loads,
                 )
                 choice = self._cost_choice(definition, situation, (*options, "skip"), explore=True)
             elif len(options) > 1:  # within what incremental can take: the cheaper by the model

@@ -53,7 +53,7 @@ for 340 reports.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sketch_core.costs.model import PRIOR_RETIRED_AFTER, CostModel
 from sketch_core.errors import ConfigurationError
@@ -82,6 +82,9 @@ class Situation:
     loads: int = 1  # the loads (commits to the sketch's tables) the delta came in
     rate: float | None = None  # runs of the query expected per load (None: ``queries``)
     horizon: int = 0  # runs of the query after ``queries`` whose costs are counted too
+    # Loads behind after which the sketch can only be recaptured (its tables' history between
+    # is no longer kept); 0: no limit.
+    history_loads: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,21 +124,27 @@ def steady_run(model: CostModel, situation: Situation, allowed: Sequence[str] = 
     of running it plain, or using the sketch after its share of the maintenance (incremental or
     by recapture, as allowed): one load's worth shared by the load's runs, or, with fewer runs
     than loads, the loads since the last run at once."""
-    n = situation.table_rows
-    rate = max(0.0, situation.queries if situation.rate is None else situation.rate)
-    plain = model.estimate("plain", n)
-    if rate == 0:  # no later runs expected: nothing to gain
+    plain = model.estimate("plain", situation.table_rows)
+    if _rate(situation) == 0:  # no later runs expected: nothing to gain
         return plain
+    return min([plain, *(sketched_run(model, situation, a) for a in ("incremental", "full") if a in allowed)])
+
+
+def sketched_run(model: CostModel, situation: Situation, action: str = "incremental") -> float:
+    """Estimated seconds of one later run of the query with the sketch kept current by
+    ``action`` (see :func:`steady_run`)."""
+    n, rate = situation.table_rows, _rate(situation)
     per_load = situation.delta_rows / max(1, situation.loads)
-    delta = per_load * max(1.0, 1 / rate)  # the rows between two runs, at least one load's
+    delta = per_load * max(1.0, 1 / rate) if rate > 0 else per_load  # rows between two runs
     sharing = max(1.0, rate)  # the runs one maintenance serves
-    use = model.estimate("use", n)
-    ways = [plain]
-    if "incremental" in allowed:
-        ways.append(model.estimate("incremental", delta) / sharing + use)
-    if "full" in allowed:
-        ways.append(model.estimate("full", n) / sharing + use)
-    return min(ways)
+    maintenance = (
+        model.estimate("incremental", delta) if action == "incremental" else model.estimate("full", n)
+    )
+    return maintenance / sharing + model.estimate("use", n)
+
+
+def _rate(situation: Situation) -> float:
+    return max(0.0, situation.queries if situation.rate is None else situation.rate)
 
 
 def choose(
@@ -156,11 +165,7 @@ def choose(
             if a in estimates and a != best
         }
         if best == "skip" and rules.get("incremental") is None and "incremental" in estimates:
-            # The sketch left behind: its query is timed again by catching up incrementally,
-            # when that and the queries now cost within the margin of running them plain (the
-            # totals' later runs take the cheapest way either way, which would hide the gap).
-            now = totals(model, replace(situation, horizon=0), allowed)
-            rules["incremental"] = stale_rule(model, "use", now["incremental"], now["skip"])
+            rules["incremental"] = catch_up_rule(model, situation, estimates["skip"])
         untried = {a: rule for a, rule in rules.items() if rule is not None}
         if untried:
             tried = min(untried, key=lambda a: estimates[a])
@@ -197,6 +202,31 @@ def stale_rule(model: CostModel, operation: str, estimate: float, best: float) -
         since = model.costs[operation].since_timed
         return f"last timed {since:.0f} runs of the query ago and estimated within {CLOSE_MARGIN:.0%}"
     return None
+
+
+def catch_up_rule(model: CostModel, situation: Situation, skipping: float) -> str | None:
+    """Why a sketch left behind is to be caught up incrementally to time its query again (None:
+    it is not): the query with it is :func:`stale`, or the sketch is half way to the loads after
+    which only a recapture can bring it up (``Situation.history_loads``); and catching up, then
+    keeping it current over the queries counted, is estimated within ``CLOSE_MARGIN`` of
+    ``skipping`` (the totals' later runs take the cheapest way either way, which would hide the
+    gap)."""
+    late = situation.history_loads > 0 and 2 * situation.loads >= situation.history_loads
+    if not (stale(model, "use") or late):
+        return None
+    n, q = situation.table_rows, max(0.0, situation.queries)
+    kept = (
+        model.estimate("incremental", situation.delta_rows)
+        + q * model.estimate("use", n)
+        + situation.horizon * sketched_run(model, situation)
+    )
+    if kept > (1 + CLOSE_MARGIN) * skipping:
+        return None
+    if late:
+        why = f"{situation.loads} loads behind, half way to needing a recapture"
+    else:
+        why = f"its query last timed {model.costs['use'].since_timed:.0f} runs of the query ago"
+    return f"{why}, and estimated within {CLOSE_MARGIN:.0%}"
 
 
 def stale(model: CostModel, operation: str) -> bool:

@@ -263,9 +263,15 @@ def test_a_sketch_left_behind_is_brought_up_to_time_its_query_again() -> None:
     assert choose(model(0.21, 5), situation, explore=True).action == "skip"  # timed lately
     assert choose(model(0.4, 40), situation, explore=True).action == "skip"  # far dearer
     assert choose(model(0.21, 40), situation, ("incremental", "skip"), explore=True).action == "incremental"
-    assert (
-        choose(model(0.21, 40), situation, ("full", "skip"), explore=True).action == "skip"
-    )  # only incremental
+    only_full = choose(model(0.21, 40), situation, ("full", "skip"), explore=True)
+    assert only_full.action == "skip"  # caught up only incrementally
+    # Timed lately, but half way to the loads after which only a recapture brings it up: the
+    # last chance to catch up incrementally.
+    limited = dataclasses.replace(situation, loads=50, history_loads=100)
+    late = choose(model(0.21, 5), limited, explore=True)
+    assert late.action == "incremental" and "50 loads behind, half way to needing a recapture" in late.reason
+    assert choose(model(0.21, 5), dataclasses.replace(limited, loads=49), explore=True).action == "skip"
+    assert choose(model(0.4, 5), limited, explore=True).action == "skip"  # far dearer
 
 
 def test_the_choice_keeps_to_the_allowed_actions() -> None:

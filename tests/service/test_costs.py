@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from sketch_core.algebra.frontend import template_key
+from sketch_core.cost_advisor import RECHECK_SKIP_AFTER
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
@@ -202,6 +203,21 @@ def test_the_expected_queries_are_the_template_runs_per_load(spark_svc: SketchSe
     assert svc.costs.expected_queries(name) == 2.0
     # Over the two newest commits: the four runs since the older of them, for one load between.
     assert svc.costs.expected_queries(name, window=2) == 4.0
+
+
+def test_a_choice_to_leave_a_sketch_behind_is_made_again_after_a_few_reports(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(500, 20, seed=41), sort_by=["a"])
+    name, _ = captured(svc, table, "recheck_skip")
+    fitted = svc.advisor.model(name)  # a fitted model, not pinned
+    svc.advisor.skip_from(name, 1)
+    assert all(svc.advisor.skipping(name, 1) for _ in range(RECHECK_SKIP_AFTER))
+    assert not svc.advisor.skipping(name, 1)  # the next report refits and decides again
+    assert svc.advisor.model(name) is not fitted
+    assert not svc.advisor.skipping(name, 1)  # the new model has made no choice yet
 
 
 def test_a_query_maintains_or_skips_the_sketch_by_the_cost_model_once_per_snapshot(
