@@ -45,9 +45,11 @@ by what it cost back then. While it is estimated within ``CLOSE_MARGIN`` of the 
 run again once ``STALE_AFTER`` runs of the query have gone by since it last ran
 (:func:`stale`): at worst one run in twenty at a quarter more, about 1% of the reports. When
 the best is to skip the sketch, the query with it is timed by bringing the sketch up
-incrementally (when that is within the margin too): on the workload benchmark the sketched
-report, last timed at 0.28 s, ran in 0.21 s by then, and a report run plain 8% slower was kept
-for 340 reports.
+incrementally (when that is within the margin too, see :func:`catch_up_rule`): on the
+workload benchmark the sketched report, last timed at 0.28 s, ran in 0.21 s by then, and a
+report run plain 8% slower was kept for 340 reports. That is also tried once the sketch is half
+way to the loads after which only a recapture can bring it up (``Situation.history_loads``):
+the last chance to learn whether keeping it pays at the price of an incremental run.
 """
 
 from __future__ import annotations
