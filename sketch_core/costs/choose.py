@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sketch_core.costs.model import PRIOR_RETIRED_AFTER, CostModel
+from sketch_core.costs.model import PRIOR_RETIRED_AFTER, QUERY_OPERATIONS, CostModel
 from sketch_core.errors import ConfigurationError
 
 ACTIONS = ("incremental", "full", "skip")
@@ -69,7 +69,7 @@ RETIME_MARGIN = 1.0
 RETIME_FEW_MARGIN = 3.0
 RETIME_EVERY = 20
 # The operations re-timed when seldom timed: runs of the query, not maintenance.
-RETIMED = ("plain", "use")
+RETIMED = QUERY_OPERATIONS
 # A way of running the query estimated within ``CLOSE_MARGIN`` of the best is run again once
 # the sketch's query has run ``STALE_AFTER`` times since it last ran that way (see the note).
 CLOSE_MARGIN = 0.25

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from sketch_core.errors import ConfigurationError
 
 OPERATIONS = ("capture", "incremental", "full", "use", "plain")
+# The runs of the query itself, with the sketch and without (the others are maintenance).
+QUERY_OPERATIONS = ("use", "plain")
 # How many runs the prior counts as. Three: two agreeing runs do not yet overrule it entirely.
 PRIOR_WEIGHT = 3.0
 # From this many runs on, a cost is its runs' alone: the prior is a guess (for the plain query,
@@ -113,7 +115,7 @@ def fit(
     if n == 0:
         return LinearCost(prior.fixed, prior.per_row, 0)
     since = min(o.age for o in runs) if half_life is not None else None
-    weighted = [(0.5 ** (o.age / half_life) if half_life else 1.0, o) for o in runs]
+    weighted = [(0.5 ** (o.age / half_life) if half_life is not None else 1.0, o) for o in runs]
     total = sum(w for w, _ in weighted)
     mean_x = sum(w * o.size for w, o in weighted) / total
     mean_y = sum(w * o.seconds for w, o in weighted) / total
@@ -198,7 +200,7 @@ class CostModel:
             )
 
         def fitted(op: str, prior: LinearCost) -> LinearCost:
-            half_life = QUERY_HALF_LIFE if op in ("use", "plain") else None
+            half_life = QUERY_HALF_LIFE if op in QUERY_OPERATIONS else None
             return fit(prior, list(observations.get(op, ())), half_life=half_life)
 
         costs = {op: fitted(op, priors[op]) for op in OPERATIONS if op != "use"}

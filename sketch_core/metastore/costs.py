@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 
 from sketch_core.costs.choose import Choice
-from sketch_core.costs.model import Observation
+from sketch_core.costs.model import QUERY_OPERATIONS, Observation
 from sketch_core.errors import SketchNotFoundError
 from sketch_core.metastore import schema as t
 from sketch_core.metastore.sketches import sketch_id_of
@@ -151,7 +151,7 @@ class CostRecords:
         exists = False
         # A query run's age: how many of the fetched runs of the sketch's query (either way) are
         # newer (see sketch_core.costs.model.QUERY_HALF_LIFE).
-        query_runs = sorted((row[4] for row in rows if row[0] in ("use", "plain")), reverse=True)
+        query_runs = sorted((row[4] for row in rows if row[0] in QUERY_OPERATIONS), reverse=True)
         age = {run_id: float(rank) for rank, run_id in enumerate(query_runs)}
         for operation, row_size, seconds, row_template, run_id in rows:
             if operation == "":
