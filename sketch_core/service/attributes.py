@@ -1,0 +1,258 @@
+"""Attribute choice: which attribute each table of a query is sketched on (PBDS Sec. 6 safety
+checks; CBS's estimates of each safe attribute's sketch size from a sample)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from sketch_core.algebra.ir import Relation, Scan, positive_scans
+from sketch_core.algebra.printer import to_sql
+from sketch_core.choice.candidates import table_candidates
+from sketch_core.choice.estimation import DEFAULT_REPLICATES
+from sketch_core.choice.local_plan import evaluate_plan
+from sketch_core.choice.query import AttributeEstimates, SampledTable, estimate_candidates
+from sketch_core.choice.shape import aggregation_shape
+from sketch_core.choice.store import StoredSample
+from sketch_core.choice.strategies import TableCandidates, preferences
+from sketch_core.errors import NoSafeAttributeError, QueryError, UnsafeAttributeError, UnsupportedQueryError
+from sketch_core.partitions import RangePartition
+from sketch_core.rewrites.push_selections import push_selections
+from sketch_core.rewrites.safety import (
+    SafetyResult,
+    Statistics,
+    check_safety,
+    choose_attributes,
+    group_by_attributes,
+)
+from sketch_core.service.core import ServiceCore
+from sketch_core.spark.views import keep_view, register_view, table_schemas
+from sketch_core.tables.deltas import read_matching
+from sketch_core.tables.pinned import PinnedSnapshot
+
+log = logging.getLogger(__name__)
+
+
+def _unsafe_because(result: SafetyResult) -> str | None:
+    return None if result.safe else result.reason or "unsafe"
+
+
+class AttributeChoosing(ServiceCore):
+    """Estimating and choosing sketch attributes."""
+
+    def estimate_attributes(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        snapshot: int | None = None,
+        fragments: int | None = None,
+        replicates: int = DEFAULT_REPLICATES,
+    ) -> AttributeEstimates:
+        """Every safe attribute of every table the query reads, with the expected selectivity of
+        a sketch on it, estimated from a stratified sample of the query's largest table (CBS;
+        see :mod:`sketch_core.choice.query`); the unsafe ones with the reason."""
+        plan, pins, statistics = self._pinned_plan(sql, params, snapshot)
+        return self._estimates(plan, pins, statistics, fragments or self.settings.fragments, replicates)
+
+    def _pinned_plan(
+        self, sql: str, params: Mapping[str, Any] | None, snapshot: int | None
+    ) -> tuple[Relation, dict[str, PinnedSnapshot], Statistics]:
+        """The query's plan, its tables pinned at ``snapshot`` (default: the latest), and their
+        column bounds (for safety checks)."""
+        pins = self._pin_query(sql, self._sequence(snapshot))
+        parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
+        return parsed.plan, pins, {table: pin.column_bounds() for table, pin in pins.items()}
+
+    def _estimates(
+        self,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        statistics: Statistics,
+        fragments: int,
+        replicates: int = DEFAULT_REPLICATES,
+        *,
+        screen: bool = True,
+    ) -> AttributeEstimates:
+        """With ``screen``, only the attributes a safety check accepts are estimated; without,
+        every attribute is (a capture checks its picks in order of preference anyway, and a
+        check costs more than an estimate)."""
+        started = time.perf_counter()
+
+        def unsafe_because(table: str, attribute: str) -> str | None:
+            if not screen:
+                return None
+            return _unsafe_because(check_safety(plan, {table: attribute}, statistics))
+
+        tables, refused = table_candidates(
+            plan, {t: pin.schema.names for t, pin in pins.items()}, self._sort_keys(pins), unsafe_because
+        )
+        candidates = {table: list(c.all) for table, c in tables.items()}
+        shape = aggregation_shape(plan)
+        if isinstance(shape, str):
+            return AttributeEstimates(candidates, refused, None, reason=shape, tables=tables)
+        positive = {scan.table for scan in positive_scans(plan)}
+        fact = max(sorted(positive), key=lambda t: pins[t].record_count)
+        stored = self.samples.sample(pins[fact], group_by_attributes(plan).get(fact, []))
+
+        stored_ids = {table: self.sketches.partition_ids(table, fragments) for table in candidates}
+
+        def partition_of(table: str, attribute: str) -> RangePartition | None:
+            found = stored_ids.get(table, {}).get(attribute)
+            return None if found is None else self._partition(found)[1]
+
+        estimation = estimate_candidates(
+            lambda rows_plan: self._sample_rows(rows_plan, pins, fact, stored),
+            shape,
+            SampledTable(fact, stored.sample, stored.memo),
+            candidates,
+            partition_of,
+            fragments,
+            replicates=replicates,
+        )
+        return AttributeEstimates(
+            candidates,
+            refused,
+            estimation,
+            sampled_table=fact,
+            sample_drawn=stored.drawn,
+            seconds=time.perf_counter() - started,
+            tables=tables,
+        )
+
+    def _sample_rows(
+        self, plan: Relation, pins: Mapping[str, PinnedSnapshot], sampled: str, stored: StoredSample
+    ) -> pa.Table:
+        """``plan``'s rows with ``sampled``'s scans reading its sample: in-process when
+        :mod:`~sketch_core.choice.local_plan` covers the plan (no Spark job: most of an estimate's
+        time otherwise), else on Spark."""
+
+        def read(scan: Scan, keys: Mapping[str, pa.Array] | None) -> pa.Table:
+            if scan.table == sampled:
+                return stored.sample.rows
+            return read_matching(pins[scan.table], scan.source_columns, keys, self.tables.file_cache)
+
+        try:
+            return evaluate_plan(push_selections(plan), read, driving=sampled)
+        except (UnsupportedQueryError, pa.ArrowException) as error:
+            log.info("estimating on Spark: %s", error)
+        sample = self.spark.read.parquet(stored.path)
+        view = keep_view(self.spark, f"__sample_{abs(hash(stored.path))}", sample)
+        source = {table: register_view(self.spark, pin) for table, pin in pins.items()} | {sampled: view}
+        return self.spark.sql(to_sql(plan, source=lambda scan: source[scan.table])).toArrow()
+
+    def choose_attributes(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        snapshot: int | None = None,
+        fragments: int | None = None,
+    ) -> tuple[dict[str, str], AttributeEstimates | None]:
+        """The attributes a capture of ``sql`` without ``attributes`` would sketch, picked by the
+        ``attribute_strategy`` setting, and the estimates a cost-based strategy ranked them by:
+        the work the choice adds to such a capture."""
+        plan, pins, statistics = self._pinned_plan(sql, params, snapshot)
+        return self._attributes(plan, pins, statistics, None, fragments or self.settings.fragments)
+
+    def _sort_keys(self, pins: Mapping[str, PinnedSnapshot]) -> dict[str, tuple[str, ...]]:
+        keys = {}
+        for table in pins:
+            record = self.commit_log.get_table(table)
+            keys[table] = record.sort_by if record else ()
+        return keys
+
+    def _attributes(
+        self,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        statistics: Statistics,
+        requested: Mapping[str, str] | None,
+        fragments: int,
+    ) -> tuple[dict[str, str], AttributeEstimates | None]:
+        """The attribute of each sketched table: ``requested`` (checked to be safe), or as the
+        ``attribute_strategy`` setting picks them (with the estimates it ranked them by)."""
+        if requested:
+            wanted = {table.lower(): attribute for table, attribute in requested.items()}
+            for table, attribute in wanted.items():
+                if table not in pins:
+                    raise QueryError(f"attributes names {table}, which the query does not read")
+                if attribute not in pins[table].schema.names:
+                    raise QueryError(
+                        f"{table} has no column {attribute!r}", hint=f"columns: {pins[table].schema.names}"
+                    )
+            for table, attribute in wanted.items():
+                alone = check_safety(plan, {table: attribute}, statistics)
+                if not alone.safe:
+                    raise UnsafeAttributeError(table, attribute, alone.reason or "unsafe")
+            together = check_safety(plan, wanted, statistics)
+            if not together.safe:
+                raise UnsafeAttributeError(
+                    ", ".join(wanted), ", ".join(wanted.values()), f"together: {together.reason}"
+                )
+            return wanted, None
+        positive = {scan.table for scan in positive_scans(plan)}
+        # Largest tables first: they have the most to skip, so they get first pick.
+        sketched = [
+            table
+            for table in sorted(positive, key=lambda t: -pins[t].record_count)
+            if len(pins[table].files) >= self.settings.min_files_to_sketch
+        ]
+        strategy = self.settings.attribute_strategy
+        estimates: AttributeEstimates | None = None
+        if strategy == "heuristic" or not sketched:  # (nothing to sketch: nothing to estimate)
+            grouped = group_by_attributes(plan)
+            keys = self._sort_keys(pins)
+            pools = {t: TableCandidates((), (), tuple(grouped.get(t, [])), keys[t][:1]) for t in sketched}
+        else:
+            estimates = self._estimates(plan, pins, statistics, fragments, screen=False)
+            pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
+        expected = estimates.expected_selectivities() if estimates is not None else None
+        candidates = preferences(strategy, pools, expected)
+        choice = choose_attributes(plan, candidates, statistics)
+        if not choice.chosen:
+            reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
+            raise NoSafeAttributeError(
+                sorted(candidates), reasons or "no table has enough data files to skip"
+            )
+        if estimates is not None:
+            estimates = replace(estimates, refused=choice.refused)
+        return choice.chosen, estimates
+
+    def _record_choice(
+        self,
+        name: str,
+        estimates: AttributeEstimates,
+        chosen: Mapping[str, str],
+        found: Mapping[str, Any],
+        partitions: Mapping[str, tuple[int, RangePartition]],
+    ) -> None:
+        """Keep the estimates beside the sketch, with the share of fragments the captured sketch
+        keeps on each chosen attribute and the relative size error of its estimate (CBS Sec.
+        4.4.1; fragments, not rows: the captured sketch tells those without a scan)."""
+        assert estimates.estimation is not None
+        by_table: dict[str, dict[str, Any]] = {}
+        refused = {(t, a): why for t, unsafe in estimates.refused.items() for a, why in unsafe}
+        for key, e in estimates.estimation.candidates.items():
+            table, attribute = key.rsplit(".", 1)
+            by_table.setdefault(table, {})[attribute] = {
+                "selectivity": e.selectivity,
+                "low": e.low,
+                "high": e.high,
+                "fragment_share": e.fragment_share,
+            }
+            if (table, attribute) in refused:  # estimated, then found unsafe when picked
+                by_table[table][attribute]["unsafe"] = refused[table, attribute]
+        outcome: dict[str, Any] = {}
+        for table, attribute in chosen.items():
+            # Compared as shares of fragments: what the captured sketch tells without a scan.
+            estimated = by_table.get(table, {}).get(attribute, {}).get("fragment_share")
+            actual = len(found.get(table, ())) / max(1, partitions[table][1].fragment_count)
+            rse = None if estimated is None or actual == 0 else abs(estimated - actual) / actual
+            outcome[table] = {"attribute": attribute, "estimated": estimated, "actual": actual, "rse": rse}
+        self.choices.record(name, self.settings.attribute_strategy, by_table, outcome)

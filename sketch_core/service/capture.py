@@ -1,0 +1,207 @@
+"""Capture (PBDS Sec. 4): instrument the query, run it as one Spark job on pinned snapshots, and
+publish the fragments it found as a new sketch version (with incremental state, on request)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from pyroaring import BitMap
+
+from sketch_core import faults
+from sketch_core.algebra.frontend import encode_params, template_key
+from sketch_core.config import Settings
+from sketch_core.errors import InvalidSketchNameError, UnsupportedQueryError
+from sketch_core.maintenance import MaintainedSketch, build_engine, store_state
+from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
+from sketch_core.rewrites.capture import instrument_capture
+from sketch_core.service.attributes import AttributeChoosing
+from sketch_core.service.core import sketch_identity
+from sketch_core.service.results import SketchVersion
+from sketch_core.spark.capture import run_capture
+from sketch_core.spark.jobs import spark_job
+from sketch_core.spark.views import table_schemas
+
+log = logging.getLogger(__name__)
+
+
+_MAX_NAME_CHARACTERS = 200
+
+
+def check_sketch_name(name: str) -> None:
+    """Refuse names the metastore cannot store (NUL) or that would not print back (control
+    characters), and empty or overlong ones; everything else (quotes, slashes, SQL) is a
+    value like any other: bound in queries, digested in paths."""
+    if not name.strip():
+        raise InvalidSketchNameError(name, "it is empty")
+    if len(name) > _MAX_NAME_CHARACTERS:
+        raise InvalidSketchNameError(name, f"it has {len(name)} characters, more than {_MAX_NAME_CHARACTERS}")
+    bad = sorted({c for c in name if not c.isprintable()})
+    if bad:
+        raise InvalidSketchNameError(name, f"it holds control characters {', '.join(map(repr, bad))}")
+
+
+def _fragment_count(fragments: int | Mapping[str, int] | None, table: str, settings: Settings) -> int:
+    if fragments is None:
+        count = settings.fragments
+    elif isinstance(fragments, int):
+        count = fragments
+    else:
+        count = int(fragments.get(table, settings.fragments))
+    if not 1 <= count <= MAX_FRAGMENTS:
+        # Checked before any Spark work: a billion quantiles would exhaust the driver first.
+        raise PartitionError(
+            f"fragment count {count} for {table} is out of range",
+            hint=f"use 1 to {MAX_FRAGMENTS:,} fragments (PBDS uses 1,000 to 10,000)",
+        )
+    return count
+
+
+def _default_name(template: str, params: Mapping[str, Any], partition_ids: Mapping[str, int]) -> str:
+    digest = hashlib.sha256(
+        json.dumps([template, params, sorted(partition_ids.items())], sort_keys=True, default=str).encode()
+    ).hexdigest()
+    return f"sketch_{digest[:16]}"
+
+
+class Capturing(AttributeChoosing):
+    """Capturing sketches."""
+
+    def capture(
+        self,
+        sql: str,
+        name: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        attributes: Mapping[str, str] | None = None,
+        fragments: int | Mapping[str, int] | None = None,
+        *,
+        snapshot: int | None = None,
+        with_state: bool = False,
+    ) -> SketchVersion:
+        """Capture a provenance sketch for ``sql`` (PBDS Sec. 4) and publish it as a new version.
+
+        ``attributes`` ({table: attribute}) must be safe for the query (PBDS Sec. 6) or the
+        capture is refused with :class:`UnsafeAttributeError`; without them, the
+        ``attribute_strategy`` setting picks them (by default the safe attribute with the
+        smallest estimated sketch; ``heuristic``: the sort key, then the group-by columns; see
+        :meth:`choose_attributes`). ``fragments`` is a count
+        for every table or per table (default ``settings.fragments``).
+
+        ``with_state`` also computes the incremental-maintenance state on Spark and stores it
+        with the version (for sketches that will be maintained; without it, the first
+        incremental maintenance computes it, at the version's snapshot).
+        """
+        if name is not None:
+            check_sketch_name(name)
+        return self._capture(
+            sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
+        )
+
+    def _capture(
+        self,
+        sql: str,
+        name: str | None,
+        params: Mapping[str, Any] | None,
+        attributes: Mapping[str, str] | None,
+        fragments: int | Mapping[str, int] | None,
+        sequence: int,
+        strategy: str = "capture",
+        from_version: int | None = None,
+        with_state: bool = False,
+        delta_rows: int = 0,
+    ) -> SketchVersion:
+        started = time.perf_counter()
+        pins = self._pin_query(sql, sequence)
+        parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
+        statistics = {table: pin.column_bounds() for table, pin in pins.items()}
+        chosen, estimates = self._attributes(
+            parsed.plan,
+            pins,
+            statistics,
+            attributes,
+            fragments if isinstance(fragments, int) else self.settings.fragments,
+        )
+        partitions = {
+            table: self.range_partition(
+                table, attribute, _fragment_count(fragments, table, self.settings), sequence=sequence
+            )
+            for table, attribute in chosen.items()
+        }
+        capture = instrument_capture(parsed.plan, attributes=chosen)
+        with spark_job(f"the capture of {name or 'a sketch'} at sequence {sequence}"):
+            faults.reached("spark-job", spark=self.spark)
+            found = run_capture(self.spark, capture, self._sources(pins, partitions))
+        encoded = encode_params(params)
+        partition_ids = {table: pid for table, (pid, _) in partitions.items()}
+        template = template_key(sql)
+        name = name or _default_name(template, encoded, partition_ids)
+        self.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
+        run_id = self.sketches.start_run(name, strategy, from_version)
+        try:
+            keeps = with_state and self.budget.keeps_state(name)
+            maintained = self._initial_state(name, sequence) if keeps else None
+            ref = store_state(self.state_store, name, maintained.engine, None) if maintained else None
+            faults.reached("state-written")
+            record = self.sketches.publish_version(
+                name,
+                sequence,
+                {table: pin.snapshot_id for table, pin in pins.items()},
+                {partition_ids[table]: BitMap(ids).serialize() for table, ids in found.items()},
+                state_ref=ref,
+            )
+            faults.reached("published")
+            if maintained is not None and record.state_ref is not None:
+                identity = sketch_identity(sql, encoded, partition_ids)
+                self._keep_engine(identity, name, record.version, maintained)
+            if estimates is not None and estimates.estimation is not None:
+                self._record_choice(name, estimates, chosen, found, partitions)
+            seconds = time.perf_counter() - started
+            self.sketches.finish_run(
+                run_id,
+                status="succeeded",
+                to_version=record.version,
+                delta_rows=delta_rows,
+                seconds=seconds,
+                table_rows=sum(pin.record_count for pin in pins.values()),
+            )
+        except BaseException as exc:  # the row says how it ended (a kill is settled by readers)
+            self._fail_run(run_id, exc, time.perf_counter() - started, delta_rows)
+            raise
+        log.info("captured %s version %d at sequence %d in %.2fs", name, record.version, sequence, seconds)
+        return self._sketch_version(record)
+
+    def _fail_run(self, run_id: int, exc: BaseException, seconds: float, delta_rows: int) -> None:
+        """Record a started run as failed with ``exc``; a run never fails for want of that."""
+        try:
+            self.sketches.finish_run(
+                run_id,
+                status="failed",
+                to_version=None,
+                delta_rows=delta_rows,
+                seconds=seconds,
+                error=f"{type(exc).__name__}: {exc}"[:2000],
+            )
+        except Exception as recording:
+            log.warning("could not record the failure of run %d: %s", run_id, recording)
+
+    def _initial_state(self, name: str, sequence: int) -> MaintainedSketch | None:
+        """The incremental engine of a sketch at ``sequence``, its aggregations' state computed
+        on Spark; None for queries the engine does not support (they are recaptured)."""
+        definition = self.sketches.definition(name)
+        partitions = self._range_partitions(definition)
+        try:
+            return build_engine(
+                self.tables,
+                definition,
+                partitions,
+                sequence,
+                summarize=self.spark_summarizer(definition),
+                keep_top=self.budget.keep_top(name),
+            )
+        except UnsupportedQueryError as exc:
+            log.info("%s: no incremental state (%s); it will be recaptured", name, exc)
+            return None

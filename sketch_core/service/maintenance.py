@@ -1,0 +1,442 @@
+"""Maintenance (IMP): bring a sketch to a newer commit incrementally (in-process, or with Spark
+for big deltas), by recapture, or leave it behind when the cost model says the queries run
+cheaper without it."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+from pyroaring import BitMap
+
+from sketch_core import faults
+from sketch_core.algebra.frontend import decode_params
+from sketch_core.costs.choose import Choice, Situation, choose
+from sketch_core.costs.model import CostModel
+from sketch_core.errors import (
+    ConfigurationError,
+    DeltaQuarantinedError,
+    KeptValuesExhaustedError,
+    SketchNotFoundError,
+    SnapshotExpiredError,
+    StateMissingError,
+    UnsupportedQueryError,
+)
+from sketch_core.incremental.engine import Frontier, RowDelta
+from sketch_core.incremental.partials import Partials
+from sketch_core.maintenance import (
+    DeltaSummarizer,
+    MaintainedSketch,
+    advance,
+    big_delta_covered,
+    build_engine,
+    plan_engine,
+    store_state,
+    summarizable,
+)
+from sketch_core.metastore.sketches import FinishedRun, SketchDefinition, VersionRecord
+from sketch_core.service.capture import Capturing
+from sketch_core.service.core import definition_identity
+from sketch_core.service.lifecycle import Lifecycle
+from sketch_core.service.results import MaintenancePlan, MaintenanceRun
+from sketch_core.service.validation import Validating
+from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, delta_partials
+from sketch_core.spark.views import referenced_tables
+from sketch_core.tables.pinned import PinnedSnapshot
+
+log = logging.getLogger(__name__)
+
+
+# "cost": as "auto", but the sketch is left stale ("skip") when the cost model expects the
+# queries before the next load to cost less without it than maintaining it and using it.
+MAINTENANCE_STRATEGIES = ("auto", "cost", "incremental", "full")
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in MAINTENANCE_STRATEGIES:
+        raise ConfigurationError(
+            f"unknown maintenance strategy {strategy!r}",
+            hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
+        )
+
+
+class Maintaining(Capturing, Lifecycle, Validating):
+    """Planning and running maintenance."""
+
+    def maintain(self, name: str | None = None, strategy: str = "auto") -> list[MaintenanceRun]:
+        """Bring sketches (one, or all) to the latest commit, each as a new version.
+
+        ``incremental`` runs IMP's incremental operators over the table deltas, starting from
+        the operator state stored with the sketch's newest version (computed on Spark from the
+        snapshot when there is none yet), in-process; above ``settings.spark_delta_rows``
+        changed rows, the aggregations over stateless subtrees that join or keep min/max get
+        their deltas from Spark queries over the delta rows and the pinned snapshots (the rest
+        of the plan still runs in-process). ``full`` recaptures on Spark. ``auto`` goes
+        incremental up to ``settings.incremental_max_delta_rows`` changed rows, and above that
+        when every changed table is read only under aggregations that reduce a big delta
+        set-at-a-time (join-free ones with array state; the ones Spark takes), and recaptures
+        otherwise or for queries the incremental engine does not support. Earlier versions
+        stay, for queries pinned to older snapshots.
+        """
+        _check_strategy(strategy)
+        names = [name] if name is not None else [d.name for d in self.sketches.definitions()]
+        runs = []
+        for each in names:
+            try:
+                runs.append(self._maintain_one(each, strategy))
+            except SketchNotFoundError:
+                if name is not None:
+                    raise
+                # Defined but never published (its capture died): nothing to maintain from.
+                log.warning("%s has no published version: not maintained", each)
+            except DeltaQuarantinedError as exc:
+                if name is not None:
+                    raise
+                log.warning("%s", exc)  # blocked at its last good version; the others go on
+        # Collected at most once per tenth of the retention time (expired versions linger at most
+        # that much longer); a collection lists every state directory.
+        due = time.monotonic() - self._collected_at >= self.settings.retain_seconds / 10
+        if due and any(r.published for r in runs):
+            try:
+                self.collect_garbage(names)
+            except Exception as exc:  # the runs stand; garbage waits for the next collection
+                log.warning("garbage collection after maintenance failed: %s", exc)
+        return runs
+
+    def plan_maintenance(
+        self, name: str, strategy: str = "auto", target: int | None = None
+    ) -> MaintenancePlan:
+        """What ``maintain(name, strategy)`` would do now, decided from the commit log and the
+        query plan alone (no state or data is read, and nothing runs on Spark)."""
+        _check_strategy(strategy)
+        definition, record = self._definition_and_version(name)
+        return self._plan(definition, record, strategy, target)
+
+    def _plan(
+        self,
+        definition: SketchDefinition,
+        record: VersionRecord,
+        strategy: str,
+        target: int | None,
+        table_rows: int | None = None,
+    ) -> MaintenancePlan:
+        """``table_rows``: the rows of the sketch's tables at ``target``, when known (for the
+        cost model; else read from the commit log)."""
+        target = self.latest_sequence() if target is None else target
+        tables = set(referenced_tables(definition.query_sql))
+        pending = [
+            c
+            for c in self.commit_log.commits(after_seq=record.sequence, until_seq=target)
+            if c.table in tables
+        ]
+        delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
+        changed = {c.table for c in pending}
+        on_spark = delta_rows > self.settings.spark_delta_rows
+        chosen = strategy if pending else "none"
+        choice: Choice | None = None
+        if chosen in ("auto", "cost"):
+            options: tuple[str, ...] = ("full",)
+            if not self.budget.keeps_state(definition.name):
+                choice = self._stateless_choice(definition.name)
+            elif not all(self.tables.retains(t, record.sequence) for t in changed):
+                pass  # the version's snapshots expired (left far behind): only a recapture
+            elif delta_rows <= self.settings.incremental_max_delta_rows or self._big_delta_covered(
+                definition, record, changed, on_spark
+            ):
+                options = ("incremental", "full")
+            if chosen == "cost":  # leaving it stale is an option too, for the queries expected
+                # before the next load: at least the one this is for (a report, or the refresh
+                # ahead of one), however rarely the template ran per load so far; and the
+                # runs after them, at the rate it ran per load.
+                rate = self.advisor.expected_queries(definition.name)
+                situation = Situation(
+                    table_rows or 0,
+                    delta_rows,
+                    max(1.0, rate),
+                    loads=len(pending),
+                    rate=rate,
+                    horizon=self.settings.cost_horizon_queries,
+                    history_loads=self.settings.stale_history_loads,
+                )
+                choice = self._cost_choice(definition, situation, (*options, "skip"), explore=True)
+            elif len(options) > 1:  # within what incremental can take: the cheaper by the model
+                # (a run that must first build the state costs more once, but leaves the state
+                # that makes the runs after it incremental: not charged, like an investment)
+                choice = self._cost_choice(definition, Situation(table_rows or 0, delta_rows, 0.0), options)
+            chosen = choice.action if choice is not None else options[0]
+        incremental = chosen == "incremental"
+        if on_spark and incremental:  # only aggregations over a changed table that Spark takes
+            on_spark = self._spark_summarizes(definition, record, changed)
+        return MaintenancePlan(
+            definition.name,
+            record.version,
+            target,
+            chosen,
+            delta_rows,
+            on_spark and incremental,
+            incremental and self._builds_state(definition, record),
+            choice,
+        )
+
+    def _builds_state(self, definition: SketchDefinition, record: VersionRecord) -> bool:
+        """Whether an incremental run from ``record`` would first compute the state on Spark:
+        no engine kept at that version and no usable stored state (the kept engine is checked
+        first: the stored state's manifest is a read)."""
+        return self._kept_at(definition, record, take=False) is None and not self.budget.usable_state(
+            definition.name, record
+        )
+
+    def _stateless_choice(self, name: str) -> Choice:
+        mode = self.budget.mode(name)
+        why = mode.reason if mode is not None else "no state"
+        return Choice("full", {}, f"full: the state budget keeps no state for this sketch ({why})")
+
+    def _spark_summarizes(
+        self, definition: SketchDefinition, record: VersionRecord, changed: set[str]
+    ) -> bool:
+        """Whether an incremental run over a big delta of ``changed`` would compute some
+        aggregations' deltas on Spark (True when the plan cannot be built here: it may)."""
+        try:
+            engine, _ = plan_engine(
+                self.tables, definition, self._range_partitions(definition), record.sequence
+            )
+        except UnsupportedQueryError:
+            return True
+        return bool(summarizable(engine.frontier(), changed))
+
+    def _maintain_one(
+        self,
+        name: str,
+        strategy: str,
+        target: int | None = None,
+        context: str = "maintain",
+        plan: MaintenancePlan | None = None,
+    ) -> MaintenanceRun:
+        """One sketch maintained to ``target``; ``plan``: already made for it (used while the
+        sketch's newest version is still the one it was made from)."""
+        run = self._run_maintenance(name, strategy, target, context, plan)
+        if run.published:
+            self.advisor.observed(run.strategy, name)
+        return run
+
+    def _run_maintenance(
+        self, name: str, strategy: str, target: int | None, context: str, plan: MaintenancePlan | None
+    ) -> MaintenanceRun:
+        started = time.perf_counter()  # an incremental run's checks before it are part of its cost
+        definition, record = self._definition_and_version(name)
+        if (
+            plan is None
+            or plan.from_version != record.version
+            or (target is not None and plan.target != target)
+        ):
+            plan = self._plan(definition, record, strategy, target)
+        target, chosen, delta_rows = plan.target, plan.strategy, plan.delta_rows
+        if chosen == "none":
+            return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
+        faults.reached("maintenance-planned")
+        if plan.choice is not None:
+            self.advisor.record(name, context, plan.choice)
+        if chosen == "skip":  # the queries read the plain tables until the model says otherwise
+            self.advisor.skip_from(name, record.version)
+            return MaintenanceRun(name, record.version, record.version, "skip", delta_rows, 0.0)
+        self._check_deltas(name, record, target)
+        if chosen == "incremental":
+            try:
+                return self._maintain_incremental(definition, record, plan, started)
+            except KeptValuesExhaustedError as exc:  # top-m ran out: recapture, whatever was asked
+                log.info("%s: recapturing: %s", name, exc)
+            except (UnsupportedQueryError, StateMissingError, SnapshotExpiredError) as exc:
+                # An expired snapshot: the delta from the version's snapshots cannot be read any
+                # more (a capture that outlived the retention time); a recapture needs only the
+                # target's.
+                if strategy == "incremental":
+                    raise
+                log.info("%s: recapturing instead of incremental maintenance: %s", name, exc)
+        started = time.perf_counter()  # a recapture is timed as its capture
+        stored = {t: self._partition(pid)[0] for t, pid in definition.partition_ids.items()}
+        version = self._capture(
+            definition.query_sql,
+            name,
+            decode_params(definition.params),
+            {t: p.attribute for t, p in stored.items()},
+            {t: p.fragment_count for t, p in stored.items()},
+            target,
+            strategy="full",
+            from_version=record.version,
+            delta_rows=delta_rows,
+        )
+        return MaintenanceRun(
+            name, record.version, version.version, "full", delta_rows, time.perf_counter() - started
+        )
+
+    def _big_delta_covered(
+        self, definition: SketchDefinition, record: VersionRecord, changed: set[str], on_spark: bool
+    ) -> bool:
+        """Whether a big delta of these tables is reduced set-at-a-time (by Spark, or by
+        aggregations with array state: see ``maintenance.big_delta_covered``). Decided on the
+        plan alone: no state is read."""
+        try:
+            engine, _ = plan_engine(
+                self.tables, definition, self._range_partitions(definition), record.sequence
+            )
+        except UnsupportedQueryError:
+            return False
+        return big_delta_covered(engine, changed, on_spark)
+
+    def _delta_summarizer(self, definition: SketchDefinition, used: list[bool]) -> DeltaSummarizer:
+        """Computes frontier aggregations' deltas on Spark; sets ``used[0]`` when it runs."""
+        identified = self._identified_partitions(definition)
+        partitions = {t: p for t, (_, p) in identified.items()}
+        attributes = {t: p.attribute for t, p in partitions.items()}
+
+        def summarize(
+            frontier: list[Frontier],
+            before: Mapping[str, PinnedSnapshot],
+            after: Mapping[str, PinnedSnapshot],
+            deltas: Mapping[str, RowDelta],
+        ) -> dict[int, Partials]:
+            used[0] = True
+            return delta_partials(
+                self.spark,
+                frontier,
+                attributes,
+                partitions,
+                self._sources(before, identified),
+                self._sources(after, identified),
+                deltas,
+                self.settings.warehouse / SCRATCH_DIRECTORY,
+            )
+
+        return summarize
+
+    def _maintain_incremental(
+        self, definition: SketchDefinition, record: VersionRecord, plan: MaintenancePlan, started: float
+    ) -> MaintenanceRun:
+        """``plan``'s incremental run, begun (checks included) at ``started``. Its delta rows,
+        recorded and returned, are the commits' (as for recaptures and in the status): the size
+        the cost model is fitted and asked on. The rows the engine read, after selection
+        push-down, are logged. Its seconds, recorded and returned, end before the transaction
+        that publishes the version and records the run."""
+        name = definition.name
+        target, on_spark, delta_rows = plan.target, plan.on_spark, plan.delta_rows
+        spark_used = [False]
+        widened = {
+            t: w for t, sid in record.table_snapshots.items() if (w := self.tables.widened_since(t, sid))
+        }
+        if widened:  # the stored state (and a kept engine) hold the columns' old types
+            self._engines.pop(name, None)
+            shown = "; ".join(f"{t}: {', '.join(cols)}" for t, cols in sorted(widened.items()))
+            raise StateMissingError(
+                record.state_ref or name, f"column types widened since it was stored ({shown})"
+            )
+        try:
+            maintained, built_state = self._engine_at(definition, record)
+            _, read_rows, pins = advance(
+                self.tables,
+                maintained,
+                target,
+                self.settings.delta_pushdown,
+                self.settings.join_bloom,
+                self._delta_summarizer(definition, spark_used) if on_spark else None,
+            )
+            # Files first, then the one transaction that publishes the version (invariant 3),
+            # which also records the run: it is too short to be worth a "running" row.
+            keeps = self.budget.keeps_state(name)
+            base = self.budget.usable_state(name, record)
+            ref = store_state(self.state_store, name, maintained.engine, base) if keeps else None
+            faults.reached("state-written")
+            sketch = maintained.engine.sketch()
+            seconds = time.perf_counter() - started
+            published = self.sketches.publish_version(
+                name,
+                target,
+                {table: pin.snapshot_id for table, pin in pins.items()},
+                {
+                    pid: BitMap(sorted(sketch.get(t, set()))).serialize()
+                    for t, pid in definition.partition_ids.items()
+                },
+                state_ref=ref,
+                run=FinishedRun(
+                    "incremental",
+                    record.version,
+                    "succeeded",
+                    delta_rows,
+                    seconds,
+                    table_rows=sum(pin.record_count for pin in pins.values()),
+                    built_state=built_state,
+                ),
+            )
+        except Exception as exc:
+            failed = FinishedRun(
+                "incremental", record.version, "failed", delta_rows, time.perf_counter() - started, str(exc)
+            )
+            try:
+                self.sketches.record_run(name, failed, None)
+            except Exception as unrecorded:  # the original error is the one to report
+                log.warning("could not record the failed run of %s: %s", name, unrecorded)
+            raise
+        faults.reached("published")
+        if keeps:
+            identity = definition_identity(definition)
+            self._keep_engine(identity, name, published.version, maintained)
+        where = "spark" if spark_used[0] else "in-process"
+        log.info(
+            "maintained %s incrementally (%s) to version %d in %.2fs (%d delta rows, %d read)",
+            name,
+            where,
+            published.version,
+            seconds,
+            delta_rows,
+            read_rows,
+        )
+        return MaintenanceRun(
+            name, record.version, published.version, "incremental", delta_rows, seconds, where
+        )
+
+    def _engine_at(
+        self, definition: SketchDefinition, record: VersionRecord
+    ) -> tuple[MaintainedSketch, bool]:
+        """The engine at ``record``'s version: the one this process kept, else restored from the
+        stored state (else built from the snapshot: then True). A kept engine is taken out of
+        the cache while it is advanced, so one that fails half-way is never used again."""
+        kept = self._kept_at(definition, record, take=True)
+        if kept is not None:
+            return kept, False
+        partitions = self._range_partitions(definition)
+        keep_top = self.budget.keep_top(definition.name)
+        stored = self.budget.usable_state(definition.name, record)
+        if stored:
+            state = self.state_store.read(stored)
+            sequence = record.sequence
+            return build_engine(
+                self.tables, definition, partitions, sequence, state, keep_top=keep_top
+            ), False
+        # No state yet (the version was captured), or state kept for another mode of the state
+        # budget: the aggregations' state is computed on Spark.
+        summarize = self.spark_summarizer(definition)
+        built = build_engine(
+            self.tables, definition, partitions, record.sequence, summarize=summarize, keep_top=keep_top
+        )
+        return built, True
+
+    def cost_model(self, name: str, max_age: float = 0.0) -> CostModel:
+        """The sketch's five cost models, fitted from its recorded runs (priors until then);
+        one fitted at most ``max_age`` seconds ago is reused."""
+        return self.advisor.model(name, max_age)
+
+    def _cost_choice(
+        self,
+        definition: SketchDefinition,
+        situation: Situation,
+        allowed: Sequence[str],
+        explore: bool = False,
+    ) -> Choice:
+        """The cost model's choice among ``allowed`` (``explore``: see
+        :func:`sketch_core.costs.choose.choose`); a situation's ``table_rows`` of 0 are read
+        from the commit log (the rows of the sketch's tables)."""
+        if not situation.table_rows:
+            rows = self.policies.table_rows(sorted(referenced_tables(definition.query_sql)))
+            situation = dataclasses.replace(situation, table_rows=rows)
+        return choose(self.advisor.model(definition.name), situation, allowed, explore)

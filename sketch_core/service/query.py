@@ -1,0 +1,426 @@
+"""The query path (PBDS Sec. 5, 7, 8): pin the tables, find a valid sketch for the query or a
+reusable instance of its template (maintaining one on the way when configured), prune files,
+add the range conditions, run on Spark; self-tuning captures sketches for queries without one."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyroaring import BitMap
+from pyspark.sql import DataFrame
+
+from sketch_core import faults
+from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
+from sketch_core.algebra.ir import Relation, Scan, scans_below_joins
+from sketch_core.algebra.printer import to_sql
+from sketch_core.costs.choose import Choice, exploring_rule
+from sketch_core.errors import (
+    DeltaQuarantinedError,
+    NoSafeAttributeError,
+    SketchNotFoundError,
+    UnsupportedQueryError,
+)
+from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
+from sketch_core.partitions import RangePartition
+from sketch_core.partitions.pruning import prune_files, row_condition_pays
+from sketch_core.rewrites.reuse import can_reuse
+from sketch_core.rewrites.safety import Statistics
+from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
+from sketch_core.service.maintenance import Maintaining
+from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
+from sketch_core.spark.views import bind_tables, referenced_tables, register_view, table_schemas
+from sketch_core.tables.pinned import PinnedSnapshot
+
+log = logging.getLogger(__name__)
+
+
+# A current sketch is left unused only when the query is expected to run this much faster
+# without it: estimates that close are noise, and flipping between them costs both ways.
+PLAIN_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class _UsableSketch:
+    """A sketch version chosen for a query, resolved once: per table its partition, fragments,
+    and the pinned snapshot cut down to the files that may hold those fragments."""
+
+    record: VersionRecord
+    sketched: dict[str, tuple[RangePartition, BitMap]]
+    pruned: dict[str, PinnedSnapshot]
+    # Brought to the query's snapshots for it: the choice to use it is made (and paid for).
+    maintained: bool = False
+
+    @property
+    def rows(self) -> int:
+        return sum(pin.record_count for pin in self.pruned.values())
+
+
+@dataclass
+class _TimeAside:
+    """The seconds a query spent maintaining or capturing sketches on its way: modelled as
+    those runs, so not as part of the query's own. An incremental run counts the seconds it
+    recorded (publishing the version, left out of its record, stays with the query that caused
+    it); a recapture or capture its wall time (its record's, and the closing of the record).
+
+    The cost model's choice for the query (a refit of the model, the expected query rate, the
+    decision's record) is set aside too: it is paid whichever way the query then runs, so it
+    must not weigh on either. Left in, it fell on one way: a seldom-timed plain run is
+    explored right after a refit (the refit's run counts are what make it seldom), so every
+    exploring plain run carried the fit's ~30 ms of metastore reads and the model saw the plain
+    query ~10% dearer than it is."""
+
+    seconds: float = 0.0
+
+    def add(self, run: MaintenanceRun) -> None:
+        self.seconds += run.seconds
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+class Querying(Maintaining):
+    """Running queries with sketches."""
+
+    def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
+        """Every table the sketch's query reads, pinned as of the sketch version; sketched tables
+        cut down to the data files that may hold the sketch's fragments."""
+        record = self.sketches.version(name, version=version)
+        if record is None:
+            raise SketchNotFoundError(name)
+        pins = self._pin_query(self.sketches.definition(name).query_sql, record.sequence)
+        return {**pins, **self._resolve(record, pins).pruned}
+
+    def _resolve(self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot]) -> _UsableSketch:
+        sketched: dict[str, tuple[RangePartition, BitMap]] = {}
+        pruned: dict[str, PinnedSnapshot] = {}
+        for partition_id, bitmap in record.bitmaps.items():
+            stored, partition = self._partition(partition_id)
+            fragments = BitMap.deserialize(bitmap)
+            sketched[stored.table] = (partition, fragments)
+            pin = pins[stored.table]
+            pruned[stored.table] = replace(pin, files=tuple(prune_files(pin.files, partition, fragments)))
+        return _UsableSketch(record, sketched, pruned)
+
+    def _usable_sketch(
+        self,
+        template: str,
+        params: Mapping[str, Any] | None,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
+        aside: _TimeAside,
+    ) -> _UsableSketch | None:
+        """A sketch version valid for these snapshots, captured for this query or a reusable
+        instance of its template (PBDS Sec. 7); the one whose files hold the fewest rows.
+        With ``settings.maintain_on_query``, a sketch whose newest version is older than the
+        snapshots is first maintained to them (IMP Sec. 11)."""
+        snapshots = {table: pin.snapshot_id for table, pin in pins.items()}
+        encoded = encode_params(params)
+        statistics: Statistics | None = None
+        best: _UsableSketch | None = None
+        for definition in self.sketches.definitions(template):
+            if definition.params != encoded:
+                if statistics is None:
+                    statistics = {table: pin.column_bounds() for table, pin in pins.items()}
+                captured = self._parsed.to_ir(
+                    definition.query_sql, table_schemas(pins), decode_params(definition.params)
+                )
+                verdict = can_reuse(captured.plan, plan, statistics)
+                if not verdict.reusable:
+                    log.debug("sketch %s not reusable: %s", definition.name, verdict.reason)
+                    continue
+            record = self.sketches.version_for_snapshots(definition.name, snapshots)
+            maintained = False
+            if record is None and self.settings.maintain_on_query != "off":
+                record = self._maintained_for(definition, snapshots, sequence, pins, aside)
+                maintained = record is not None
+            if record is None:
+                continue
+            candidate = dataclasses.replace(self._resolve(record, pins), maintained=maintained)
+            if best is None or candidate.rows < best.rows:
+                best = candidate
+        return best
+
+    def _maintained_for(
+        self,
+        definition: SketchDefinition,
+        snapshots: Mapping[str, int | None],
+        sequence: int,
+        pins: Mapping[str, PinnedSnapshot],
+        aside: _TimeAside,
+    ) -> VersionRecord | None:
+        """The sketch maintained from its newest version to ``sequence``, when that version is
+        older (a version is never maintained backwards: older snapshots need their own)."""
+        name = definition.name
+        strategy = self.settings.maintain_on_query
+        if strategy == "cost":  # the model may have left it behind: then its fragments are not read
+            head = self.sketches.newest_head(name)
+            if head is None or head[1] >= sequence or self.advisor.skipping(name, head[0]):
+                return None
+        newest = self.sketches.version(name)
+        if newest is None or newest.sequence >= sequence:
+            return None
+        started = time.perf_counter()
+        plan: MaintenancePlan | None = None
+        if strategy == "cost":
+            with aside.timing():
+                plan = self._plan_for_query(definition, newest, sequence, pins)
+            if plan is None:
+                return None
+            strategy = plan.strategy
+        try:
+            run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
+        except DeltaQuarantinedError as exc:  # blocked at its last good version: run without it
+            log.warning("%s", exc)
+            return None
+        aside.add(run)
+        log.info(
+            "maintained %s to sequence %d for a query (%s, %.2fs)",
+            name,
+            sequence,
+            run.strategy,
+            time.perf_counter() - started,
+        )
+        return self.sketches.version_for_snapshots(name, snapshots)
+
+    def _plan_for_query(
+        self,
+        definition: SketchDefinition,
+        newest: VersionRecord,
+        sequence: int,
+        pins: Mapping[str, PinnedSnapshot],
+    ) -> MaintenancePlan | None:
+        """How a query brings the sketch to its snapshots, by the cost model: maintain it
+        incrementally, recapture, or (None) run without it, given the queries expected
+        before the next load. Recorded with its reason; the reports that follow at the same
+        snapshots reuse the choice."""
+        name = definition.name
+        if self.advisor.skipping(name, newest.version):
+            return None
+        choice = self.advisor.query_choice(name, newest.version, sequence)
+        if choice is not None:  # decided at these snapshots already (by another report)
+            plan = self._plan(definition, newest, choice.action, sequence)
+        else:
+            tables = referenced_tables(definition.query_sql)
+            table_rows = sum(pin.record_count for table, pin in pins.items() if table in tables)
+            plan = self._plan(definition, newest, "cost", sequence, table_rows)
+            if plan.choice is not None:
+                self.advisor.remember_query_choice(name, newest.version, sequence, plan.choice)
+                self.advisor.record(name, "query", plan.choice)
+        if plan.strategy == "skip":
+            self.advisor.skip_from(name, newest.version)
+            return None
+        return dataclasses.replace(plan, choice=None)  # recorded here, not again by the run
+
+    def query(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        snapshot: int | None = None,
+        use_sketches: bool = True,
+    ) -> QueryResult:
+        """Run Spark SQL over ``ns.table`` names, every table pinned at one commit sequence.
+
+        ``snapshot`` is a global commit sequence number; None reads the latest, fixed once when
+        the query starts so that commits landing meanwhile cannot change the answer. With
+        ``use_sketches``, a sketch version valid for exactly the pinned snapshots (for this
+        query, or for another binding of its template that the reuse check accepts) prunes
+        the files Spark reads and adds its range conditions; without one the plain query runs.
+        """
+        started = time.perf_counter()
+        sequence = self._sequence(snapshot)
+        pins = self._pin_query(sql, sequence)
+        faults.reached("query-pinned")
+        files_total = sum(len(pin.files) for pin in pins.values())
+        aside = _TimeAside()
+        chosen = self._sketch_for_query(sql, params, pins, sequence, aside) if use_sketches else None
+        if chosen is None:
+            views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
+            frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
+            sketch, files_read = None, files_total
+        else:
+            parsed, usable = chosen
+            frame, files_read = self._run_with_sketch(parsed, usable, pins)
+            sketch = (usable.record.name, usable.record.version)
+        table = frame.toArrow()
+        finished = time.perf_counter()
+        result = QueryResult(
+            table,
+            sketch,
+            files_read,
+            files_total,
+            finished - started,
+            sequence,
+            {pin.table: pin.sequence for pin in pins.values()},
+            max(0.0, finished - started - aside.seconds),
+        )
+        self._record_query(sql, sketch, pins, result)
+        return result
+
+    def _record_query(
+        self,
+        sql: str,
+        sketch: tuple[str, int] | None,
+        pins: Mapping[str, PinnedSnapshot],
+        result: QueryResult,
+    ) -> None:
+        """Record the run for the cost models; a query never fails for want of its record."""
+        template = template_key(sql)
+        try:
+            self.costs.record_query(
+                template,
+                sketch,
+                sum(pin.record_count for pin in pins.values()),
+                result.files_read,
+                result.files_total,
+                result.query_seconds,
+            )
+        except Exception as exc:
+            log.warning("could not record the query's run: %s", exc)
+            return
+        if sketch is not None:
+            self.advisor.observed("use", name=sketch[0])
+        else:
+            self.advisor.observed("plain", template=template)
+
+    def _sketch_for_query(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None,
+        pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
+        aside: _TimeAside,
+    ) -> tuple[ParsedQuery, _UsableSketch] | None:
+        try:
+            parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
+        except UnsupportedQueryError as exc:
+            log.info("running without sketches: %s", exc)
+            return None
+        template = template_key(sql)
+        usable = self._usable_sketch(template, params, parsed.plan, pins, sequence, aside)
+        if usable is not None:
+            if self.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
+                self.sketches.record_template_use(template, sql, hit=True)
+            # A sketch maintained for this query was chosen over the plain query already.
+            if not usable.maintained:
+                with aside.timing():
+                    plain_is_faster = self._plain_is_faster(usable.record, pins, sequence)
+                if plain_is_faster:
+                    return None
+        else:
+            usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence, aside)
+        return None if usable is None else (parsed, usable)
+
+    def _plain_is_faster(
+        self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot], sequence: int
+    ) -> bool:
+        """With the cost model in charge (``maintain_on_query="cost"``), whether the query is
+        expected to run faster without this valid sketch than with it, by more than
+        ``PLAIN_MARGIN`` (small tables: a sketched query's extra planning can outweigh the
+        files it skips). Decided once per version and snapshot, and recorded."""
+        if self.settings.maintain_on_query != "cost":
+            return False
+        name = record.name
+        choice = self.advisor.query_choice(name, record.version, sequence)
+        if choice is None:
+            model = self.advisor.model(name)
+            rows = sum(pin.record_count for pin in pins.values())
+            estimates = {"use": model.estimate("use", rows), "plain": model.estimate("plain", rows)}
+            faster = estimates["plain"] * (1 + PLAIN_MARGIN) < estimates["use"]
+            figures = f"without it {estimates['plain']:.3g}s, with it {estimates['use']:.3g}s per run"
+            reason = (
+                f"skip: the query runs faster without the sketch ({figures})"
+                if faster
+                else f"use: the sketch is current and pays ({figures})"
+            )
+            # Exploring (see sketch_core.costs.choose): the other way, seldom timed and close.
+            other = "use" if faster else "plain"
+            best = "plain" if faster else "use"
+            rule = exploring_rule(model, other, estimates[other], estimates[best], best)
+            if rule is not None:
+                faster = not faster
+                runs = model.costs[other].runs
+                reason = f"{'skip' if faster else 'use'}, exploring: timed {runs} times ({rule}; {figures})"
+            choice = Choice("skip" if faster else "use", estimates, reason)  # "use" is not recorded
+            self.advisor.remember_query_choice(name, record.version, sequence, choice)
+            if faster:
+                self.advisor.record(name, "query", choice)
+        return choice.action == "skip"
+
+    def _run_with_sketch(
+        self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
+    ) -> tuple[DataFrame, int]:
+        """The query with the sketch's range conditions, its filtered scans reading only the
+        pruned files. Returns the frame and the number of data files it reads."""
+        record, pruned = usable.record, usable.pruned
+        max_intervals = self.settings.max_intervals
+        conditions: dict[str, tuple[str, Condition | None]] = {}
+        joined = {scan.table for scan in scans_below_joins(parsed.plan)}
+        for table, (partition, fragments) in usable.sketched.items():
+            share = partition.predicate_share(fragments, max_intervals)
+            rows_read, rows_total = pruned[table].record_count, pins[table].record_count
+            pays = row_condition_pays(share, rows_read, rows_total, feeds_join=table in joined)
+            condition = sketch_condition(partition, fragments, max_intervals) if pays else None
+            conditions[table] = (partition.attribute, condition)
+        plan, filtered = instrument_use(parsed.plan, conditions)
+        filtered_ids = {id(scan) for scan in filtered}
+        views: dict[tuple[str, bool], str] = {}  # registered on first use: each costs a file listing
+
+        def source(scan: Scan) -> str:
+            use_pruned = id(scan) in filtered_ids
+            key = (scan.table, use_pruned)
+            if key not in views:
+                pin = pruned[scan.table] if use_pruned else pins[scan.table]
+                name = f"{pin.view_name}__{record.name}_v{record.version}" if use_pruned else None
+                views[key] = register_view(self.spark, pin, name=name)
+            return views[key]
+
+        frame = self.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
+        read_in_full = {table for table, use_pruned in views if not use_pruned}
+        files_read = sum(
+            len(pin.files) if table in read_in_full or table not in pruned else len(pruned[table].files)
+            for table, pin in pins.items()
+        )
+        return frame, files_read
+
+    def _self_tune(
+        self,
+        sql: str,
+        template: str,
+        params: Mapping[str, Any] | None,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
+        aside: _TimeAside,
+    ) -> _UsableSketch | None:
+        """PBDS Sec. 8: capture now (eager), or once the template has missed often enough (adaptive)."""
+        mode = self.settings.self_tuning
+        if mode == "off":
+            return None
+        misses = self.sketches.record_template_use(template, sql, hit=False)
+        if mode == "adaptive" and misses < self.settings.adaptive_after:
+            return None
+        if self.settings.maintain_on_query == "cost" and any(
+            d.params == encode_params(params) for d in self.sketches.definitions(template)
+        ):
+            # This very query has a sketch that the cost model chose to leave behind: capturing
+            # it again would overrule that choice at the highest price.
+            return None
+        try:
+            with aside.timing():
+                self._capture(sql, None, params, None, None, sequence)
+        except (NoSafeAttributeError, UnsupportedQueryError) as exc:
+            log.info("self-tuning captured nothing: %s", exc)
+            return None
+        return self._usable_sketch(template, params, plan, pins, sequence, aside)
