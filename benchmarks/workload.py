@@ -368,16 +368,18 @@ def report(cells: list[Cell], rows: int, ops: int) -> Path:
         if auto and len(others) == 3:
             measured += 1
             met += auto.report_s <= TARGET * min(others)
-            if min(others[1:]) < others[0]:  # a sketch (kept by either strategy) helped here
+            plain, kept = others[0], min(others[1:])  # kept: the sketch, by either strategy
+            if kept < plain:  # a sketch helped here
                 helped += 1
-                beat_plain += auto.report_s < others[0]
-                gain = 1 - min(others[1:]) / others[0]
+                beats = auto.report_s < plain
+                beat_plain += beats
+                gain = 1 - kept / plain
                 if gain > CLEAR_GAIN:
                     clear += 1
-                    beat_clear += auto.report_s < others[0]
-                if auto.report_s >= others[0]:
+                    beat_clear += beats
+                if not beats:
                     lost.append(
-                        f"{ratio} delta {delta:,} (auto {auto.report_s / others[0] - 1:+.1%} against "
+                        f"{ratio} delta {delta:,} (auto {auto.report_s / plain - 1:+.1%} against "
                         f"no-sketch; the sketch's gain {gain:.1%})"
                     )
         chose = ", ".join(f"{a} {n}" for a, n in sorted(auto.decisions.items())) if auto else "-"
