@@ -14,6 +14,7 @@ from typing import Any
 
 from pyroaring import BitMap
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from sketch_core import faults
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
@@ -34,7 +35,14 @@ from sketch_core.rewrites.safety import Statistics
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.service.maintenance import Maintaining
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
-from sketch_core.spark.views import bind_tables, referenced_tables, register_view, table_schemas
+from sketch_core.spark.annotate import annotate_fragments
+from sketch_core.spark.views import (
+    bind_tables,
+    pinned_dataframe,
+    referenced_tables,
+    register_view,
+    table_schemas,
+)
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
@@ -43,6 +51,9 @@ log = logging.getLogger(__name__)
 # A current sketch is left unused only when the query is expected to run this much faster
 # without it: estimates that close are noise, and flipping between them costs both ways.
 PLAIN_MARGIN = 0.05
+
+# The column :meth:`Querying.sketch_rows` annotates rows with, and drops again.
+_FRAGMENT_COLUMN = "__sketch_fragment"
 
 
 @dataclass(frozen=True)
@@ -95,11 +106,39 @@ class Querying(Maintaining):
     def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
         """Every table the sketch's query reads, pinned as of the sketch version; sketched tables
         cut down to the data files that may hold the sketch's fragments."""
+        pins, usable = self._resolved_version(name, version)
+        return {**pins, **usable.pruned}
+
+    def sketch_rows(self, name: str, version: int | None = None) -> dict[str, DataFrame]:
+        """Every table the sketch's query reads, as of the sketch version: for a sketched table
+        exactly the rows of its fragments, other tables in full.
+
+        The sketch's query over these rows gives its result (the sketch is sound), and they
+        are the least that skipping with this sketch could read: a query over them alone
+        bounds the speedup the sketch can give (``benchmarks.capture_use`` measures it)."""
+        pins, usable = self._resolved_version(name, version)
+        frames: dict[str, DataFrame] = {}
+        for table, pin in pins.items():
+            frame = pinned_dataframe(self.spark, usable.pruned.get(table, pin))
+            if table in usable.sketched:
+                partition, fragments = usable.sketched[table]
+                # Exact at any sketch size: the fragment ids found by binary search, unlike the
+                # range conditions of queries, which coarsen past MAX_TREE_INTERVALS ranges.
+                annotated = annotate_fragments(frame, partition, _FRAGMENT_COLUMN)
+                kept = annotated.where(F.col(_FRAGMENT_COLUMN).isin(list(fragments)))
+                frame = kept.drop(_FRAGMENT_COLUMN)
+            frames[table] = frame
+        return frames
+
+    def _resolved_version(
+        self, name: str, version: int | None
+    ) -> tuple[dict[str, PinnedSnapshot], _UsableSketch]:
+        """The tables of a sketch's query pinned as of a version, and that version resolved."""
         record = self.sketches.version(name, version=version)
         if record is None:
             raise SketchNotFoundError(name)
         pins = self._pin_query(self.sketches.definition(name).query_sql, record.sequence)
-        return {**pins, **self._resolve(record, pins).pruned}
+        return pins, self._resolve(record, pins)
 
     def _resolve(self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot]) -> _UsableSketch:
         sketched: dict[str, tuple[RangePartition, BitMap]] = {}
