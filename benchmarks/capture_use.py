@@ -5,8 +5,8 @@ For each query and fragment count it measures, side by side in one run:
   use speedup      = plain query time / query time with the sketch
   use vs scan      = query time with the sketch / time of the plain query over only the sketch's files
   bound            = plain query time / time of the query over exactly the rows the sketch keeps
-                     (copied once into one file per sketched table): the most that skipping with
-                     this sketch could give on this engine, whatever the layout of the files
+                     (copied once into files like the table's): the most that skipping with this
+                     sketch could give on this engine if the sketch's rows lay together
   files read / total
 Times are medians of several runs after a warm-up. Results go to benchmarks/results/ as JSON,
 a Markdown report and PNG plots.
@@ -24,14 +24,18 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from benchmarks.stack import bench_service
+from sketch_core.algebra.frontend import template_key
 from sketch_core.config import Settings
 from sketch_core.datasets.synthetic import synthetic_table
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.durations import median_seconds
 from sketch_core.service import SketchService
 from sketch_core.spark.views import bind_tables, register_view
+from sketch_core.tables.pinned import PinnedSnapshot
 
 RESULTS = Path(__file__).parent / "results"
 # The synthetic table is clustered by its group attribute ``a`` (as a fact table clustered by
@@ -94,18 +98,19 @@ def sketch_scan(svc: SketchService, sql: str, name: str) -> Callable[[], object]
 
 
 def sketch_rows_run(svc: SketchService, sql: str, name: str, directory: Path) -> Callable[[], object]:
-    """The query over exactly the rows the sketch keeps: each sketched table's rows copied once
-    into a single Parquet file (the fewest files and rows any skipping could read), the other
-    tables read as pinned, as the plain query reads them."""
+    """The query over exactly the rows the sketch keeps, as if they lay together: each sketched
+    table's rows copied once into files like the table's own (its rows per file, row-group size
+    and compression), the other tables read as pinned, as the plain query reads them."""
+    pins = svc.sketch_files(name)
     sketched = svc.sketch(name).fragments
     shutil.rmtree(directory, ignore_errors=True)
     views = {}
     for table, frame in svc.sketch_rows(name).items():
         view = f"{table.replace('.', '__')}__bench_rows"
         if table in sketched:
-            path = str(directory / table)
-            frame.coalesce(1).write.parquet(path)
-            frame = svc.spark.read.parquet(path)
+            frame = svc.spark.read.parquet(
+                str(copy_like(frame.toArrow(), pins[table], svc.settings.row_group_rows, directory / table))
+            )
         frame.createOrReplaceTempView(view)
         views[table] = view
     bound_sql = bind_tables(sql, views)
@@ -114,6 +119,26 @@ def sketch_rows_run(svc: SketchService, sql: str, name: str, directory: Path) ->
         return svc.spark.sql(bound_sql).toArrow()
 
     return run_over_rows
+
+
+def copy_like(rows: pa.Table, pin: PinnedSnapshot, row_group_rows: int, directory: Path) -> Path:
+    """Write ``rows`` to ``directory`` in files like ``pin``'s: as many rows per file on average,
+    row groups of ``row_group_rows``, the same compression."""
+    directory.mkdir(parents=True)
+    per_file = max(1, pin.record_count // max(1, len(pin.files)))
+    compression = "zstd"
+    if pin.files:
+        metadata = pq.ParquetFile(pin.files[0].path).metadata
+        if metadata.num_row_groups and metadata.num_columns:
+            compression = metadata.row_group(0).column(0).compression.lower()
+    for number, start in enumerate(range(0, max(rows.num_rows, 1), per_file)):
+        pq.write_table(
+            rows.slice(start, per_file),
+            directory / f"{number:05d}.parquet",
+            row_group_size=row_group_rows,
+            compression=compression,
+        )
+    return directory
 
 
 def synthetic_queries(svc: SketchService) -> dict[str, str]:
@@ -148,10 +173,10 @@ def run(
             plain = median_seconds(partial(svc.query, sql, use_sketches=False), repeat, warm_up=True)
             for fragments in fragment_counts:
                 name = f"bench_{label}_{fragments}"
-                # Only this fragment count's sketch may exist: the query picks the smallest usable one.
-                for definition in svc.sketches.definitions():
-                    if definition.name.startswith(f"bench_{label}_"):
-                        svc.drop_sketch(definition.name)
+                # Only this fragment count's sketch may exist: the query picks the smallest usable
+                # one, and would pick any other sketch of its template left in this database.
+                for definition in svc.sketches.definitions(template_key(sql)):
+                    svc.drop_sketch(definition.name)
                 attributes = {SYNTHETIC_TABLE: "a"} if label.startswith("syn") else None
                 capture = median_seconds(
                     partial(svc.capture, sql, name=name, fragments=fragments, attributes=attributes),
@@ -160,6 +185,7 @@ def run(
                 )
                 use_result = svc.query(sql)
                 assert use_result.sketch is not None, f"{label}: the sketch was not used"
+                assert use_result.sketch[0] == name, f"{label}: used {use_result.sketch[0]}, not {name}"
                 use = median_seconds(partial(svc.query, sql), repeat, warm_up=True)
                 scan = median_seconds(sketch_scan(svc, sql, use_result.sketch[0]), repeat, warm_up=True)
                 over_rows = sketch_rows_run(svc, sql, use_result.sketch[0], home / "bench-sketch-rows")
@@ -208,7 +234,8 @@ def report(
         "",
         "Ratios against baselines measured in the same run (medians after a warm-up). The bound",
         "is the plain query's time over the time of the query over exactly the rows the sketch",
-        "keeps, in one file per table: the most skipping with this sketch could give here.",
+        "keeps, copied into files like the table's: the most skipping with this sketch could give",
+        "here if those rows lay together.",
         "",
         "| query | fragments | capture overhead | use speedup | bound | use / sketch-files scan "
         "| files read/total |",
