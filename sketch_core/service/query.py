@@ -14,7 +14,6 @@ from typing import Any
 
 from pyroaring import BitMap
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from sketch_core import faults
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
@@ -124,9 +123,10 @@ class Querying(Maintaining):
                 partition, fragments = usable.sketched[table]
                 # Exact at any sketch size: the fragment ids found by binary search, unlike the
                 # range conditions of queries, which coarsen past MAX_TREE_INTERVALS ranges.
+                # The ids go as one SQL text: as Column literals, each would be a py4j call.
+                ids = ", ".join(str(f) for f in fragments) or "NULL"
                 annotated = annotate_fragments(frame, partition, _FRAGMENT_COLUMN)
-                kept = annotated.where(F.col(_FRAGMENT_COLUMN).isin(list(fragments)))
-                frame = kept.drop(_FRAGMENT_COLUMN)
+                frame = annotated.where(f"{_FRAGMENT_COLUMN} IN ({ids})").drop(_FRAGMENT_COLUMN)
             frames[table] = frame
         return frames
 

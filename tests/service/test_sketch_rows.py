@@ -42,3 +42,14 @@ def test_sketch_rows_are_the_rows_of_its_fragments_and_answer_the_query(
 def test_sketch_rows_of_an_unknown_sketch_name_it(spark_svc: SketchService) -> None:
     with pytest.raises(SketchNotFoundError, match="no_such_sketch"):
         spark_svc.sketch_rows("no_such_sketch")
+
+
+def test_an_empty_sketch_keeps_no_rows(spark_svc: SketchService, ns: str) -> None:
+    table = f"{ns}.events"
+    spark_svc.tables.create(table, synthetic_table(2_000, 10, seed=6), sort_by=["key"])
+    sql = f"SELECT key, b FROM {table} WHERE b > 1000000000 ORDER BY b DESC, key LIMIT 3"
+    name = f"{ns}_nothing"
+    version = spark_svc.capture(sql, name=name, attributes={table: "key"}, fragments=20)
+    assert version.fragments[table] == []
+
+    assert spark_svc.sketch_rows(name)[table].count() == 0
