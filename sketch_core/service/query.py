@@ -34,7 +34,7 @@ from sketch_core.rewrites.safety import Statistics
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.service.maintenance import Maintaining
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
-from sketch_core.spark.annotate import annotate_fragments
+from sketch_core.spark.annotate import rows_in_fragments
 from sketch_core.spark.views import (
     bind_tables,
     pinned_dataframe,
@@ -50,9 +50,6 @@ log = logging.getLogger(__name__)
 # A current sketch is left unused only when the query is expected to run this much faster
 # without it: estimates that close are noise, and flipping between them costs both ways.
 PLAIN_MARGIN = 0.05
-
-# The column :meth:`Querying.sketch_rows` annotates rows with, and drops again.
-_FRAGMENT_COLUMN = "__sketch_fragment"
 
 
 @dataclass(frozen=True)
@@ -120,13 +117,7 @@ class Querying(Maintaining):
         for table, pin in pins.items():
             frame = pinned_dataframe(self.spark, usable.pruned.get(table, pin))
             if table in usable.sketched:
-                partition, fragments = usable.sketched[table]
-                # Exact at any sketch size: the fragment ids found by binary search, unlike the
-                # range conditions of queries, which coarsen past MAX_TREE_INTERVALS ranges.
-                # The ids go as one SQL text: as Column literals, each would be a py4j call.
-                ids = ", ".join(str(f) for f in fragments) or "NULL"
-                annotated = annotate_fragments(frame, partition, _FRAGMENT_COLUMN)
-                frame = annotated.where(f"{_FRAGMENT_COLUMN} IN ({ids})").drop(_FRAGMENT_COLUMN)
+                frame = rows_in_fragments(frame, *usable.sketched[table])
             frames[table] = frame
         return frames
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -25,6 +26,7 @@ from sqlglot import exp
 
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.range_partition import sql_literal
+from sketch_core.rewrites.capture import FRAGMENT_COLUMN
 
 _EPOCH = dt.datetime(1970, 1, 1)
 
@@ -136,3 +138,12 @@ def annotate_fragments(
             .when((b < n - 1) & (column >= F.element_at(cuts, b + 1)), b + 1)
         )
     return bucketed.withColumn(output, exact.otherwise(b).cast("int")).drop(image, bucket)
+
+
+def rows_in_fragments(df: DataFrame, partition: RangePartition, fragments: Iterable[int]) -> DataFrame:
+    """The rows of ``df`` in ``fragments``, exactly at any sketch size (the fragment ids found as
+    capture finds them; a query's range conditions coarsen past MAX_TREE_INTERVALS ranges)."""
+    # The ids go as one SQL text: as Column literals, each would be a py4j call.
+    ids = ", ".join(str(int(f)) for f in fragments) or "NULL"
+    annotated = annotate_fragments(df, partition, FRAGMENT_COLUMN)
+    return annotated.where(f"`{FRAGMENT_COLUMN}` IN ({ids})").drop(FRAGMENT_COLUMN)
