@@ -25,6 +25,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope as SqlglotScope
 from sqlglot.optimizer.scope import traverse_scope
 
+from sketch_core.algebra.coercion import coerce
 from sketch_core.algebra.ir import (
     AggCall,
     Aggregate,
@@ -612,15 +613,21 @@ class _Builder:
         return _Built(rel, built.visible)
 
 
-def _qualify(tree: exp.Expr, schemas: TableSchemas) -> exp.Expr:
+def _nested(schemas: TableSchemas) -> dict[str, object]:
+    """``{namespace: {table: {column: type}}}``, as sqlglot's schema-taking passes want it."""
     nested: dict[str, object] = {}
     for table, cols in schemas.items():
         ns, name = table.split(".", 1)
         tables = nested.setdefault(ns, {})
         assert isinstance(tables, dict)
         tables[name] = dict(cols)
+    return nested
+
+
+def _qualify(tree: exp.Expr, schemas: TableSchemas) -> exp.Expr:
+    nested = _nested(schemas)
     try:
-        return qualify(
+        qualified = qualify(
             tree,
             schema=nested,
             dialect="spark",
@@ -630,6 +637,7 @@ def _qualify(tree: exp.Expr, schemas: TableSchemas) -> exp.Expr:
         )
     except OptimizeError as exc:
         raise QueryError(f"the query does not resolve: {exc}", hint="check column and table names") from exc
+    return coerce(qualified, nested)
 
 
 def _column_refs(tree: exp.Expr) -> dict[str, set[str]]:
