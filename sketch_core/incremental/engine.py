@@ -59,6 +59,7 @@ from sketch_core.incremental.state import (
 from sketch_core.incremental.stored_groups import StoredGroups
 from sketch_core.incremental.topk import TopKOperator
 from sketch_core.partitions import RangePartition
+from sketch_core.rewrites.prune_outputs import prune_outputs
 from sketch_core.rewrites.push_selections import push_selections
 from sketch_core.rewrites.semi_joins import semi_join_as_inner_join
 
@@ -506,7 +507,8 @@ class IncrementalSketch:
         self._joins: list[_Join] = []  # in build order: their filters' state files
         self._scans: list[_Scan] = []
         self._scan_filters: dict[int, exp.Expr] = {}  # id(scan node) -> the selection right above
-        self.root = self._build(plan)
+        # Shown-only outputs of the result (a ROUND of an aggregate) decide no row: not computed.
+        self.root = self._build(prune_outputs(plan))
         self.merge = MergeState(dict(self._tables))
         # The empty database's result (a global aggregate's row over nothing) starts the counters.
         self.merge.apply(self.root.process(_Context({})))

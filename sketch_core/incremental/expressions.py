@@ -4,9 +4,10 @@ The incremental engine evaluates selections and projections over small annotated
 in-process, with Arrow; these must agree with Spark on the rows a selection keeps and the
 values a projection computes, or a maintained sketch would drift from a fresh capture. The
 translation covers what the supported queries use (arithmetic, comparisons, boolean logic with
-SQL's three-valued semantics, IN, BETWEEN, LIKE, CASE, CAST, IS NULL, substring, year,
-coalesce) and raises :class:`UnsupportedQueryError` for anything else, so that maintenance falls
-back to a full capture instead of guessing.
+SQL's three-valued semantics, IN, BETWEEN, LIKE, CASE, CAST, IS NULL, substring, coalesce, and
+the built-in functions of :mod:`~sketch_core.incremental.functions`) and raises
+:class:`UnsupportedQueryError` for anything else, so that maintenance falls back to a full
+capture instead of guessing.
 
 Where Arrow's typing differs from Spark's it is aligned here: an integer literal in decimal
 arithmetic becomes a decimal of its own digits (Spark widens it the same way, and Arrow would
@@ -25,6 +26,7 @@ from sqlglot import exp
 from sketch_core.algebra.ir import COMPARISON_OPERATORS
 from sketch_core.arrow_plans import filter_table, project_table
 from sketch_core.errors import UnsupportedQueryError
+from sketch_core.incremental.functions import translate_function
 
 
 def _unsupported(expression: exp.Expr) -> UnsupportedQueryError:
@@ -164,13 +166,12 @@ class ExpressionTranslator:
         if isinstance(node, exp.TsOrDsToDate) and not node.args.get("format"):
             value = self.translate(node.this)
             return value if self.type_of(value) == pa.date32() else value.cast(pa.date32())
-        if isinstance(node, exp.Year):
-            return pc.Expression._call("year", [self.translate(node.this)])
-        if isinstance(node, exp.Extract) and node.this.name.lower() == "year":
-            return pc.Expression._call("year", [self.translate(node.expression)])
         if isinstance(node, exp.Substring):
             return self.substring(node)
-        raise _unsupported(node)
+        function = translate_function(self, node)
+        if function is None:
+            raise _unsupported(node)
+        return function
 
     # -- pieces --------------------------------------------------------------------------------
     def operands(self, left: exp.Expr, right: exp.Expr) -> tuple[pc.Expression, pc.Expression]:
@@ -218,7 +219,13 @@ class ExpressionTranslator:
         inner = node.this
         if isinstance(inner, exp.Literal) and inner.is_string and target == pa.date32():
             return pc.scalar(dt.date.fromisoformat(inner.this))
-        return self.translate(inner).cast(target)
+        value = self.translate(inner)
+        source = self.type_of(value)
+        if pa.types.is_integer(target) and (pa.types.is_floating(source) or pa.types.is_decimal(source)):
+            # Spark drops the fraction (toward zero); Arrow refuses a cast that would lose it.
+            # What does not fit the integer type still fails, as under Spark's ANSI mode.
+            value = pc.Expression._call("trunc", [value])
+        return value.cast(target)
 
     def is_in(self, node: exp.In) -> pc.Expression:
         if node.args.get("query") is not None or not node.expressions:

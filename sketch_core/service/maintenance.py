@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
+import pyarrow as pa
 from pyroaring import BitMap
 
 from sketch_core import faults
@@ -244,7 +245,15 @@ class Maintaining(Capturing, Lifecycle, Validating):
         self._check_deltas(name, record, target)
         if chosen == "incremental":
             try:
-                return self._maintain_incremental(definition, record, plan, started)
+                try:
+                    return self._maintain_incremental(definition, record, plan, started)
+                except pa.ArrowException as exc:
+                    # An expression Arrow could not evaluate on these rows: Spark decides it.
+                    raise UnsupportedQueryError(
+                        f"an expression the in-process engine could not evaluate ({exc})",
+                        definition.query_sql[:200],
+                        hint="maintain this sketch with strategy='full'",
+                    ) from exc
             except KeptValuesExhaustedError as exc:  # top-m ran out: recapture, whatever was asked
                 log.info("%s: recapturing: %s", name, exc)
             except (UnsupportedQueryError, StateMissingError, SnapshotExpiredError) as exc:

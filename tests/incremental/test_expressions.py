@@ -29,10 +29,12 @@ ROWS = pa.table(
                 dt.date(1995, 6, 30),
                 None,
                 dt.date(1993, 12, 31),
-                dt.date(1998, 1, 1),
+                dt.date(1996, 2, 29),
                 None,
             ]
         ),
+        # Padded, empty and tab-led strings: Spark's TRIM removes spaces only.
+        "p": pa.array([" a ", "b  ", None, "\tc", "", "  "], pa.string()),
     }
 )
 
@@ -81,6 +83,43 @@ EXPRESSIONS = [
     "f > 1",
     "CAST(i AS DOUBLE) / 3",
     "CAST(d AS DECIMAL(20, 4))",
+    # The built-in functions reports use (sketch_core.incremental.functions).
+    "MONTH(t)",
+    "DAY(t)",
+    "DAYOFMONTH(t)",
+    "QUARTER(t)",
+    "DAYOFWEEK(t)",
+    "EXTRACT(MONTH FROM t)",
+    "EXTRACT(DAY FROM t)",
+    "EXTRACT(QUARTER FROM t)",
+    "EXTRACT(DOW FROM t)",
+    "DATE_ADD(t, 40)",
+    "DATE_SUB(t, 400)",
+    "DATE_ADD(t, CAST(i AS INT))",
+    "DATEDIFF(t, DATE '1994-02-01')",
+    "UPPER(s)",
+    "LOWER(s)",
+    "TRIM(p)",
+    "LTRIM(p)",
+    "RTRIM(p)",
+    "LENGTH(s)",
+    "LENGTH(p)",
+    "CONCAT(s, '-', p)",
+    "s || p",
+    "ABS(i)",
+    "ABS(d)",
+    "ABS(f)",
+    "FLOOR(i)",
+    "CEIL(i)",
+    "ROUND(d, 1)",
+    "ROUND(d)",
+    "ROUND(i, 0)",
+    "NULLIF(i, 2)",
+    "NVL(i, 0)",
+    "GREATEST(i, j)",
+    "LEAST(i, j, 0)",
+    "s RLIKE '^[0-9]+'",
+    "CAST(d AS INT)",
 ]
 
 
@@ -95,6 +134,7 @@ def ROWS_SCHEMA(spark: SparkSession):  # type: ignore[no-untyped-def]
             T.StructField("f", T.DoubleType()),
             T.StructField("s", T.StringType()),
             T.StructField("t", T.DateType()),
+            T.StructField("p", T.StringType()),
         ]
     )
 
