@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sketch_core.choice.strategies import preferences
+from sketch_core.choice.strategies import heuristic_fallbacks, preferences
 from sketch_core.config import Settings
 from sketch_core.errors import QueryError, SketchError
 from sketch_core.localstack.postgres import PrivatePostgres
@@ -168,26 +168,39 @@ def explain_choice(
         params = {k: parse_value(v) for k, v in _pairs(param, "--param").items()}
         estimates = svc.estimate_attributes(_read_sql(sql), params=params or None, fragments=fragments)
         strategy = svc.settings.attribute_strategy
-    picks = preferences("cost-all", estimates.tables, estimates.expected_selectivities())
-    view = Table("table", "attribute", "kind", "expected selectivity", "95% interval", "cost-based pick")
+    picks = preferences(
+        "cost-all", estimates.tables, estimates.expected_selectivities(), files_read=estimates.files_read
+    )
+    view = Table(
+        "table", "attribute", "kind", "expected selectivity", "95% interval", "files read", "cost-based pick"
+    )
     found = estimates.estimation.candidates if estimates.estimation else {}
     for table in sorted(estimates.candidates):
         candidates = estimates.tables[table]
         for attribute, _ in estimates.ranked(table):
             kinds = [k for k in ("key", "group-by", "used") if attribute in candidates.pool(k)]
-            e = found.get(f"{table}.{attribute}")
-            best = "smallest" if picks.get(table, [None])[0] == attribute else ""
+            key = f"{table}.{attribute}"
+            e = found.get(key)
+            best = "first" if picks.get(table, [None])[0] == attribute else ""
+            if e is None and estimates.estimation is not None:
+                best = estimates.estimation.unestimated.get(f"{table}.{attribute}", best)
             view.add_row(
                 table,
                 attribute,
                 ", ".join(kinds) or "-",
                 "-" if e is None else f"{e.selectivity:.1%}",
                 "-" if e is None else f"{e.low:.1%} - {e.high:.1%}",
+                f"{estimates.files_read[key]:.0%}" if key in estimates.files_read else "-",
                 best,
             )
         for attribute, reason in estimates.refused.get(table, []):
-            view.add_row(table, attribute, "unsafe", "-", "-", reason)
+            view.add_row(table, attribute, "unsafe", "-", "-", "-", reason)
     console.print(view)
+    for table in heuristic_fallbacks("cost-all", estimates.tables, estimates.expected_selectivities()):
+        console.print(
+            f"{table}: no candidate estimated ({estimates.fallback_reason(table)}); "
+            "a cost-based capture picks its attribute by the heuristic (sort key, then group-by)"
+        )
     if estimates.estimation is None:
         console.print(f"no estimates: {estimates.reason}")
     else:

@@ -31,7 +31,7 @@ rows of the result groups that pass the WHERE clause. From a sample:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -66,6 +66,7 @@ class ResultSelection:
     descending: bool = True
     limit: int | None = None
     choose: Callable[[Mapping[str, np.ndarray], np.ndarray], np.ndarray] | None = None
+    top_k: bool = False  # ``choose`` returns at most a fixed number of groups (a LIMIT)
 
     def __post_init__(self) -> None:
         if (self.order_by is None) != (self.limit is None):
@@ -116,6 +117,8 @@ class GroupEstimates:
 class Estimation:
     groups: GroupEstimates
     candidates: dict[str, SelectivityEstimate]
+    # ``table.attribute`` -> why no estimate could be made for it (it is left to the fallback)
+    unestimated: dict[str, str] = field(default_factory=dict)
 
 
 class SampleEstimator:
@@ -155,6 +158,9 @@ class SampleEstimator:
         self.aggregates = list(aggregates)
         self.selection = selection
         self.passes = np.ones(rows, dtype=bool) if passes is None else passes.astype(bool)
+        # A top-k result holds k groups however many the table has: a sample of whole groups
+        # finds k of its own, which stand for themselves, not for ``scale`` times as many.
+        self.bounded = selection.limit is not None or selection.top_k
         # Table rows per unit of weight: 1, or 1 / rate for a sample of whole groups.
         self.population_scale = population_scale
 
@@ -220,9 +226,9 @@ class SampleEstimator:
         ids = np.flatnonzero(provenance.counts)
         counts = provenance.counts[ids]
         seen = float(len(ids))
-        if self.population_scale > 1:
+        if self.population_scale > 1 and not self.bounded:
             distinct = self._whole_group_fragments(provenance.pairs, seen, candidate)
-        elif candidate.determined_by_group:
+        elif self.population_scale > 1 or candidate.determined_by_group:
             distinct = seen
         else:
             # The table rows the sampled provenance rows stand for.

@@ -18,7 +18,7 @@ and turned into an expected number of equi-depth fragments they occupy.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from sketch_core.algebra.ir import Project, Relation, Scan, column, replace_children
+from sketch_core.algebra.ir import (
+    Aggregate,
+    Distinct,
+    Join,
+    Project,
+    Relation,
+    Scan,
+    Select,
+    Sort,
+    TopK,
+    Union,
+    column,
+    replace_children,
+    scans,
+)
 from sketch_core.choice.estimation import (
     DEFAULT_SETTLE,
     AggregateInput,
@@ -38,6 +52,7 @@ from sketch_core.choice.estimation import (
 from sketch_core.choice.sampling import SAMPLE_ROW, StratifiedSample, stratum_ids
 from sketch_core.choice.shape import GROUP, AggregationShape, result_groups
 from sketch_core.choice.strategies import TableCandidates
+from sketch_core.errors import UnsupportedQueryError
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.range_partition import null_mask
 
@@ -71,7 +86,7 @@ def estimate_candidates(
     seed: int = 0,
 ) -> Estimation:
     """Estimates keyed ``table.attribute`` for every candidate (see the module docstring)."""
-    child, names = _widened(shape.aggregate.child, sampled.table, candidates)
+    child, names, unreached = _widened(shape.aggregate.child, sampled.table, candidates)
     outputs: list[tuple[str, exp.Expr]] = [(name, e) for name, e in shape.aggregate.groups]
     arguments = {}
     for i, (name, call) in enumerate(shape.aggregate.aggregates):
@@ -108,7 +123,10 @@ def estimate_candidates(
             table = table.append_column(name, pa.array(values, pa.float64()))
         table = table.filter(pa.array(exists))
         chosen = np.zeros(group_count, dtype=bool)
-        chosen[result_groups(shape, table)] = True
+        try:
+            chosen[result_groups(shape, table)] = True
+        except (UnsupportedQueryError, pa.ArrowException) as error:
+            raise NotEstimable(f"the HAVING or ORDER BY cannot be evaluated on estimates: {error}") from error
         return chosen
 
     estimator = SampleEstimator(
@@ -118,7 +136,7 @@ def estimate_candidates(
         groups,
         group_count,
         aggregates,
-        ResultSelection(choose=choose),
+        ResultSelection(choose=choose, top_k=any(isinstance(node, TopK) for node in shape.above)),
         population_scale=sample.population_scale,
     )
     grouped = {e.name for _, e in shape.aggregate.groups if isinstance(e, exp.Column)}
@@ -136,23 +154,38 @@ def estimate_candidates(
             positions=positions,
             attribute=attribute,
         )
-    return estimator.estimate(per_candidate, replicates=replicates, seed=seed, settle=DEFAULT_SETTLE)
+    estimation = estimator.estimate(per_candidate, replicates=replicates, seed=seed, settle=DEFAULT_SETTLE)
+    unestimated = {f"{table}.{attribute}": why for (table, attribute), why in unreached.items()}
+    return replace(estimation, unestimated=unestimated)
+
+
+class NotEstimable(Exception):
+    """The sampled table's rows cannot be followed up to the aggregation (see ``_widened``)."""
 
 
 def _widened(
     plan: Relation, sampled_table: str, candidates: Mapping[str, Sequence[str]]
-) -> tuple[Relation, dict[tuple[str, str], str]]:
+) -> tuple[Relation, dict[tuple[str, str], str], dict[tuple[str, str], str]]:
     """``plan`` with every scan also reading its table's candidate attributes (and the sampled
-    table's scan the sample row); and the name each (table, attribute) is read under (from the
-    table's first scan)."""
-    names: dict[tuple[str, str], str] = {}
-    counter = iter(range(1_000_000))
+    table's scan the sample row), carried up through the projections of derived tables to the
+    plan's output; the name each (table, attribute) is read under there (from the table's first
+    scan that reaches it); and the candidates that cannot reach it, with the reason.
 
-    def widen(scan: Scan) -> Scan:
+    A candidate's value per output row is only defined where each output row comes from one row
+    of its table: through selections, projections, inner joins and orderings. Below an
+    aggregation, a DISTINCT, a UNION or on a semi/anti join's right side it is not, and such a
+    candidate is left to the fallback (:func:`~sketch_core.choice.strategies.preferences`).
+    Raises :class:`NotEstimable` when the sampled table itself does not reach the output.
+    """
+    counter = iter(range(1_000_000))
+    lost: dict[tuple[str, str], str] = {}
+
+    def widen(scan: Scan) -> tuple[Scan, dict[tuple[str, str], str]]:
         wanted = list(candidates.get(scan.table, ()))
         if scan.table == sampled_table:
             wanted.append(SAMPLE_ROW)
         sources, outputs, types = list(scan.source_columns), list(scan.names), list(scan.types)
+        read: dict[tuple[str, str], str] = {}
         for attribute in wanted:
             name = scan.name_of(attribute)
             if name is None:
@@ -161,15 +194,46 @@ def _widened(
                 outputs.append(name)
                 if types:
                     types.append("")
-            names.setdefault((scan.table, attribute), name)
-        return Scan(scan.table, scan.alias, tuple(sources), tuple(outputs), tuple(types))
+            read[(scan.table, attribute)] = name
+        return Scan(scan.table, scan.alias, tuple(sources), tuple(outputs), tuple(types)), read
 
-    def visit(node: Relation) -> Relation:
+    def lose(node: Relation, why: str) -> None:
+        for scan in scans(node):
+            for attribute in (*candidates.get(scan.table, ()), SAMPLE_ROW):
+                lost.setdefault((scan.table, attribute), why)
+
+    def visit(node: Relation) -> tuple[Relation, dict[tuple[str, str], str]]:
         if isinstance(node, Scan):
             return widen(node)
-        return replace_children(node, tuple(visit(c) for c in node.children))
+        if isinstance(node, Select | TopK | Sort):
+            child, read = visit(node.children[0])
+            return replace_children(node, (child,)), read
+        if isinstance(node, Project):
+            child, read = visit(node.child)
+            present = set(node.columns)
+            carried = tuple((n, column(n)) for n in dict.fromkeys(read.values()) if n not in present)
+            return Project(child, node.outputs + carried), read
+        if isinstance(node, Join):
+            left, read = visit(node.left)
+            if node.kind in ("semi", "anti"):
+                lose(node.right, f"read only on the right side of a {node.kind} join")
+                return replace_children(node, (left, node.right)), read
+            right, right_read = visit(node.right)
+            for key, name in right_read.items():
+                read.setdefault(key, name)
+            return replace_children(node, (left, right)), read
+        what = {Aggregate: "an aggregation", Distinct: "a DISTINCT", Union: "a UNION"}.get(type(node))
+        lose(node, f"read below {what or type(node).__name__} under the query's aggregation")
+        return node, {}
 
-    return visit(plan), names
+    widened, names = visit(plan)
+    if (sampled_table, SAMPLE_ROW) not in names:
+        raise NotEstimable(
+            f"the sampled table {sampled_table} is "
+            + lost.get((sampled_table, SAMPLE_ROW), "not read by the aggregation")
+        )
+    unreached = {key: why for key, why in lost.items() if key not in names and key[1] != SAMPLE_ROW}
+    return widened, names, unreached
 
 
 def _first_per_group(keys: pa.Table, groups: np.ndarray, count: int) -> pa.Table:
@@ -282,6 +346,18 @@ class AttributeEstimates:
     sample_drawn: bool = False
     seconds: float = 0.0
     tables: dict[str, TableCandidates] = field(default_factory=dict)
+    # table -> why a cost-based strategy chose its attribute by the heuristic instead
+    fallbacks: dict[str, str] = field(default_factory=dict)
+    # ``table.attribute`` -> expected share of the table's data files its sketch reads
+    files_read: dict[str, float] = field(default_factory=dict)
+
+    def fallback_reason(self, table: str) -> str:
+        """Why none of ``table``'s candidates has an estimate."""
+        if self.estimation is None:
+            return f"no estimates: {self.reason}"
+        prefix = f"{table}."
+        reasons = {why for key, why in self.estimation.unestimated.items() if key.startswith(prefix)}
+        return "; ".join(sorted(reasons)) or "none of its candidates could be estimated"
 
     def expected_selectivities(self) -> dict[str, float] | None:
         """``table.attribute`` -> expected selectivity; None without estimates."""

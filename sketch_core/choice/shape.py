@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from sketch_core.algebra.ir import Aggregate, Project, Relation, Select, Sort, TopK
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate, filter_rows
+from sketch_core.rewrites.prune_outputs import needed_outputs
 
 GROUP = "__group"
 ESTIMABLE_FUNCTIONS = {"count", "sum", "avg", "min", "max"}
@@ -48,12 +49,16 @@ def aggregation_shape(plan: Relation) -> AggregationShape | str:
 
 
 def result_groups(shape: AggregationShape, estimates: pa.Table) -> np.ndarray:
-    """The :data:`GROUP` ids that the chain above the aggregation returns from ``estimates``."""
+    """The :data:`GROUP` ids that the chain above the aggregation returns from ``estimates``.
+
+    Raises :class:`~sketch_core.errors.UnsupportedQueryError` or an Arrow error for a HAVING
+    or ORDER BY expression the in-process evaluation cannot compute."""
     table = estimates
+    outputs_of = needed_outputs(shape.above)  # shown-only outputs need no estimate
     for node in reversed(shape.above):
         translate = ExpressionTranslator(table.schema)
         if isinstance(node, Project):
-            outputs = {name: translate(expression) for name, expression in node.outputs}
+            outputs = {name: translate(expression) for name, expression in outputs_of[id(node)]}
             table = evaluate(table, {**outputs, GROUP: pc.field(GROUP)})
         elif isinstance(node, Select):
             table = filter_rows(table, translate(node.condition))

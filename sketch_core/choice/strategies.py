@@ -8,9 +8,10 @@ that keeps the whole set of sketches safe (:func:`sketch_core.rewrites.safety.ch
 - ``random-all``, ``random-used``, ``random-group-by``, ``random-key``: uniformly at random
   among all safe attributes, those the query reads, its group-by attributes, or the table's key
   (CBS's RAND-ALL, RAND-REL, RAND-GB, RAND-PK).
-- ``cost-all``, ``cost-group-by``: the smallest estimated sketch among all safe attributes, or
-  among the group-by attributes (CBS's CB-OPT-REL and CB-OPT-GB). Ties go to the sort key, whose
-  sketch also skips whole files (the data is clustered on it).
+- ``cost-all``, ``cost-group-by``: among all safe attributes, or among the group-by attributes
+  (CBS's CB-OPT-REL and CB-OPT-GB), the one whose estimated sketch reads the fewest data files
+  (:mod:`~sketch_core.choice.layout`: a small sketch on an attribute the files scatter skips
+  nothing), then the smallest estimated sketch. Remaining ties go to the sort key.
 """
 
 from __future__ import annotations
@@ -52,15 +53,20 @@ def preferences(
     tables: Mapping[str, TableCandidates],
     estimates: Mapping[str, float] | None = None,
     seed: int | None = None,
+    files_read: Mapping[str, float] | None = None,
 ) -> dict[str, list[str]]:
     """Per table, its candidates in the order ``strategy`` prefers them. ``estimates`` maps
-    ``table.attribute`` to the expected selectivity (cost-based strategies; without them they
-    fall back to ``heuristic``). A table with no candidate in the strategy's pool gets none."""
+    ``table.attribute`` to the expected selectivity, ``files_read`` to the expected share of the
+    table's files a sketch on it reads (cost-based strategies rank by files read, then by
+    selectivity; :mod:`~sketch_core.choice.layout`; without estimates, or
+    for a table none of whose candidates could be estimated, they fall back to ``heuristic``).
+    A table with no candidate in the strategy's pool gets none."""
     check_strategy(strategy)
     rng = random.Random(seed)
     ordered: dict[str, list[str]] = {}
+    falling_back = set(heuristic_fallbacks(strategy, tables, estimates))
     for table, candidates in tables.items():
-        if strategy == "heuristic" or (strategy in COST_BASED and estimates is None):
+        if strategy == "heuristic" or table in falling_back:
             pool = list(dict.fromkeys(candidates.key[:1] + candidates.group_by))
         elif strategy.startswith("random-"):
             pool = list(candidates.pool(strategy.removeprefix("random-")))
@@ -68,9 +74,32 @@ def preferences(
         else:
             assert estimates is not None
             key = candidates.key[:1]
+            files = files_read or {}
             pool = sorted(
                 (a for a in candidates.pool(strategy.removeprefix("cost-")) if f"{table}.{a}" in estimates),
-                key=lambda a: (estimates[f"{table}.{a}"], a not in key, a),
+                # Fewest files read first (to the percent: closer is a tie), then the smallest sketch.
+                key=lambda a: (
+                    round(files.get(f"{table}.{a}", 1.0), 2),
+                    estimates[f"{table}.{a}"],
+                    a not in key,
+                    a,
+                ),
             )
         ordered[table] = pool
     return ordered
+
+
+def heuristic_fallbacks(
+    strategy: str, tables: Mapping[str, TableCandidates], estimates: Mapping[str, float] | None
+) -> list[str]:
+    """The tables a cost-based ``strategy`` orders by the heuristic instead: it has candidates
+    but none of them has an estimate (no estimates at all, or none reached the aggregation)."""
+    if strategy not in COST_BASED:
+        return []
+    pool = strategy.removeprefix("cost-")
+    fallbacks = []
+    for table, candidates in tables.items():
+        attributes = candidates.pool(pool)
+        if estimates is None or (attributes and not any(f"{table}.{a}" in estimates for a in attributes)):
+            fallbacks.append(table)
+    return fallbacks

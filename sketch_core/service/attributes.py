@@ -15,11 +15,12 @@ from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.choice.candidates import table_candidates
 from sketch_core.choice.estimation import DEFAULT_REPLICATES
+from sketch_core.choice.layout import expected_files_read
 from sketch_core.choice.local_plan import evaluate_plan
-from sketch_core.choice.query import AttributeEstimates, SampledTable, estimate_candidates
+from sketch_core.choice.query import AttributeEstimates, NotEstimable, SampledTable, estimate_candidates
 from sketch_core.choice.shape import aggregation_shape
 from sketch_core.choice.store import StoredSample
-from sketch_core.choice.strategies import TableCandidates, preferences
+from sketch_core.choice.strategies import TableCandidates, heuristic_fallbacks, preferences
 from sketch_core.errors import NoSafeAttributeError, QueryError, UnsafeAttributeError, UnsupportedQueryError
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.push_selections import push_selections
@@ -106,15 +107,29 @@ class AttributeChoosing(ServiceCore):
             found = stored_ids.get(table, {}).get(attribute)
             return None if found is None else self._partition(found)[1]
 
-        estimation = estimate_candidates(
-            lambda rows_plan: self._sample_rows(rows_plan, pins, fact, stored),
-            shape,
-            SampledTable(fact, stored.sample, stored.memo),
-            candidates,
-            partition_of,
-            fragments,
-            replicates=replicates,
-        )
+        try:
+            estimation = estimate_candidates(
+                lambda rows_plan: self._sample_rows(rows_plan, pins, fact, stored),
+                shape,
+                SampledTable(fact, stored.sample, stored.memo),
+                candidates,
+                partition_of,
+                fragments,
+                replicates=replicates,
+            )
+        except NotEstimable as why:
+            return AttributeEstimates(candidates, refused, None, reason=str(why), tables=tables)
+        files_read = {}
+        for key, e in estimation.candidates.items():
+            table, attribute = key.rsplit(".", 1)
+            stored_partition = partition_of(table, attribute)
+            files = pins[table].files
+            files_read[key] = expected_files_read(
+                [f.lower.get(attribute) for f in files],
+                [f.upper.get(attribute) for f in files],
+                e.fragment_share,
+                stored_partition.fragment_count if stored_partition is not None else fragments,
+            )
         return AttributeEstimates(
             candidates,
             refused,
@@ -123,6 +138,7 @@ class AttributeChoosing(ServiceCore):
             sample_drawn=stored.drawn,
             seconds=time.perf_counter() - started,
             tables=tables,
+            files_read=files_read,
         )
 
     def _sample_rows(
@@ -213,7 +229,13 @@ class AttributeChoosing(ServiceCore):
             estimates = self._estimates(plan, pins, statistics, fragments, screen=False)
             pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
         expected = estimates.expected_selectivities() if estimates is not None else None
-        candidates = preferences(strategy, pools, expected)
+        files_read = estimates.files_read if estimates is not None else None
+        candidates = preferences(strategy, pools, expected, files_read=files_read)
+        if estimates is not None:
+            fallbacks = heuristic_fallbacks(strategy, pools, expected)
+            estimates = replace(estimates, fallbacks={t: estimates.fallback_reason(t) for t in fallbacks})
+            for table, why in estimates.fallbacks.items():
+                log.info("%s: attribute chosen by the heuristic, %s", table, why)
         choice = choose_attributes(plan, candidates, statistics)
         if not choice.chosen:
             reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
@@ -235,16 +257,17 @@ class AttributeChoosing(ServiceCore):
         """Keep the estimates beside the sketch, with the share of fragments the captured sketch
         keeps on each chosen attribute and the relative size error of its estimate (CBS Sec.
         4.4.1; fragments, not rows: the captured sketch tells those without a scan)."""
-        assert estimates.estimation is not None
         by_table: dict[str, dict[str, Any]] = {}
         refused = {(t, a): why for t, unsafe in estimates.refused.items() for a, why in unsafe}
-        for key, e in estimates.estimation.candidates.items():
+        found_estimates = estimates.estimation.candidates if estimates.estimation is not None else {}
+        for key, e in found_estimates.items():
             table, attribute = key.rsplit(".", 1)
             by_table.setdefault(table, {})[attribute] = {
                 "selectivity": e.selectivity,
                 "low": e.low,
                 "high": e.high,
                 "fragment_share": e.fragment_share,
+                "files_read": estimates.files_read.get(key),
             }
             if (table, attribute) in refused:  # estimated, then found unsafe when picked
                 by_table[table][attribute]["unsafe"] = refused[table, attribute]
@@ -255,4 +278,6 @@ class AttributeChoosing(ServiceCore):
             actual = len(found.get(table, ())) / max(1, partitions[table][1].fragment_count)
             rse = None if estimated is None or actual == 0 else abs(estimated - actual) / actual
             outcome[table] = {"attribute": attribute, "estimated": estimated, "actual": actual, "rse": rse}
+            if table in estimates.fallbacks:
+                outcome[table]["fallback"] = f"heuristic: {estimates.fallbacks[table]}"
         self.choices.record(name, self.settings.attribute_strategy, by_table, outcome)

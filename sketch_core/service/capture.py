@@ -15,7 +15,7 @@ from pyroaring import BitMap
 from sketch_core import faults
 from sketch_core.algebra.frontend import encode_params, template_key
 from sketch_core.config import Settings
-from sketch_core.errors import InvalidSketchNameError, UnsupportedQueryError
+from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
 from sketch_core.maintenance import MaintainedSketch, build_engine, store_state
 from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
 from sketch_core.rewrites.capture import instrument_capture
@@ -94,12 +94,42 @@ class Capturing(AttributeChoosing):
         ``with_state`` also computes the incremental-maintenance state on Spark and stores it
         with the version (for sketches that will be maintained; without it, the first
         incremental maintenance computes it, at the version's snapshot).
+
+        Capturing again under the name of an existing sketch of the same query and parameters
+        keeps that sketch's attributes and fragment counts (a new version of the same sketch),
+        unless ``attributes`` or ``fragments`` ask otherwise.
         """
         if name is not None:
             check_sketch_name(name)
+            if attributes is None:
+                attributes, fragments = self._kept_partitions(name, sql, params, fragments)
         return self._capture(
             sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
         )
+
+    def _kept_partitions(
+        self,
+        name: str,
+        sql: str,
+        params: Mapping[str, Any] | None,
+        fragments: int | Mapping[str, int] | None,
+    ) -> tuple[Mapping[str, str] | None, int | Mapping[str, int] | None]:
+        """The attributes and fragment counts of the existing sketch ``name`` when it is this
+        query with these parameters and ``fragments`` asks for nothing else; else no attributes
+        (chosen anew) and ``fragments`` as given. A cost-based choice made again on changed
+        data could pick other attributes, and the name would then refuse the capture."""
+        try:
+            definition = self.sketches.definition(name)
+        except SketchNotFoundError:
+            return None, fragments
+        if definition.query_sql != sql or definition.params != encode_params(params):
+            return None, fragments
+        stored = {t: self._partition(pid)[0] for t, pid in definition.partition_ids.items()}
+        counts = {t: p.fragment_count for t, p in stored.items()}
+        asked = {t: _fragment_count(fragments, t, self.settings) for t in counts}
+        if fragments is not None and counts != asked:
+            return None, fragments
+        return {t: p.attribute for t, p in stored.items()}, counts
 
     def _capture(
         self,
@@ -157,7 +187,7 @@ class Capturing(AttributeChoosing):
             if maintained is not None and record.state_ref is not None:
                 identity = sketch_identity(sql, encoded, partition_ids)
                 self._keep_engine(identity, name, record.version, maintained)
-            if estimates is not None and estimates.estimation is not None:
+            if estimates is not None:
                 self._record_choice(name, estimates, chosen, found, partitions)
             seconds = time.perf_counter() - started
             self.sketches.finish_run(

@@ -124,7 +124,7 @@ def test_explain_choice_lists_candidates_estimates_and_unsafe_attributes(
     # AVG over a subset of a group's rows can cross the threshold either way: only `a` is safe
     # (PBDS Ex. 4), and it is the pick.
     assert shown.output.count("unsafe") == 3 and "estimated from a" in shown.output
-    assert any(" a " in line and "smallest" in line for line in lines)
+    assert any(" a " in line and "first" in line for line in lines)
 
 
 def test_choose_attributes_names_what_a_capture_without_attributes_sketches(
@@ -141,10 +141,17 @@ def test_choose_attributes_names_what_a_capture_without_attributes_sketches(
         spark_svc.settings = previous
     assert estimates is not None and estimates.estimation is not None
     assert version.partitions[table][0] == chosen[table]
-    # The pick is the smallest expected sketch among the attributes that are safe.
+    # The pick reads the fewest files (to the percent), then keeps the smallest expected sketch.
     expected = estimates.expected_selectivities() or {}
+    files = {a: round(estimates.files_read[f"{table}.{a}"], 2) for a in ("key", "a", "b", "c")}
+    fewest = min(files.values())
+    assert files[chosen[table]] == fewest
     assert expected[f"{table}.{chosen[table]}"] == min(
-        expected[f"{table}.{a}"] for a in ("key", "a", "b", "c")
+        expected[f"{table}.{a}"] for a, read in files.items() if read == fewest
     )
-    heuristic, none = spark_svc.choose_attributes(sql, fragments=50)
-    assert none is None and heuristic[table] == "key"  # the suite's setting: sort key first
+    spark_svc.settings = replace(previous, attribute_strategy="heuristic")
+    try:
+        heuristic, none = spark_svc.choose_attributes(sql, fragments=50)
+    finally:
+        spark_svc.settings = previous
+    assert none is None and heuristic[table] == "key"  # the heuristic: sort key first

@@ -254,3 +254,27 @@ def test_cuts_from_a_sample_keep_strings_with_trailing_nuls_apart() -> None:
     partition = sample_partition(values, 3)
     assert partition is not None and partition.cuts == ("a\x00", "b")
     assert partition.fragments_of(values).tolist() == [partition.fragment_of(v) for v in values]
+
+
+def test_a_top_k_over_whole_groups_is_not_scaled_up_to_the_table() -> None:
+    """A sample of whole groups stands for ``scale`` times as many groups in a HAVING result,
+    but a top-k result holds k groups whatever the sample: its sketch is the fragments of the k
+    groups the sample returns."""
+    rng = np.random.default_rng(4)
+    g = np.repeat(np.arange(20_000), 4)
+    table = pa.table({"g": g, "v": rng.integers(1, 50, len(g)), "spread": rng.integers(0, 10_000, len(g))})
+    sample = draw_stratified(table, ["g"], rate=0.05, seed=2)
+    assert sample.population_scale > 1
+    values = sample.rows.column("g").to_numpy()
+    order = np.unique(values)
+    estimator = SampleEstimator.over_sample(
+        sample,
+        np.searchsorted(order, values),
+        len(order),
+        [AggregateInput("s", "sum", sample.rows.column("v").to_numpy())],
+        ResultSelection(order_by="s", descending=True, limit=10),
+    )
+    by_group = RangePartition("t", "g", tuple(range(20, 20_000, 20)))  # 1,000 fragments of 20 groups
+    candidate = CandidateFragments(by_group.fragments_of(values), 1000, determined_by_group=True)
+    estimate = estimator.estimate({"g": candidate}, replicates=5).candidates["g"]
+    assert estimate.fragments <= 10  # ten groups occupy at most ten fragments

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sketch_core.choice.strategies import STRATEGIES, TableCandidates, preferences
+from sketch_core.choice.strategies import STRATEGIES, TableCandidates, heuristic_fallbacks, preferences
 from sketch_core.errors import ConfigurationError
 
 T = "s.sales"
@@ -35,6 +35,24 @@ def test_cost_based_ties_go_to_the_sort_key() -> None:
 
 def test_without_estimates_cost_based_strategies_fall_back_to_the_heuristic() -> None:
     assert preferences("cost-all", CANDIDATES, None)[T] == preferences("heuristic", CANDIDATES)[T]
+    assert heuristic_fallbacks("cost-all", CANDIDATES, None) == [T]
+
+
+def test_a_table_without_any_estimated_candidate_falls_back_alone() -> None:
+    other = "s.stores"
+    tables = {**CANDIDATES, other: TableCandidates(("store_id", "city"), ("city",), ("city",), ("store_id",))}
+    # The stores' candidates never reached the aggregation (read below a DISTINCT, say).
+    picks = preferences("cost-all", tables, ESTIMATES)
+    assert picks[T] == ["note", "day", "region", "amount", "id"]
+    assert picks[other] == ["store_id", "city"]
+    assert heuristic_fallbacks("cost-all", tables, ESTIMATES) == [other]
+    assert heuristic_fallbacks("heuristic", tables, ESTIMATES) == []
+
+
+def test_an_empty_pool_is_no_fallback() -> None:
+    keyless = {T: TableCandidates(("id", "day"), ("day",), (), ("id",))}
+    assert preferences("cost-group-by", keyless, ESTIMATES)[T] == []
+    assert heuristic_fallbacks("cost-group-by", keyless, ESTIMATES) == []
 
 
 @pytest.mark.parametrize(
