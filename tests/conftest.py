@@ -103,10 +103,6 @@ def settings(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> 
         # Small files, so that even test-sized tables span several of them.
         target_file_bytes=256 * 1024,
         row_group_rows=4096,
-        # The suite's captures pick attributes as before cost-based choice (sort key, then
-        # group-by attributes), so their expectations do not hang on sample estimates; the
-        # tests in tests/choice run the cost-based default.
-        attribute_strategy="heuristic",
     )
 
 
@@ -117,7 +113,6 @@ def env(settings: Settings) -> dict[str, str]:
     return {
         "SKETCH_METASTORE_URL": settings.metastore_url,
         "SKETCH_WAREHOUSE": str(settings.warehouse),
-        "SKETCH_ATTRIBUTE_STRATEGY": settings.attribute_strategy,
     }
 
 

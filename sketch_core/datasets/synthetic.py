@@ -6,6 +6,8 @@ they correlate with it, as in the paper), centred so that negative values occur.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pyarrow as pa
 
@@ -50,3 +52,49 @@ def skewed_groups_table(rows: int, groups: int, *, seed: int, c_high: int) -> pa
             "c": rng.integers(0, c_high, rows),
         }
     )
+
+
+# The retail tables of the generator-style report corpus (``generator_style.SYNTHETIC_REPORTS``).
+REGIONS = ("north", "south", "east", "west", "central")
+CHANNELS = ("web", "store", "phone")
+
+
+def sales_tables(rows: int, stores: int = 60, *, seed: int = 0) -> dict[str, pa.Table]:
+    """``sales`` (sorted by ``sale_id``) and its ``stores`` dimension, with the types reports
+    meet: dates over two years (a leap day among them), decimals, doubles, strings with mixed
+    case and padding, and NULLs in ``discount`` and ``note``."""
+    if rows < 0 or stores < 1:
+        raise DatasetError(f"rows must be non-negative and stores positive, got {rows}, {stores}")
+    rng = np.random.default_rng(seed)
+    start = np.datetime64("2023-01-01")
+    days = rng.integers(0, 731, rows)
+    quantity = rng.integers(1, 20, rows)
+    price = np.round(rng.gamma(2.0, 20.0, rows), 2)
+    amounts = [f"{q * p:.2f}" for q, p in zip(quantity, price, strict=True)]
+    discount = np.round(rng.choice([0.0, 0.05, 0.1, 0.2], rows), 2)
+    sales = pa.table(
+        {
+            "sale_id": np.arange(rows, dtype=np.int64),
+            "store_id": rng.integers(0, stores, rows).astype(np.int64),
+            "ship_store_id": rng.integers(0, stores, rows).astype(np.int64),
+            "customer_id": rng.integers(0, max(1, rows // 8), rows).astype(np.int64),
+            "sale_date": pa.array(start + days.astype("timedelta64[D]"), pa.date32()),
+            "channel": pa.array(rng.choice(CHANNELS, rows)),
+            "quantity": quantity.astype(np.int32),
+            "unit_price": price,
+            "amount": pa.array([Decimal(a) for a in amounts], pa.decimal128(12, 2)),
+            "discount": pa.array(np.where(rng.random(rows) < 0.1, np.nan, discount), from_pandas=True),
+            "note": pa.array([None if r < 0.7 else f" Note {int(r * 100)} " for r in rng.random(rows)]),
+        }
+    )
+    cities = [f"City{i % 17:02d}" for i in range(stores)]
+    store_table = pa.table(
+        {
+            "store_id": np.arange(stores, dtype=np.int64),
+            "city": pa.array(cities),
+            "region": pa.array([REGIONS[i % len(REGIONS)] for i in range(stores)]),
+            "opened": pa.array(start - rng.integers(0, 3000, stores).astype("timedelta64[D]"), pa.date32()),
+            "size_sqm": rng.integers(100, 5000, stores).astype(np.int32),
+        }
+    )
+    return {"sales": sales, "stores": store_table}

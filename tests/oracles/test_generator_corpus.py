@@ -1,0 +1,112 @@
+"""The generator-style corpus under the default settings (the attribute strategy users get).
+
+Every report is printed as SQL generators print it (``sketch_core.datasets.generator_style``):
+the 22 TPC-H queries rewritten by :func:`generator_style`, and the synthetic reports written in
+that style. For each one the oracle is differential:
+
+1. captured with the default attribute choice, the query on its sketch equals the full query;
+2. after inserts, deletes and updates of its tables, ``maintain(strategy="incremental")``
+   succeeds (no refusal) and the maintained sketch equals a fresh capture on the same
+   attributes at the same snapshot, and the query on it still equals the full query.
+
+The TPC-H queries the front end refuses must be refused with the construct named as for the
+hand-written texts (tests/service/test_tpch_oracle.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sketch_core.datasets import DeltaGenerator, load_tpch
+from sketch_core.datasets.generator_style import SYNTHETIC_REPORTS, generator_style, tpch_schemas
+from sketch_core.datasets.synthetic import sales_tables, synthetic_table
+from sketch_core.datasets.tpch import TPCH_SORT_KEYS
+from sketch_core.datasets.tpch_queries import TPCH_QUERIES
+from sketch_core.errors import UnsupportedQueryError
+from sketch_core.service import SketchService
+from tests.oracles.results import sorted_rows
+from tests.service.test_tpch_oracle import REFUSED
+
+TPCH_NS = "gen_tpch"
+SYN_NS = "gen_syn"
+SYNTHETIC_KEYS = {"sales": ("sale_id",), "stores": ("store_id",), "syn": ("key",)}
+# Tables a TPC-H query's maintenance changes (those it reads): the facts, as loads change them.
+TPCH_CHANGED = ("lineitem", "orders", "partsupp")
+
+
+def tpch_query(number: int) -> str:
+    # Every other query back-quotes its identifiers, as BI tools print them.
+    sql = TPCH_QUERIES[number].replace("tpch.", f"{TPCH_NS}.")
+    return generator_style(sql, tpch_schemas(TPCH_NS), quoted=number % 2 == 0)
+
+
+@pytest.fixture(scope="module")
+def corpus_svc(tpch_svc: SketchService, tpch_dir: Path) -> Iterator[SketchService]:
+    svc = tpch_svc
+    load_tpch(svc.tables, 0.01, tpch_dir.parent.parent, namespace=TPCH_NS)
+    if svc.commit_log.get_table(f"{SYN_NS}.sales") is None:
+        retail = sales_tables(12_000, seed=5)
+        svc.tables.create(f"{SYN_NS}.sales", retail["sales"], sort_by=["sale_id"])
+        svc.tables.create(f"{SYN_NS}.stores", retail["stores"], sort_by=["store_id"])
+        svc.tables.create(f"{SYN_NS}.syn", synthetic_table(12_000, 100, seed=6), sort_by=["key"])
+    yield svc
+
+
+def _change(svc: SketchService, tables: dict[str, tuple[str, ...]], seed: int) -> int:
+    """Inserts and deletes on each table, then an update: the last commit's sequence."""
+    sequence = 0
+    for i, (table, keys) in enumerate(sorted(tables.items())):
+        generator = DeltaGenerator(svc.tables, table, keys, seed=seed + i)
+        generator.mixed(40).apply(svc.tables)
+        sequence = generator.updates(10).apply(svc.tables)
+    return sequence
+
+
+def _check(svc: SketchService, name: str, sql: str, changed: dict[str, tuple[str, ...]], seed: int) -> None:
+    captured = svc.capture(sql, name=name, fragments=64)
+    assert captured.fragments, "a capture must sketch at least one table"
+    full = svc.query(sql, use_sketches=False)
+    sketched = svc.query(sql)
+    assert sketched.sketch == (name, captured.version)
+    assert sorted_rows(sketched.table) == sorted_rows(full.table)
+
+    _change(svc, {t: k for t, k in changed.items() if t.split(".")[1] in sql}, seed)
+    runs = svc.maintain(name, strategy="incremental")
+    assert [r.strategy for r in runs] == ["incremental"]
+    maintained = svc.sketch(name)
+    attributes = {table: attribute for table, (attribute, _) in maintained.partitions.items()}
+    fresh = svc.capture(
+        sql, name=f"{name}_fresh", attributes=attributes, fragments=64, snapshot=maintained.sequence
+    )
+    assert fresh.partitions == maintained.partitions
+    assert {t: set(ids) for t, ids in maintained.fragments.items()} == {
+        t: set(ids) for t, ids in fresh.fragments.items()
+    }
+    svc.drop_sketch(f"{name}_fresh")
+    after = svc.query(sql)
+    assert after.sketch == (name, maintained.version)
+    assert sorted_rows(after.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
+
+
+@pytest.mark.parametrize("number", sorted(TPCH_QUERIES))
+def test_tpch_in_generator_style(corpus_svc: SketchService, number: int) -> None:
+    sql = tpch_query(number)
+    if number in REFUSED:
+        with pytest.raises(UnsupportedQueryError) as info:
+            corpus_svc.capture(sql, name=f"gen_tpch_q{number}", fragments=64)
+        assert info.value.construct == REFUSED[number]
+        return
+    changed = {f"{TPCH_NS}.{t}": TPCH_SORT_KEYS[t] for t in TPCH_CHANGED}
+    _check(corpus_svc, f"gen_tpch_q{number}", sql, changed, seed=number)
+
+
+@pytest.mark.parametrize("label", sorted(SYNTHETIC_REPORTS))
+def test_synthetic_report_in_generator_style(corpus_svc: SketchService, label: str) -> None:
+    sql = SYNTHETIC_REPORTS[label].format(ns=SYN_NS)
+    changed = {f"{SYN_NS}.{t}": keys for t, keys in SYNTHETIC_KEYS.items()}
+    full = corpus_svc.query(sql, use_sketches=False)
+    assert full.table.num_rows > 0, "a report over the corpus data must return rows"
+    _check(corpus_svc, f"gen_{label}", sql, changed, seed=len(label))
