@@ -398,3 +398,18 @@ class SparkJobError(InfrastructureError):
             f"the Spark job of {what} failed: {cause}",
             hint="retry (Airflow does, for transient errors); if it keeps failing, see the Spark logs",
         )
+
+
+class SparkQueryError(QueryError):
+    """Spark refused the query (a syntax or analysis error: an unknown function or column) or
+    the query failed on its data (a division by zero or a malformed cast under ANSI mode): the
+    query's fault, so terminal; a retry fails the same way."""
+
+    def __init__(self, what: str, cause: str, sql_state: str | None = None) -> None:
+        self.what = what
+        self.cause = cause
+        self.sql_state = sql_state
+        super().__init__(
+            f"Spark cannot run {what}: {cause}",
+            hint="fix the query (try it in Spark SQL); data errors have try_ variants (try_divide, try_cast)",
+        )

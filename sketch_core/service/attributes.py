@@ -31,6 +31,7 @@ from sketch_core.rewrites.safety import (
     choose_attributes,
     group_by_attributes,
 )
+from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
 from sketch_core.service.core import ServiceCore
 from sketch_core.spark.views import keep_view, register_view, table_schemas
 from sketch_core.tables.deltas import read_matching
@@ -59,6 +60,7 @@ class AttributeChoosing(ServiceCore):
         a sketch on it, estimated from a stratified sample of the query's largest table (CBS;
         see :mod:`sketch_core.choice.query`); the unsafe ones with the reason."""
         plan, pins, statistics = self._pinned_plan(sql, params, snapshot)
+        fragments = checked_fragments(fragments)  # type: ignore[assignment]
         return self._estimates(plan, pins, statistics, fragments or self.settings.fragments, replicates)
 
     def _pinned_plan(
@@ -66,7 +68,9 @@ class AttributeChoosing(ServiceCore):
     ) -> tuple[Relation, dict[str, PinnedSnapshot], Statistics]:
         """The query's plan, its tables pinned at ``snapshot`` (default: the latest), and their
         column bounds (for safety checks)."""
-        pins = self._pin_query(sql, self._sequence(snapshot))
+        sql = checked_sql(sql)
+        params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
+        pins = self._pin_query(sql, self._sequence(checked_snapshot(snapshot)))
         parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
         return parsed.plan, pins, {table: pin.column_bounds() for table, pin in pins.items()}
 
@@ -197,7 +201,10 @@ class AttributeChoosing(ServiceCore):
             wanted = {table.lower(): attribute for table, attribute in requested.items()}
             for table, attribute in wanted.items():
                 if table not in pins:
-                    raise QueryError(f"attributes names {table}, which the query does not read")
+                    raise QueryError(
+                        f"attributes names {table}, which the query does not read",
+                        hint=f"name tables the query reads: {sorted(pins)}",
+                    )
                 if attribute not in pins[table].schema.names:
                     raise QueryError(
                         f"{table} has no column {attribute!r}", hint=f"columns: {pins[table].schema.names}"

@@ -19,6 +19,7 @@ from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, Unsu
 from sketch_core.maintenance import MaintainedSketch, build_engine, store_state
 from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
 from sketch_core.rewrites.capture import instrument_capture
+from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
 from sketch_core.service.attributes import AttributeChoosing
 from sketch_core.service.core import sketch_identity
 from sketch_core.service.results import SketchVersion
@@ -36,6 +37,8 @@ def check_sketch_name(name: str) -> None:
     """Refuse names the metastore cannot store (NUL) or that would not print back (control
     characters), and empty or overlong ones; everything else (quotes, slashes, SQL) is a
     value like any other: bound in queries, digested in paths."""
+    if not isinstance(name, str):
+        raise InvalidSketchNameError(repr(name), f"it is a {type(name).__name__}, not a str")
     if not name.strip():
         raise InvalidSketchNameError(name, "it is empty")
     if len(name) > _MAX_NAME_CHARACTERS:
@@ -99,6 +102,13 @@ class Capturing(AttributeChoosing):
         keeps that sketch's attributes and fragment counts (a new version of the same sketch),
         unless ``attributes`` or ``fragments`` ask otherwise.
         """
+        sql = checked_sql(sql)
+        params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
+        attributes = checked_mapping("attributes", attributes, "{'ns.table': 'column'}")
+        fragments = checked_fragments(fragments)
+        for table in fragments if isinstance(fragments, Mapping) else ["every table"]:
+            _fragment_count(fragments, table, self.settings)  # out of range: refused before any work
+        snapshot = checked_snapshot(snapshot)
         if name is not None:
             check_sketch_name(name)
             if attributes is None:

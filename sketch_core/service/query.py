@@ -32,9 +32,11 @@ from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
+from sketch_core.service.arguments import checked_mapping, checked_snapshot, checked_sql
 from sketch_core.service.maintenance import Maintaining
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
 from sketch_core.spark.annotate import rows_in_fragments
+from sketch_core.spark.jobs import spark_job
 from sketch_core.spark.views import (
     bind_tables,
     pinned_dataframe,
@@ -269,21 +271,24 @@ class Querying(Maintaining):
         the files Spark reads and adds its range conditions; without one the plain query runs.
         """
         started = time.perf_counter()
-        sequence = self._sequence(snapshot)
+        sql = checked_sql(sql)
+        params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
+        sequence = self._sequence(checked_snapshot(snapshot))
         pins = self._pin_query(sql, sequence)
         faults.reached("query-pinned")
         files_total = sum(len(pin.files) for pin in pins.values())
         aside = _TimeAside()
         chosen = self._sketch_for_query(sql, params, pins, sequence, aside) if use_sketches else None
-        if chosen is None:
-            views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
-            frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
-            sketch, files_read = None, files_total
-        else:
-            parsed, usable = chosen
-            frame, files_read = self._run_with_sketch(parsed, usable, pins)
-            sketch = (usable.record.name, usable.record.version)
-        table = frame.toArrow()
+        with spark_job("the query"):
+            if chosen is None:
+                views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
+                frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
+                sketch, files_read = None, files_total
+            else:
+                parsed, usable = chosen
+                frame, files_read = self._run_with_sketch(parsed, usable, pins)
+                sketch = (usable.record.name, usable.record.version)
+            table = frame.toArrow()
         finished = time.perf_counter()
         result = QueryResult(
             table,

@@ -24,7 +24,9 @@ def compute_range_partition(
 ) -> RangePartition:
     """Boundaries for about ``fragments`` ranges of ``df[attribute]`` (ties may give fewer)."""
     if fragments < 1:
-        raise PartitionError(f"fragment count must be at least 1, got {fragments}")
+        raise PartitionError(
+            f"fragment count must be at least 1, got {fragments}", hint="use 1,000 to 10,000 fragments"
+        )
     if attribute not in df.columns:
         raise PartitionError(
             f"{table} has no column {attribute!r}", hint=f"choose one of: {', '.join(df.columns)}"
@@ -32,7 +34,10 @@ def compute_range_partition(
     column = F.col(f"`{attribute}`")
     kind = df.schema[attribute].dataType
     if not isinstance(kind, (*_ORDERED_TYPES, T.StringType)):
-        raise PartitionError(f"cannot range-partition {table}.{attribute} of type {kind.simpleString()}")
+        raise PartitionError(
+            f"cannot range-partition {table}.{attribute} of type {kind.simpleString()}",
+            hint="choose a numeric, date, timestamp or string column",
+        )
     values = df.select(column.alias("v")).where(F.col("v").isNotNull())
     few = values.distinct().limit(fragments + 1).collect()
     if len(few) <= fragments:

@@ -1,0 +1,45 @@
+"""Checks of the public API's arguments, so that a wrong type is a typed error naming the
+argument (not an AttributeError from deep inside)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sketch_core.errors import ConfigurationError, QueryError
+
+
+def checked_sql(sql: object) -> str:
+    if not isinstance(sql, str):
+        raise QueryError(
+            f"the query must be Spark SQL text, got {type(sql).__name__}", hint="pass the query as a str"
+        )
+    return sql
+
+
+def checked_mapping(what: str, value: object, example: str) -> Mapping[str, Any] | None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"{what} must be a mapping, got {type(value).__name__}", hint=f"pass a dict, e.g. {example}"
+        )
+    return value
+
+
+def checked_fragments(fragments: object) -> int | Mapping[str, int] | None:
+    """None, a count, or a count per table; the counts' range is checked where they are used."""
+    counts = fragments.values() if isinstance(fragments, Mapping) else [fragments]
+    if fragments is not None and not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        raise ConfigurationError(
+            f"fragments must be a whole number or one per table, got {fragments!r}",
+            hint="pass e.g. fragments=1000 or fragments={'ns.table': 1000}",
+        )
+    return fragments  # type: ignore[return-value]
+
+
+def checked_snapshot(snapshot: object) -> int | None:
+    if snapshot is not None and (not isinstance(snapshot, int) or isinstance(snapshot, bool)):
+        raise ConfigurationError(
+            f"snapshot must be a commit sequence number, got {snapshot!r}",
+            hint="pass an int (see svc.latest_sequence()), or None for the latest",
+        )
+    return snapshot
