@@ -26,6 +26,20 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+from sketch_core.tables.pinned import DataFileInfo
+
+
+def files_read_on(
+    files: Sequence[DataFileInfo], attribute: str, fragment_share: float, fragments: int
+) -> float:
+    """:func:`expected_files_read` over ``files``' bounds on ``attribute``."""
+    return expected_files_read(
+        [f.lower.get(attribute) for f in files],
+        [f.upper.get(attribute) for f in files],
+        fragment_share,
+        fragments,
+    )
+
 
 def expected_files_read(
     lows: Sequence[Any | None], highs: Sequence[Any | None], fragment_share: float, fragments: int

@@ -15,7 +15,7 @@ from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.choice.candidates import table_candidates
 from sketch_core.choice.estimation import DEFAULT_REPLICATES
-from sketch_core.choice.layout import expected_files_read
+from sketch_core.choice.layout import files_read_on
 from sketch_core.choice.local_plan import evaluate_plan
 from sketch_core.choice.query import AttributeEstimates, NotEstimable, SampledTable, estimate_candidates
 from sketch_core.choice.shape import aggregation_shape
@@ -127,13 +127,8 @@ class AttributeChoosing(ServiceCore):
         for key, e in estimation.candidates.items():
             table, attribute = key.rsplit(".", 1)
             stored_partition = partition_of(table, attribute)
-            files = pins[table].files
-            files_read[key] = expected_files_read(
-                [f.lower.get(attribute) for f in files],
-                [f.upper.get(attribute) for f in files],
-                e.fragment_share,
-                stored_partition.fragment_count if stored_partition is not None else fragments,
-            )
+            count = stored_partition.fragment_count if stored_partition is not None else fragments
+            files_read[key] = files_read_on(pins[table].files, attribute, e.fragment_share, count)
         return AttributeEstimates(
             candidates,
             refused,
