@@ -293,8 +293,9 @@ class _Union(_Node):
 class _Join(_Node):
     def __init__(self, node: Join, left: _Node, right: _Node):
         if node.kind not in ("inner", "cross"):
+            article = "an" if node.kind == "anti" else "a"
             raise UnsupportedQueryError(
-                f"a {node.kind} join in incremental maintenance (not yet)",
+                f"{article} {node.kind} join in incremental maintenance (not yet)",
                 node.kind,
                 hint="maintain this sketch with strategy='full'",
             )

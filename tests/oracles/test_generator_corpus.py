@@ -10,7 +10,8 @@ that style. For each one the oracle is differential:
    attributes at the same snapshot, and the query on it still equals the full query.
 
 The TPC-H queries the front end refuses must be refused with the construct named as for the
-hand-written texts (tests/service/test_tpch_oracle.py).
+hand-written texts (tests/service/test_tpch_oracle.py); Q16's NOT IN (an anti join) is captured
+but not yet maintained incrementally, which ``incremental`` must say and ``auto`` recapture.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from tests.service.test_tpch_oracle import REFUSED
 TPCH_NS = "gen_tpch"
 SYN_NS = "gen_syn"
 SYNTHETIC_KEYS = {"sales": ("sale_id",), "stores": ("store_id",), "syn": ("key",)}
+# Captured, but maintained incrementally only once anti joins are (NOT IN): the refusal names it,
+# and auto recaptures.
+NOT_INCREMENTAL = {16: "an anti join in incremental maintenance (not yet)"}
 # Tables a TPC-H query's maintenance changes (those it reads): the facts, as loads change them.
 TPCH_CHANGED = ("lineitem", "orders", "partsupp")
 
@@ -65,7 +69,14 @@ def _change(svc: SketchService, tables: dict[str, tuple[str, ...]], seed: int) -
     return sequence
 
 
-def _check(svc: SketchService, name: str, sql: str, changed: dict[str, tuple[str, ...]], seed: int) -> None:
+def _check(
+    svc: SketchService,
+    name: str,
+    sql: str,
+    changed: dict[str, tuple[str, ...]],
+    seed: int,
+    refused_construct: str | None = None,
+) -> None:
     captured = svc.capture(sql, name=name, fragments=64)
     assert captured.fragments, "a capture must sketch at least one table"
     full = svc.query(sql, use_sketches=False)
@@ -74,8 +85,14 @@ def _check(svc: SketchService, name: str, sql: str, changed: dict[str, tuple[str
     assert sorted_rows(sketched.table) == sorted_rows(full.table)
 
     _change(svc, {t: k for t, k in changed.items() if t.split(".")[1] in sql}, seed)
-    runs = svc.maintain(name, strategy="incremental")
-    assert [r.strategy for r in runs] == ["incremental"]
+    if refused_construct is None:
+        runs = svc.maintain(name, strategy="incremental")
+        assert [r.strategy for r in runs] == ["incremental"]
+    else:
+        with pytest.raises(UnsupportedQueryError) as info:
+            svc.maintain(name, strategy="incremental")
+        assert info.value.construct == refused_construct
+        assert [r.strategy for r in svc.maintain(name)] == ["full"]
     maintained = svc.sketch(name)
     attributes = {table: attribute for table, (attribute, _) in maintained.partitions.items()}
     fresh = svc.capture(
@@ -100,7 +117,7 @@ def test_tpch_in_generator_style(corpus_svc: SketchService, number: int) -> None
         assert info.value.construct == REFUSED[number]
         return
     changed = {f"{TPCH_NS}.{t}": TPCH_SORT_KEYS[t] for t in TPCH_CHANGED}
-    _check(corpus_svc, f"gen_tpch_q{number}", sql, changed, seed=number)
+    _check(corpus_svc, f"gen_tpch_q{number}", sql, changed, number, NOT_INCREMENTAL.get(number))
 
 
 @pytest.mark.parametrize("label", sorted(SYNTHETIC_REPORTS))
@@ -109,4 +126,4 @@ def test_synthetic_report_in_generator_style(corpus_svc: SketchService, label: s
     changed = {f"{SYN_NS}.{t}": keys for t, keys in SYNTHETIC_KEYS.items()}
     full = corpus_svc.query(sql, use_sketches=False)
     assert full.table.num_rows > 0, "a report over the corpus data must return rows"
-    _check(corpus_svc, f"gen_{label}", sql, changed, seed=len(label))
+    _check(corpus_svc, f"gen_{label}", sql, changed, len(label))
