@@ -13,6 +13,7 @@ from sketch_core.choice.estimation import (
     CandidateFragments,
     ResultSelection,
     SampleEstimator,
+    SelectivityEstimate,
 )
 from sketch_core.choice.query import sample_partition
 from sketch_core.choice.sampling import SamplingError, StratifiedSample, draw_stratified, quota, stratum_ids
@@ -100,15 +101,18 @@ def test_too_many_groups_are_sampled_whole() -> None:
     assert np.allclose(sample.weights(), 1) and sample.population_scale == 20
 
 
-def test_a_sample_of_whole_groups_estimates_many_group_having_queries() -> None:
-    """One row per group in a uniform sample would decide each group's HAVING by noise; whole
-    groups decide it exactly, and the sketch's size is scaled up from the groups kept."""
-    rng = np.random.default_rng(3)
+def many_small_groups(seed: int) -> pa.Table:
+    """20,000 groups of 4 rows: too many to stratify, so a 5% sample keeps whole groups."""
+    rng = np.random.default_rng(seed)
     g = np.repeat(np.arange(20_000), 4)
-    table = pa.table({"g": g, "v": rng.integers(1, 50, len(g)), "spread": rng.integers(0, 10_000, len(g))})
-    totals = np.bincount(g, weights=table.column("v").to_numpy())
-    threshold = np.percentile(totals, 99)  # 200 groups qualify
+    return pa.table({"g": g, "v": rng.integers(1, 50, len(g)), "spread": rng.integers(0, 10_000, len(g))})
+
+
+def whole_group_estimate(table: pa.Table, selection: ResultSelection) -> SelectivityEstimate:
+    """The estimate of a sketch on ``g`` (1,000 fragments of 20 groups) of ``SUM(v)`` per group
+    under ``selection``, from a 5% sample of whole groups."""
     sample = draw_stratified(table, ["g"], rate=0.05, seed=2)
+    assert sample.whole_groups and sample.population_scale > 1
     values = sample.rows.column("g").to_numpy()
     order = np.unique(values)
     estimator = SampleEstimator.over_sample(
@@ -116,11 +120,20 @@ def test_a_sample_of_whole_groups_estimates_many_group_having_queries() -> None:
         np.searchsorted(order, values),
         len(order),
         [AggregateInput("s", "sum", sample.rows.column("v").to_numpy())],
-        ResultSelection(having=lambda e: e["s"] > threshold),
+        selection,
     )
-    by_group = RangePartition("t", "g", tuple(range(20, 20_000, 20)))  # 1,000 fragments of 20 groups
+    by_group = RangePartition("t", "g", tuple(range(20, 20_000, 20)))
     candidate = CandidateFragments(by_group.fragments_of(values), 1000, determined_by_group=True)
-    estimate = estimator.estimate({"g": candidate}, replicates=5).candidates["g"]
+    return estimator.estimate({"g": candidate}, replicates=5).candidates["g"]
+
+
+def test_a_sample_of_whole_groups_estimates_many_group_having_queries() -> None:
+    """One row per group in a uniform sample would decide each group's HAVING by noise; whole
+    groups decide it exactly, and the sketch's size is scaled up from the groups kept."""
+    table = many_small_groups(seed=3)
+    totals = np.bincount(table.column("g").to_numpy(), weights=table.column("v").to_numpy())
+    threshold = np.percentile(totals, 99)  # 200 groups qualify
+    estimate = whole_group_estimate(table, ResultSelection(having=lambda e: e["s"] > threshold))
     truth = len(np.unique(np.flatnonzero(totals > threshold) // 20)) / 1000
     assert abs(estimate.fragment_share - truth) / truth < 0.4
 
@@ -260,21 +273,6 @@ def test_a_top_k_over_whole_groups_is_not_scaled_up_to_the_table() -> None:
     """A sample of whole groups stands for ``scale`` times as many groups in a HAVING result,
     but a top-k result holds k groups whatever the sample: its sketch is the fragments of the k
     groups the sample returns."""
-    rng = np.random.default_rng(4)
-    g = np.repeat(np.arange(20_000), 4)
-    table = pa.table({"g": g, "v": rng.integers(1, 50, len(g)), "spread": rng.integers(0, 10_000, len(g))})
-    sample = draw_stratified(table, ["g"], rate=0.05, seed=2)
-    assert sample.population_scale > 1
-    values = sample.rows.column("g").to_numpy()
-    order = np.unique(values)
-    estimator = SampleEstimator.over_sample(
-        sample,
-        np.searchsorted(order, values),
-        len(order),
-        [AggregateInput("s", "sum", sample.rows.column("v").to_numpy())],
-        ResultSelection(order_by="s", descending=True, limit=10),
-    )
-    by_group = RangePartition("t", "g", tuple(range(20, 20_000, 20)))  # 1,000 fragments of 20 groups
-    candidate = CandidateFragments(by_group.fragments_of(values), 1000, determined_by_group=True)
-    estimate = estimator.estimate({"g": candidate}, replicates=5).candidates["g"]
+    table = many_small_groups(seed=4)
+    estimate = whole_group_estimate(table, ResultSelection(order_by="s", descending=True, limit=10))
     assert estimate.fragments <= 10  # ten groups occupy at most ten fragments
