@@ -78,6 +78,8 @@ class ExpressionTranslator:
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
         self._empty = schema.empty_table()
+        # The rows on which the expression being translated is evaluated by Spark (None: all).
+        self._guard: pc.Expression | None = None
 
     def type_of(self, expression: pc.Expression) -> pa.DataType:
         return evaluate(self._empty, {"t": expression}).schema.field("t").type
@@ -90,6 +92,31 @@ class ExpressionTranslator:
         # sqlglot marks NOT LIKE / NOT IN / NOT BETWEEN on the node itself.
         return ~translated if node.args.get("negate") else translated
 
+    def guarded(self, node: exp.Expr, guard: pc.Expression) -> pc.Expression:
+        """``node`` translated for the rows where ``guard`` is true, NULL on the others.
+
+        Spark evaluates a CASE branch, IF's arms, COALESCE's later arguments and the right
+        side of AND/OR only on the rows that reach them, so an overflow or a division by zero
+        on another row is no error there; Arrow evaluates every argument on every row. Each
+        column of a guarded expression is NULL outside its guard, so nothing is computed there
+        (every operator here gives NULL for NULL inputs) and nothing can fail."""
+        outer = self._guard
+        self._guard = guard if outer is None else pc.Expression._call("and_kleene", [outer, guard])
+        try:
+            return self.translate(node)
+        finally:
+            self._guard = outer
+
+    def _column(self, name: str) -> pc.Expression:
+        """A column, NULL outside the current guard. Literals are left as they are: a
+        constant alone cannot fail, and guarding the columns is enough to keep an operator
+        from failing where Spark does not evaluate it (each is NULL on NULL input)."""
+        value = pc.field(name)
+        if self._guard is None:
+            return value
+        kind = self.schema.field(name).type
+        return pc.Expression._call("if_else", [_true(self._guard), value, pc.scalar(pa.scalar(None, kind))])
+
     def _translate(self, node: exp.Expr) -> pc.Expression:
         if isinstance(node, exp.Paren):
             return self.translate(node.this)
@@ -98,15 +125,21 @@ class ExpressionTranslator:
                 raise UnsupportedQueryError(
                     f"unknown column {node.name} in incremental maintenance", node.name
                 )
-            return pc.field(node.name)
+            return self._column(node.name)
         if isinstance(node, exp.Literal | exp.Boolean | exp.Null):
-            return pc.scalar(_literal(node))
+            value = _literal(node)
+            if isinstance(value, int) and not isinstance(value, bool):
+                # Spark types an integer literal INT when it fits (so 2147483647 + 1 overflows).
+                value = pa.scalar(value, pa.int32() if -(2**31) <= value < 2**31 else pa.int64())
+            return pc.scalar(value)
         if isinstance(node, exp.Cast):
             return self.cast(node)
-        if isinstance(node, exp.And):
-            return self.translate(node.this) & self.translate(node.expression)
-        if isinstance(node, exp.Or):
-            return self.translate(node.this) | self.translate(node.expression)
+        if isinstance(node, exp.And):  # the right side only where the left is not false
+            left = self.translate(node.this)
+            return left & self.guarded(node.expression, ~_false(left))
+        if isinstance(node, exp.Or):  # the right side only where the left is not true
+            left = self.translate(node.this)
+            return left | self.guarded(node.expression, ~_true(left))
         if isinstance(node, exp.Not):
             return ~self.translate(node.this)
         if isinstance(node, exp.Neg):
@@ -117,7 +150,7 @@ class ExpressionTranslator:
                 return _nan_aware_comparison(type(node), left, right)
             return COMPARISON_OPERATORS[type(node)](left, right)
         if isinstance(node, exp.NullSafeEQ):
-            left, right = self.operands(node.this, node.expression)
+            left, right = self.operands(node.this, node.expression, null_intolerant=False)
             both_null = left.is_null() & right.is_null()
             equal = pc.Expression._call("coalesce", [left == right, pc.scalar(False)])
             return both_null | (left.is_valid() & right.is_valid() & equal)
@@ -130,15 +163,24 @@ class ExpressionTranslator:
             left, right = self.operands(node.this, node.expression)
             if isinstance(node, exp.Mul):
                 return self.multiply(left, right)
+            a, b = self.type_of(left), self.type_of(right)
+            if pa.types.is_decimal(a) and pa.types.is_decimal(b):
+                digits = max(a.precision - a.scale, b.precision - b.scale) + 1
+                if digits + max(a.scale, b.scale) > 38:  # Spark would cut the scale: not modelled
+                    raise _unsupported(node)
             return pc.Expression._call(_ARITHMETIC[type(node)], [left, right])
         if isinstance(node, exp.Div):
             return self.divide(node)
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
             return self.translate(node.this).is_null()
-        if isinstance(node, exp.Between):
-            value = self.translate(node.this)
-            low, high = self.translate(node.args["low"]), self.translate(node.args["high"])
-            return (value >= low) & (value <= high)
+        if isinstance(node, exp.Between):  # Spark's rewrite: low <= x AND x <= high
+            value = node.this
+            return self.translate(
+                exp.And(
+                    this=exp.GTE(this=value, expression=node.args["low"]),
+                    expression=exp.LTE(this=value.copy(), expression=node.args["high"]),
+                )
+            )
         if isinstance(node, exp.In):
             return self.is_in(node)
         if isinstance(node, exp.Like):
@@ -150,19 +192,12 @@ class ExpressionTranslator:
         if isinstance(node, exp.Case):
             return self.case(node)
         if isinstance(node, exp.If):
-            otherwise = node.args.get("false")
-            return pc.Expression._call(
-                "if_else",
-                [
-                    pc.Expression._call("coalesce", [self.translate(node.this), pc.scalar(False)]),
-                    self.translate(node.args["true"]),
-                    self.translate(otherwise) if otherwise is not None else pc.scalar(None),
-                ],
-            )
+            condition = _true(self.translate(node.this))
+            arms = [node.args["true"], node.args.get("false") or exp.Null()]
+            chosen, otherwise = self.common_type(arms, [condition, ~condition])
+            return pc.Expression._call("if_else", [condition, chosen, otherwise])
         if isinstance(node, exp.Coalesce):
-            return pc.Expression._call(
-                "coalesce", [self.translate(node.this), *(self.translate(e) for e in node.expressions)]
-            )
+            return self.coalesce([node.this, *node.expressions])
         if isinstance(node, exp.TsOrDsToDate) and not node.args.get("format"):
             value = self.translate(node.this)
             return value if self.type_of(value) == pa.date32() else value.cast(pa.date32())
@@ -174,13 +209,30 @@ class ExpressionTranslator:
         return function
 
     # -- pieces --------------------------------------------------------------------------------
-    def operands(self, left: exp.Expr, right: exp.Expr) -> tuple[pc.Expression, pc.Expression]:
-        """Both operands, an integer literal meeting a decimal widened as Spark widens it."""
-        a, b = self.translate(left), self.translate(right)
+    def operands(
+        self, left: exp.Expr, right: exp.Expr, null_intolerant: bool = True
+    ) -> tuple[pc.Expression, pc.Expression]:
+        """Both operands, an integer literal meeting a decimal widened as Spark widens it.
+
+        ``null_intolerant``: the operator is NULL when an operand is; Spark then evaluates the
+        right operand only where the left is not NULL (so its errors happen only there)."""
+        a = self.translate(left)
+        b = self.guarded(right, a.is_valid()) if null_intolerant else self.translate(right)
         if _is_int_literal(left) and pa.types.is_decimal(self.type_of(b)):
             a = pc.scalar(_integer_decimal(left))
         elif _is_int_literal(right) and pa.types.is_decimal(self.type_of(a)):
             b = pc.scalar(_integer_decimal(right))
+        kinds = self.type_of(a), self.type_of(b)
+        # An integer meeting a decimal becomes a decimal of its type's digits; a decimal
+        # meeting a double becomes a double (Spark's DecimalPrecision and ImplicitTypeCasts).
+        if pa.types.is_decimal(kinds[1]) and pa.types.is_integer(kinds[0]):
+            a = self.cast_to(a, _integer_as_decimal(kinds[0]))
+        elif pa.types.is_decimal(kinds[0]) and pa.types.is_integer(kinds[1]):
+            b = self.cast_to(b, _integer_as_decimal(kinds[1]))
+        elif pa.types.is_decimal(kinds[0]) and pa.types.is_floating(kinds[1]):
+            a = a.cast(pa.float64())
+        elif pa.types.is_floating(kinds[0]) and pa.types.is_decimal(kinds[1]):
+            b = b.cast(pa.float64())
         return a, b
 
     def multiply(self, left: pc.Expression, right: pc.Expression) -> pc.Expression:
@@ -207,12 +259,41 @@ class ExpressionTranslator:
 
     def divide(self, node: exp.Div) -> pc.Expression:
         left, right = self.operands(node.this, node.expression)
-        # Decimal quotients are computed as doubles: Arrow's decimal division neither types nor
-        # rounds like Spark's. The supported queries divide only in their outputs (e.g. TPC-H
-        # Q8's share), which does not decide provenance unless it is filtered or ordered on.
+        a, b = self.type_of(left), self.type_of(right)
+        if pa.types.is_decimal(a) and pa.types.is_decimal(b):
+            return self.decimal_quotient(node, left, a, right, b)
         left, right = left.cast(pa.float64()), right.cast(pa.float64())
         # Spark 4 runs in ANSI mode: a division by zero is an error there, and so it is here.
         return pc.Expression._call("divide_checked", [left, right])
+
+    def decimal_quotient(
+        self,
+        node: exp.Div,
+        left: pc.Expression,
+        a: pa.Decimal128Type,
+        right: pc.Expression,
+        b: pa.Decimal128Type,
+    ) -> pc.Expression:
+        """Spark's decimal quotient: typed decimal(p1 - s1 + s2 + s, s) with s = max(6, s1 + p2
+        + 1) (cut as any result over 38 digits), rounded half away from zero. Arrow's decimal
+        division truncates at the dividend's scale less the divisor's: so the dividend is
+        rescaled to give one digit more than Spark keeps, and that digit decides the rounding."""
+        scale = max(6, a.scale + b.precision + 1)
+        target = spark_decimal(a.precision - a.scale + b.scale + scale, scale)
+        dividend_scale = target.scale + 1 + b.scale
+        dividend_precision = a.precision - a.scale + dividend_scale
+        if dividend_precision > 38:
+            raise _unsupported(node)
+        widened = left.cast(pa.decimal128(dividend_precision, dividend_scale))
+        quotient = pc.Expression._call("divide_checked", [widened, right])
+        rounded = pc.Expression._call(
+            "round", [quotient], pc.RoundOptions(target.scale, "half_towards_infinity")
+        ).cast(target)
+        try:  # Arrow types the quotient with digits of its own: it may not have them
+            self.type_of(rounded)
+        except pa.ArrowInvalid:
+            raise _unsupported(node) from None
+        return rounded
 
     def cast(self, node: exp.Cast) -> pc.Expression:
         target = _arrow_type(node.to)
@@ -220,17 +301,48 @@ class ExpressionTranslator:
         if isinstance(inner, exp.Literal) and inner.is_string and target == pa.date32():
             return pc.scalar(dt.date.fromisoformat(inner.this))
         value = self.translate(inner)
+        if pa.types.is_decimal(target) and pa.types.is_floating(self.type_of(value)):
+            raise _unsupported(node)  # Spark rounds the double's shortest decimal form
+        return self.cast_to(value, target)
+
+    def cast_to(self, value: pc.Expression, target: pa.DataType) -> pc.Expression:
+        """``value`` cast to ``target`` as Spark's ANSI cast does: a value that does not fit
+        fails, a fraction dropped toward zero for integers, rounded half away from zero for a
+        decimal of fewer places."""
         source = self.type_of(value)
+        if source == target:
+            return value
         if pa.types.is_integer(target) and (pa.types.is_floating(source) or pa.types.is_decimal(source)):
             # Spark drops the fraction (toward zero); Arrow refuses a cast that would lose it.
             # What does not fit the integer type still fails, as under Spark's ANSI mode.
-            value = pc.Expression._call("trunc", [value])
+            if pa.types.is_decimal(source):  # Arrow wants room for the rounding's carry
+                if source.precision >= 38:
+                    raise UnsupportedQueryError(
+                        f"a cast of {source} to {target} in incremental maintenance", str(source)
+                    )
+                value = value.cast(pa.decimal128(source.precision + 1, source.scale))
+            return pc.Expression._call("trunc", [value]).cast(target)
+        if pa.types.is_decimal(target) and pa.types.is_integer(source):
+            # Arrow wants room for every value of the integer type; Spark only for the value.
+            room = _integer_as_decimal(source).precision + target.scale
+            return value.cast(pa.decimal128(min(room, 38), target.scale)).cast(target)
+        if pa.types.is_decimal(target) and pa.types.is_decimal(source) and target.scale < source.scale:
+            if source.precision >= 38:
+                raise UnsupportedQueryError(
+                    f"a cast of {source} to {target} in incremental maintenance", str(source)
+                )
+            wider = value.cast(pa.decimal128(source.precision + 1, source.scale))
+            rounded = pc.Expression._call(
+                "round", [wider], pc.RoundOptions(target.scale, "half_towards_infinity")
+            )
+            return rounded.cast(target)
         return value.cast(target)
 
     def is_in(self, node: exp.In) -> pc.Expression:
         if node.args.get("query") is not None or not node.expressions:
             raise _unsupported(node)
-        values = [_literal(v) for v in node.expressions if isinstance(v, exp.Literal | exp.Null)]
+        constants = [_negated_number(v) or v for v in node.expressions]
+        values = [_literal(v) for v in constants if isinstance(v, exp.Literal | exp.Null)]
         if len(values) != len(node.expressions):
             raise _unsupported(node)
         value = self.translate(node.this)
@@ -245,43 +357,70 @@ class ExpressionTranslator:
     def case(self, node: exp.Case) -> pc.Expression:
         if node.this is not None:
             raise _unsupported(node)  # CASE x WHEN ...: the front end writes searched CASEs
-        conditions = [
-            pc.Expression._call("coalesce", [self.translate(w.this), pc.scalar(False)])
-            for w in node.args["ifs"]
-        ]
+        # Each condition is evaluated where no earlier one held, each branch where it is taken.
+        conditions: list[pc.Expression] = []
+        reached: pc.Expression = pc.scalar(True)
+        for when in node.args["ifs"]:
+            held = _true(self.guarded(when.this, reached))
+            conditions.append(held)
+            reached = reached & ~held
+        taken = [*(c for c in conditions), reached]
         branches = [w.args["true"] for w in node.args["ifs"]]
         default = node.args.get("default")
-        values = self.common_type([*branches, default if default is not None else exp.Null()])
+        values = self.common_type([*branches, default if default is not None else exp.Null()], taken)
         names = [f"c{i}" for i in range(len(conditions))]
         struct = pc.Expression._call("make_struct", conditions, pc.MakeStructOptions(names))
         return pc.Expression._call("case_when", [struct, *values])
 
-    def common_type(self, nodes: list[exp.Expr]) -> list[pc.Expression]:
-        """The branches of a CASE cast to one type, as Spark coerces them (NULLs and integer
-        literals take the type of the other branches; decimals widen to hold them all)."""
-        translated = [self.translate(n) for n in nodes]
+    def coalesce(self, nodes: list[exp.Expr]) -> pc.Expression:
+        """COALESCE: each argument evaluated where the earlier ones are all NULL (Spark stops
+        at the first value), in the arguments' common type."""
+        guards: list[pc.Expression | None] = [None]
+        missing: pc.Expression = pc.scalar(True)
+        for earlier in nodes[:-1]:
+            value = self.translate(earlier) if guards[-1] is None else self.guarded(earlier, missing)
+            missing = missing & value.is_null()
+            guards.append(missing)
+        values = self.common_type(nodes, guards)
+        return pc.Expression._call("coalesce", values)
+
+    def common_type(
+        self, nodes: list[exp.Expr], guards: list[pc.Expression | None] | None = None
+    ) -> list[pc.Expression]:
+        """The branches of a CASE (IF, COALESCE, GREATEST) cast to one type, as Spark coerces
+        them: NULLs and integer literals take the type of the other branches; integers meeting
+        decimals become decimals of their type's digits, and decimals widen to hold them all.
+        ``guards``: where each branch is evaluated (see :meth:`guarded`)."""
+        if guards is None:
+            translated = [self.translate(n) for n in nodes]
+        else:
+            translated = [
+                self.translate(n) if g is None else self.guarded(n, g)
+                for n, g in zip(nodes, guards, strict=True)
+            ]
         kinds = [self.type_of(t) for t in translated]
-        known = [k for k, n in zip(kinds, nodes, strict=True) if not isinstance(n, exp.Null | exp.Literal)]
-        known = known or [k for k in kinds if k != pa.null()]
+        known = [k for k in kinds if k != pa.null()]
         if not known:
             return translated
         decimals = [k for k in known if pa.types.is_decimal(k)]
-        if decimals:
-            scale = max(k.scale for k in decimals)
-            digits = max(k.precision - k.scale for k in decimals)
-            target: pa.DataType = pa.decimal128(min(digits + scale, 38), scale)
-        elif any(pa.types.is_floating(k) for k in known):
-            target = pa.float64()
+        integers = [k for k in known if pa.types.is_integer(k)]
+        if any(pa.types.is_floating(k) for k in known):
+            target: pa.DataType = pa.float64()
+        elif decimals:
+            exact = decimals + [_integer_as_decimal(k) for k in integers]
+            scale = max(k.scale for k in exact)
+            digits = max(k.precision - k.scale for k in exact)
+            target = pa.decimal128(min(digits + scale, 38), scale)
+        elif integers and len(integers) == len(known):
+            target = max(integers, key=lambda k: k.bit_width)
         else:
             target = known[0]
         out = []
-        for node, expression, kind in zip(nodes, translated, kinds, strict=True):
+        for expression, kind in zip(translated, kinds, strict=True):
             if kind == target:
                 out.append(expression)
-            elif _is_int_literal(node) and pa.types.is_decimal(target):
-                out.append(pc.scalar(pa.scalar(Decimal(node.this), target)))
             else:
-                out.append(expression.cast(target))
+                out.append(self.cast_to(expression, target))
         return out
 
     def substring(self, node: exp.Substring) -> pc.Expression:
@@ -296,6 +435,33 @@ class ExpressionTranslator:
 
 
 _NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
+
+
+def _true(condition: pc.Expression) -> pc.Expression:
+    """Where ``condition`` is true (NULL counts as not true)."""
+    return pc.Expression._call("coalesce", [condition, pc.scalar(False)])
+
+
+def _false(condition: pc.Expression) -> pc.Expression:
+    """Where ``condition`` is false (NULL counts as not false)."""
+    return pc.Expression._call("coalesce", [~condition, pc.scalar(False)])
+
+
+# Spark's DecimalType.forType: the digits an integer type's values need.
+_INTEGER_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
+
+
+def _integer_as_decimal(kind: pa.DataType) -> pa.Decimal128Type:
+    return pa.decimal128(_INTEGER_DIGITS[kind.bit_width], 0)
+
+
+def spark_decimal(precision: int, scale: int) -> pa.Decimal128Type:
+    """The type Spark gives an exact decimal result of ``precision`` and ``scale`` when that
+    exceeds 38 digits (DecimalType.adjustPrecisionScale): the scale cut to keep the integer
+    digits, but to no fewer than 6 places."""
+    if precision <= 38:
+        return pa.decimal128(precision, scale)
+    return pa.decimal128(38, max(38 - (precision - scale), min(scale, 6)))
 
 
 def _nan_aware_comparison(kind: type, left: pc.Expression, right: pc.Expression) -> pc.Expression:
@@ -352,6 +518,13 @@ def constant_date(node: exp.Expr) -> dt.date | None:
     year, month = divmod(months, 12)
     following = dt.date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1)
     return dt.date(year, month + 1, min(start.day, (following - dt.timedelta(days=1)).day))
+
+
+def _negated_number(node: exp.Expr) -> exp.Literal | None:
+    """``-1`` (a negation of a number literal) as the literal ``-1``; None for anything else."""
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        return exp.Literal(this=f"-{node.this.this}", is_string=False)
+    return None
 
 
 def _is_int_literal(node: exp.Expr | None) -> bool:

@@ -131,10 +131,30 @@ def _floor_or_ceil(kernel: str) -> Rule:
         if pa.types.is_integer(kind):
             return value.cast(pa.int64())
         if pa.types.is_floating(kind):
-            return _call(kernel, [value]).cast(pa.int64())
-        return None  # decimals change type in Spark (decimal(p - s + 1, 0))
+            return _double_to_long(_call(kernel, [value.cast(pa.float64())]))
+        if pa.types.is_decimal(kind) and kind.precision < 38:
+            # Spark's type is decimal(p - s + 1, 0): one more integer digit (CEIL(9.5) = 10).
+            wider = value.cast(pa.decimal128(kind.precision + 1, kind.scale))
+            return _call(kernel, [wider]).cast(pa.decimal128(kind.precision - kind.scale + 1, 0))
+        return None
 
     return rule
+
+
+_LONG_LIMIT = 9.223372036854775807e18  # 2**63 as a double
+
+
+def _double_to_long(value: pc.Expression) -> pc.Expression:
+    """Java's ``(long) x``, which Spark's FLOOR and CEIL of a double use: NaN is 0, values
+    beyond the range are the range's ends (no error, even under ANSI)."""
+    high = value >= pc.scalar(_LONG_LIMIT)
+    low = value <= pc.scalar(-_LONG_LIMIT)
+    nan = _call("is_nan", [value])
+    inside = _call("if_else", [high | low | nan, pc.scalar(0.0), value]).cast(pa.int64())
+    return _call(
+        "if_else",
+        [high, pc.scalar(2**63 - 1), _call("if_else", [low, pc.scalar(-(2**63)), inside])],
+    )
 
 
 def _round(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
@@ -146,26 +166,62 @@ def _round(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
     kind = t.type_of(value)
     if pa.types.is_integer(kind) and places >= 0:
         return value
-    if pa.types.is_decimal(kind):
-        # Spark rounds ties away from zero (Java's HALF_UP); Arrow's "half_up" goes toward +inf.
-        return _call("round", [value], pc.RoundOptions(places, "half_towards_infinity"))
+    if pa.types.is_decimal(kind) and places >= 0 and kind.precision < 38:
+        # Spark's type is decimal(p - s + 1 + n', n') with n' = min(s, n): room for the carry
+        # (ROUND(9.95, 1) = 10.0). Arrow rounds within the input's type, where the carry would
+        # overflow silently: so widen first. Ties go away from zero (Java's HALF_UP); Arrow's
+        # "half_up" goes toward +inf.
+        kept = min(kind.scale, places)
+        wider = value.cast(pa.decimal128(kind.precision + 1, kind.scale))
+        rounded = _call("round", [wider], pc.RoundOptions(kept, "half_towards_infinity"))
+        return rounded.cast(pa.decimal128(min(kind.precision - kind.scale + 1 + kept, 38), kept))
     # A double is rounded by Spark at its shortest decimal form (ROUND(1.005, 2) is 1.01), and
     # by Arrow at its binary value (1.0): refused rather than guessed.
     return None
 
 
 def _nullif(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression:
-    left, right = t.operands(node.this, node.expression)
-    equal = _call("coalesce", [left == right, pc.scalar(False)])
-    return _call("if_else", [equal, pc.scalar(pa.scalar(None, t.type_of(left))), left])
+    # Spark's NULLIF(a, b) is IF(a = b, NULL, a): the comparison as any other (NaN equals NaN).
+    equal = t.translate(exp.EQ(this=node.this, expression=node.expression))
+    left = t.translate(node.this)
+    return _call(
+        "if_else",
+        [_call("coalesce", [equal, pc.scalar(False)]), pc.scalar(pa.scalar(None, t.type_of(left))), left],
+    )
 
 
 def _extreme(kernel: str) -> Rule:
     def rule(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression:
         values = t.common_type([node.this, *node.expressions])
-        return _call(kernel, values, pc.ElementWiseAggregateOptions(skip_nulls=True))
+        options = pc.ElementWiseAggregateOptions(skip_nulls=True)
+        if not pa.types.is_floating(t.type_of(values[0])):
+            return _call(kernel, values, options)
+        # Spark orders NaN above every number: GREATEST is NaN when any argument is, LEAST
+        # only when every argument that is not NULL is. Arrow's kernels order NaN their own
+        # way, so NaNs are taken out (as NULLs) and put back by that rule.
+        nans = [_call("coalesce", [_call("is_nan", [v]), pc.scalar(False)]) for v in values]
+        numbers = [
+            _call("if_else", [is_nan, pc.scalar(pa.scalar(None, pa.float64())), v.cast(pa.float64())])
+            for v, is_nan in zip(values, nans, strict=True)
+        ]
+        if kernel == "max_element_wise":
+            nan = nans[0]
+            for more in nans[1:]:
+                nan = nan | more
+        else:
+            nan = ~_all_null(values)
+            for v, is_nan in zip(values, nans, strict=True):
+                nan = nan & (is_nan | v.is_null())
+        return _call("if_else", [nan, pc.scalar(float("nan")), _call(kernel, numbers, options)])
 
     return rule
+
+
+def _all_null(values: list[pc.Expression]) -> pc.Expression:
+    missing = values[0].is_null()
+    for v in values[1:]:
+        missing = missing & v.is_null()
+    return missing
 
 
 def _regexp_like(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
@@ -180,6 +236,17 @@ def _simple(kernel: str) -> Rule:
         return _call(kernel, [t.translate(node.this)])
 
     return rule
+
+
+# Java's toUpperCase writes these as several letters; Arrow's utf8_upper maps them to one.
+_UPPER_EXPANSIONS = {"ß": "SS", "ﬀ": "FF", "ﬁ": "FI", "ﬂ": "FL", "ﬃ": "FFI", "ﬄ": "FFL", "ﬅ": "ST", "ﬆ": "ST"}
+
+
+def _upper(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression:
+    value = t.translate(node.this)
+    for letter, letters in _UPPER_EXPANSIONS.items():
+        value = _call("replace_substring", [value], pc.ReplaceSubstringOptions(letter, letters))
+    return _call("utf8_upper", [value])
 
 
 def _length(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
@@ -199,7 +266,7 @@ RULES: dict[type[exp.Expr], Rule] = {
     exp.Extract: _extract,
     exp.TsOrDsAdd: _date_add,
     exp.DateDiff: _date_diff,
-    exp.Upper: _simple("utf8_upper"),
+    exp.Upper: _upper,
     exp.Lower: _simple("utf8_lower"),
     exp.Trim: _trim,
     exp.Length: _length,
