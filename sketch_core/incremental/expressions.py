@@ -44,7 +44,7 @@ def evaluate(table: pa.Table, outputs: dict[str, pc.Expression]) -> pa.Table:
 
 def filter_rows(table: pa.Table, condition: pc.Expression) -> pa.Table:
     """The rows where ``condition`` is true (not false, not NULL), as SQL's WHERE keeps them."""
-    return filter_table(table, pc.Expression._call("coalesce", [condition, pc.scalar(False)]))
+    return filter_table(table, _true(condition))
 
 
 class Translated:
@@ -152,7 +152,7 @@ class ExpressionTranslator:
         if isinstance(node, exp.NullSafeEQ):
             left, right = self.operands(node.this, node.expression, null_intolerant=False)
             both_null = left.is_null() & right.is_null()
-            equal = pc.Expression._call("coalesce", [left == right, pc.scalar(False)])
+            equal = _true(left == right)
             return both_null | (left.is_valid() & right.is_valid() & equal)
         if isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression, exp.Interval):
             shifted = constant_date(node)
@@ -244,7 +244,7 @@ class ExpressionTranslator:
         precision, scale = a.precision + b.precision + 1, a.scale + b.scale
         if precision <= 38:
             return pc.Expression._call("multiply_checked", [left, right])
-        target_scale = max(scale - (precision - 38), min(scale, 6))
+        target_scale = spark_decimal(precision, scale).scale
         # Arrow types the exact product as decimal(p1 + p2 + 1); narrow the wider operand so
         # that fits (values too large for it raise, as they would overflow Spark's type too).
         spare = precision - 38
@@ -331,6 +331,8 @@ class ExpressionTranslator:
                 raise UnsupportedQueryError(
                     f"a cast of {source} to {target} in incremental maintenance", str(source)
                 )
+            # Arrow rounds within the input's type, where a carry (9.95 to 10.0) overflows
+            # silently: a digit more first. Ties go away from zero, as Java's HALF_UP.
             wider = value.cast(pa.decimal128(source.precision + 1, source.scale))
             rounded = pc.Expression._call(
                 "round", [wider], pc.RoundOptions(target.scale, "half_towards_infinity")
@@ -375,14 +377,12 @@ class ExpressionTranslator:
     def coalesce(self, nodes: list[exp.Expr]) -> pc.Expression:
         """COALESCE: each argument evaluated where the earlier ones are all NULL (Spark stops
         at the first value), in the arguments' common type."""
-        guards: list[pc.Expression | None] = [None]
-        missing: pc.Expression = pc.scalar(True)
-        for earlier in nodes[:-1]:
-            value = self.translate(earlier) if guards[-1] is None else self.guarded(earlier, missing)
-            missing = missing & value.is_null()
-            guards.append(missing)
-        values = self.common_type(nodes, guards)
-        return pc.Expression._call("coalesce", values)
+        translated = [self.translate(nodes[0])]
+        missing = translated[0].is_null()
+        for later in nodes[1:]:
+            translated.append(self.guarded(later, missing))
+            missing = missing & translated[-1].is_null()
+        return pc.Expression._call("coalesce", self.unified(translated))
 
     def common_type(
         self, nodes: list[exp.Expr], guards: list[pc.Expression | None] | None = None
@@ -398,6 +398,10 @@ class ExpressionTranslator:
                 self.translate(n) if g is None else self.guarded(n, g)
                 for n, g in zip(nodes, guards, strict=True)
             ]
+        return self.unified(translated)
+
+    def unified(self, translated: list[pc.Expression]) -> list[pc.Expression]:
+        """Translated branches cast to their common type (see :meth:`common_type`)."""
         kinds = [self.type_of(t) for t in translated]
         known = [k for k in kinds if k != pa.null()]
         if not known:

@@ -168,13 +168,9 @@ def _round(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
         return value
     if pa.types.is_decimal(kind) and places >= 0 and kind.precision < 38:
         # Spark's type is decimal(p - s + 1 + n', n') with n' = min(s, n): room for the carry
-        # (ROUND(9.95, 1) = 10.0). Arrow rounds within the input's type, where the carry would
-        # overflow silently: so widen first. Ties go away from zero (Java's HALF_UP); Arrow's
-        # "half_up" goes toward +inf.
+        # (ROUND(9.95, 1) = 10.0), ties away from zero; a cast to it rounds so (cast_to).
         kept = min(kind.scale, places)
-        wider = value.cast(pa.decimal128(kind.precision + 1, kind.scale))
-        rounded = _call("round", [wider], pc.RoundOptions(kept, "half_towards_infinity"))
-        return rounded.cast(pa.decimal128(min(kind.precision - kind.scale + 1 + kept, 38), kept))
+        return t.cast_to(value, pa.decimal128(min(kind.precision - kind.scale + 1 + kept, 38), kept))
     # A double is rounded by Spark at its shortest decimal form (ROUND(1.005, 2) is 1.01), and
     # by Arrow at its binary value (1.0): refused rather than guessed.
     return None
