@@ -100,6 +100,11 @@ class ExpressionTranslator:
         on another row is no error there; Arrow evaluates every argument on every row. Each
         column of a guarded expression is NULL outside its guard, so nothing is computed there
         (every operator here gives NULL for NULL inputs) and nothing can fail."""
+        if not _may_fail(node):
+            # Its values outside the guard are never used (every caller masks them), and it
+            # cannot fail there: guarding it would only grow the expression (a chain of
+            # ANDs guards each conjunct by all before it, and nests of those multiply).
+            return self.translate(node)
         outer = self._guard
         self._guard = guard if outer is None else pc.Expression._call("and_kleene", [outer, guard])
         try:
@@ -439,6 +444,34 @@ class ExpressionTranslator:
 
 
 _NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
+
+
+# Nodes whose evaluation cannot fail when their inputs do not: a subtree of only these needs
+# no guard (see ExpressionTranslator.guarded). Arithmetic, casts and functions can fail.
+_CANNOT_FAIL: tuple[type[exp.Expr], ...] = (
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Paren,
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.Is,
+    exp.Between,
+    exp.In,
+    exp.Like,
+    exp.NullSafeEQ,
+    exp.Case,
+    exp.If,
+    exp.Coalesce,
+    *COMPARISON_OPERATORS,
+)
+
+
+def _may_fail(node: exp.Expr) -> bool:
+    return any(not isinstance(n, _CANNOT_FAIL) for n in node.walk())
 
 
 def _true(condition: pc.Expression) -> pc.Expression:
