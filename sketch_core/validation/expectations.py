@@ -7,8 +7,10 @@ commit's metadata states. Column types are compared on the Arrow schema itself: 
 Expectations' pandas type check reads Arrow-backed columns as Python values (it sees ``int``
 for int32 and int64 alike), which cannot tell a widened type from the learned one.
 
-Great Expectations takes seconds to import, so it is imported on the first validation; one
-ephemeral context serves the process.
+Great Expectations takes seconds to import, so it is imported on the first validation that
+needs it, and one ephemeral context serves the process. Most batches do not need it: a batch
+that :func:`sketch_core.validation.screen.certainly_passes` (the same expectations in Arrow,
+answering only when certain) has no failures to report.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from sketch_core.validation.screen import certainly_passes
 from sketch_core.validation.suite import Failure, TableSuite, domain_bounds
 
 log = logging.getLogger(__name__)
@@ -39,6 +42,19 @@ def validate_batch(
     """The expectations of ``suite`` that the inserted rows ``batch`` fails (empty: it
     passes). ``required``: columns that must have no NULLs; ``expected_rows``: the row count the
     commit's metadata states (None: not checked)."""
+    if certainly_passes(suite, batch, required, expected_rows, slack):
+        return []
+    return great_expectations_failures(suite, batch, required, expected_rows, slack)
+
+
+def great_expectations_failures(
+    suite: TableSuite,
+    batch: pa.Table,
+    required: list[str],
+    expected_rows: int | None,
+    slack: float,
+) -> list[Failure]:
+    """What :func:`validate_batch` reports, always computed by Great Expectations."""
     failures = _type_failures(suite, batch)
     if [f.name for f in batch.schema] != suite.column_names:
         # Expectations on columns the batch does not have would only fail with errors: the

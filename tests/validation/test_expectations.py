@@ -4,10 +4,15 @@ a message that names the column, what was expected and what was found."""
 from __future__ import annotations
 
 import datetime as dt
+import math
+from decimal import Decimal
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sketch_core.validation.expectations import validate_batch
+from sketch_core.validation.expectations import great_expectations_failures, validate_batch
+from sketch_core.validation.screen import certainly_passes
 from sketch_core.validation.suite import learn_suite
 
 HISTORY = pa.table(
@@ -42,6 +47,9 @@ def failures(table: pa.Table, required: list[str] | None = None, rows: int | Non
 
 def test_a_batch_like_its_history_passes() -> None:
     assert failures(batch(key=[2, 3, 4]), required=["key"], rows=3) == {}
+    # ... and is told so without Great Expectations (seconds of import in every task process).
+    assert certainly_passes(SUITE, batch(key=[2, 3, 4]), ["key"], 3, slack=1.0)
+    assert certainly_passes(SUITE, batch(day=[dt.date(2021, 3, 1), None, None]), ["key"], 3, slack=1.0)
     assert failures(HISTORY.slice(0, 0), required=["key"], rows=0) == {}, "an empty batch passes"
 
 
@@ -89,3 +97,49 @@ def test_timestamps_with_and_without_a_zone_are_compared_in_their_terms() -> Non
         found = validate_batch(suite, pa.table({"at": pa.array(values, kind)}), [], None, slack=1.0)
         assert [(f.expectation, f.column) for f in found] == [("expect_column_values_to_be_between", "at")]
         assert "1 values outside" in found[0].detail, found[0].detail
+
+
+# The Arrow screen that spares most batches Great Expectations' import: whenever it says a
+# batch certainly passes, Great Expectations finds no failure in it.
+_KEYS = st.one_of(st.none(), st.integers(-3, 6))
+_AMOUNTS = st.one_of(
+    st.none(), st.floats(-10.0, 10.0), st.sampled_from([float("nan"), float("inf"), -0.0, 1e12])
+)
+_DAYS = st.one_of(st.none(), st.dates(dt.date(2018, 1, 1), dt.date(2023, 12, 31)))
+
+
+@given(
+    rows=st.lists(st.tuples(_KEYS, _AMOUNTS, _DAYS), max_size=6),
+    required=st.sampled_from([[], ["key"], ["key", "day"]]),
+    stated=st.one_of(st.none(), st.integers(0, 6)),
+    decimal_amounts=st.booleans(),
+)
+@settings(max_examples=40, deadline=None)
+def test_the_arrow_screen_passes_only_what_great_expectations_passes(
+    rows: list[tuple[int | None, float | None, dt.date | None]],
+    required: list[str],
+    stated: int | None,
+    decimal_amounts: bool,
+) -> None:
+    kind = pa.decimal128(16, 2) if decimal_amounts else pa.float64()
+    history = HISTORY.set_column(1, "amount", HISTORY.column("amount").cast(kind))
+    domains = {"key": (0, 2), "amount": (1.0, 3.0), "day": (dt.date(2020, 1, 1), dt.date(2020, 12, 31))}
+    suite = learn_suite("n.t", history.schema, domains)
+    amounts = [
+        None if a is None else (Decimal(str(round(a, 2))) if decimal_amounts else a)
+        for _, a, _ in rows
+        if not (decimal_amounts and a is not None and not math.isfinite(a))
+    ]
+    rows = rows[: len(amounts)]
+    table = pa.table(
+        {
+            "key": pa.array([k for k, _, _ in rows], pa.int64()),
+            "amount": pa.array(amounts, kind),
+            "day": pa.array([d for _, _, d in rows], pa.date32()),
+            "note": pa.array(["x"] * len(rows), pa.string()),
+        }
+    )
+    gx_failures = great_expectations_failures(suite, table, required, stated, slack=1.0)
+    if certainly_passes(suite, table, required, stated, slack=1.0):
+        assert gx_failures == [], f"the screen passed a batch that fails: {gx_failures}"
+    assert validate_batch(suite, table, required, stated, slack=1.0) == gx_failures
