@@ -35,6 +35,7 @@ from sketch_core.metastore.sketches import PartitionRecord, SketchDefinition, Sk
 from sketch_core.metastore.state_modes import StateModeRepository
 from sketch_core.metastore.validations import ValidationRepository
 from sketch_core.partitions import RangePartition
+from sketch_core.partitions.local import local_range_partition, partitions_locally
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN
 from sketch_core.service.results import SketchVersion
 from sketch_core.spark.capture import register_annotated_view
@@ -45,9 +46,15 @@ from sketch_core.spark.views import pinned_dataframe, referenced_tables, registe
 from sketch_core.state_budget import StateBudget
 from sketch_core.status import SketchStatus, sketch_status
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
+from sketch_core.tables.deltas import read_files
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 from sketch_core.validation.gate import DeltaGate
+
+# Tables up to this many rows are range-partitioned in-process (one column read, exact
+# quantiles: milliseconds) rather than by two Spark jobs of about a second each. A column of
+# this many values takes tens of megabytes at most.
+LOCAL_PARTITION_ROWS = 2_000_000
 
 
 def sketch_identity(query_sql: str, params: Mapping[str, Any], partition_ids: Mapping[str, int]) -> str:
@@ -157,13 +164,20 @@ class ServiceCore:
         name = pinned.table
         found = self.sketches.find_partition(name, attribute, fragments)
         if found is None:
-            computed = compute_range_partition(
-                pinned_dataframe(self.spark, pinned), name, attribute, fragments
-            )
+            computed = self._compute_partition(pinned, attribute, fragments)
             found = self.sketches.ensure_partition(
                 name, attribute, fragments, computed.to_json(), pinned.sequence
             )
         return found.partition_id, self._partition(found.partition_id)[1]
+
+    def _compute_partition(self, pinned: PinnedSnapshot, attribute: str, fragments: int) -> RangePartition:
+        """In-process from the column's values for a small table (no Spark job), else on Spark."""
+        name, schema = pinned.table, pinned.schema
+        small = pinned.record_count <= LOCAL_PARTITION_ROWS
+        if small and attribute in schema.names and partitions_locally(schema.field(attribute).type):
+            values = read_files(pinned.files, schema, [attribute]).column(attribute)
+            return local_range_partition(values, name, attribute, fragments)
+        return compute_range_partition(pinned_dataframe(self.spark, pinned), name, attribute, fragments)
 
     def _partition(self, partition_id: int) -> tuple[PartitionRecord, RangePartition]:
         if partition_id not in self._partitions:
