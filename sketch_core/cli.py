@@ -221,12 +221,20 @@ def query(
     sketches: Annotated[
         bool, typer.Option("--sketches/--no-sketches", help="Use a sketch if one fits.")
     ] = True,
+    always: Annotated[
+        bool,
+        typer.Option(
+            "--always", help="Apply a valid sketch even where the query is expected to run faster without it."
+        ),
+    ] = False,
     max_rows: Annotated[int, typer.Option(help="Rows to print.")] = 20,
 ) -> None:
-    """Run a query, skipping data with a sketch when one is valid for the pinned snapshots."""
+    """Run a query, skipping data with a sketch when one is valid for the pinned snapshots and
+    expected to make it faster (SKETCH_USE)."""
     with _errors(), _service() as svc:
         params = {k: parse_value(v) for k, v in _pairs(param, "--param").items()}
-        result = svc.query(_read_sql(sql), params=params or None, snapshot=snapshot, use_sketches=sketches)
+        use: bool | str = ("always" if always else True) if sketches else False
+        result = svc.query(_read_sql(sql), params=params or None, snapshot=snapshot, use_sketches=use)
     view = Table(*result.table.column_names)
     for row in result.table.slice(0, max_rows).to_pylist():
         view.add_row(*("NULL" if v is None else str(v) for v in row.values()))
@@ -236,6 +244,8 @@ def query(
         f"{result.table.num_rows} rows in {result.seconds:.2f}s at commit sequence {result.sequence}; "
         f"{used}; read {result.files_read} of {result.files_total} data files"
     )
+    if result.sketch_reason:
+        console.print(f"sketch: {result.sketch_reason}")
 
 
 @app.command()

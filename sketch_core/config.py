@@ -30,6 +30,9 @@ DEFAULT_MAX_INTERVALS = 4
 SELF_TUNING_MODES = ("off", "eager", "adaptive")
 ARROW_MEMORY_POOLS = ("system", "jemalloc", "mimalloc", "default")
 MAINTAIN_ON_QUERY = ("off", "incremental", "full", "auto", "cost")
+# When a query uses a valid sketch: "cost" when it is expected to make the query faster (from
+# the files it skips until timed, then from the recorded runs), "always" whenever one is valid.
+SKETCH_USE = ("cost", "always")
 # sketch_core.choice.strategies describes them.
 ATTRIBUTE_STRATEGIES = (
     "heuristic",
@@ -143,6 +146,9 @@ class Settings:
     # this strategy ("incremental", "full" or "auto"), or runs without it ("off"); "cost" lets
     # the cost model choose among the three, given the queries expected before the next load.
     maintain_on_query: str = "off"
+    # Whether a query applies a valid sketch: "cost" only when it is expected to run faster
+    # with it (sketch_core.costs.use), "always" whenever one is valid.
+    sketch_use: str = "cost"
     # The cost model's choices count this many runs of the query ahead as well as those before
     # the next load: a sketch left behind is brought up when the steady savings of keeping it
     # current pay back the catch-up within them (0: only the queries before the next load).
@@ -213,6 +219,7 @@ class Settings:
             join_bloom=_choice_env("SKETCH_JOIN_BLOOM", "on", ("on", "off")) == "on",
             keep_top_m=_int_env("SKETCH_KEEP_TOP_M", 0, minimum=0),
             maintain_on_query=_choice_env("SKETCH_MAINTAIN_ON_QUERY", "off", MAINTAIN_ON_QUERY),
+            sketch_use=_choice_env("SKETCH_USE", "cost", SKETCH_USE),
             cost_horizon_queries=_int_env("SKETCH_COST_HORIZON_QUERIES", 10, minimum=0),
             retain_versions=_int_env("SKETCH_RETAIN_VERSIONS", 20),
             retain_seconds=_int_env("SKETCH_RETAIN_SECONDS", 3600, minimum=0),

@@ -99,6 +99,11 @@ class CostAdvisor:
         """Decide for ``name`` with ``model`` until the ttl runs out (tests, calibration)."""
         self._fitted[name] = _Fitted(self.clock(), model, None, pinned=True)
 
+    def pinned(self, name: str) -> bool:
+        """Whether ``name``'s model was pinned (and still stands): decisions follow it alone."""
+        entry = self._fresh(name)
+        return entry is not None and entry.pinned
+
     def forget(self, name: str) -> None:
         self._fitted.pop(name, None)
 

@@ -43,7 +43,7 @@ class RecordedRuns:
 @dataclass(frozen=True)
 class CostDecision:
     context: str  # "maintain", "query" or "refresh"
-    action: str  # "incremental", "full" or "skip"
+    action: str  # "incremental", "full", "skip", or (a query applying a valid sketch) "use"
     reason: str
     decided_at: datetime
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sketch_core.config import SKETCH_USE
 from sketch_core.errors import ConfigurationError, QueryError
 
 
@@ -43,3 +44,19 @@ def checked_snapshot(snapshot: object) -> int | None:
             hint="pass an int (see svc.latest_sequence()), or None for the latest",
         )
     return snapshot
+
+
+def checked_sketch_use(use_sketches: object, default: str) -> str | None:
+    """How a query applies a valid sketch: ``"cost"``, ``"always"``, or None (not at all);
+    True means the settings' ``default``."""
+    if use_sketches is True:
+        return default
+    if use_sketches is False:
+        return None
+    if use_sketches in SKETCH_USE:
+        return str(use_sketches)
+    raise ConfigurationError(
+        f"use_sketches must be True, False, 'cost' or 'always', got {use_sketches!r}",
+        hint="True applies a sketch when it is expected to pay (settings.sketch_use), "
+        "'always' whenever one is valid, False never",
+    )

@@ -20,6 +20,7 @@ from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_para
 from sketch_core.algebra.ir import Relation, Scan, scans_below_joins
 from sketch_core.algebra.printer import to_sql
 from sketch_core.costs.choose import Choice, exploring_rule
+from sketch_core.costs.use import ScanFootprint, untimed_use_choice
 from sketch_core.errors import (
     DeltaQuarantinedError,
     NoSafeAttributeError,
@@ -32,7 +33,7 @@ from sketch_core.partitions.pruning import prune_files, row_condition_pays
 from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
-from sketch_core.service.arguments import checked_mapping, checked_snapshot, checked_sql
+from sketch_core.service.arguments import checked_mapping, checked_sketch_use, checked_snapshot, checked_sql
 from sketch_core.service.maintenance import Maintaining
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
 from sketch_core.spark.annotate import rows_in_fragments
@@ -68,6 +69,14 @@ class _UsableSketch:
     @property
     def rows(self) -> int:
         return sum(pin.record_count for pin in self.pruned.values())
+
+
+@dataclass(frozen=True)
+class _UseDecision:
+    """Why a query found a valid sketch and applied it, or (``skipped``) did not."""
+
+    reason: str
+    skipped: tuple[str, int] | None = None  # the sketch (name, version) left unused
 
 
 @dataclass
@@ -260,25 +269,31 @@ class Querying(Maintaining):
         sql: str,
         params: Mapping[str, Any] | None = None,
         snapshot: int | None = None,
-        use_sketches: bool = True,
+        use_sketches: bool | str = True,
     ) -> QueryResult:
         """Run Spark SQL over ``ns.table`` names, every table pinned at one commit sequence.
 
         ``snapshot`` is a global commit sequence number; None reads the latest, fixed once when
-        the query starts so that commits landing meanwhile cannot change the answer. With
-        ``use_sketches``, a sketch version valid for exactly the pinned snapshots (for this
-        query, or for another binding of its template that the reuse check accepts) prunes
-        the files Spark reads and adds its range conditions; without one the plain query runs.
+        the query starts so that commits landing meanwhile cannot change the answer. A sketch
+        version valid for exactly the pinned snapshots (for this query, or for another binding
+        of its template that the reuse check accepts) prunes the files Spark reads and adds its
+        range conditions. ``use_sketches``: True applies it as ``settings.sketch_use`` says
+        (``"cost"``: only when it is expected to make the query faster; the result's
+        ``sketch_reason`` says why or why not), ``"cost"`` or ``"always"`` so for this query,
+        False runs the plain query.
         """
         started = time.perf_counter()
         sql = checked_sql(sql)
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
+        how = checked_sketch_use(use_sketches, self.settings.sketch_use)
         sequence = self._sequence(checked_snapshot(snapshot))
         pins = self._pin_query(sql, sequence)
         faults.reached("query-pinned")
         files_total = sum(len(pin.files) for pin in pins.values())
         aside = _TimeAside()
-        chosen = self._sketch_for_query(sql, params, pins, sequence, aside) if use_sketches else None
+        chosen, decision = (None, None)
+        if how is not None:
+            chosen, decision = self._sketch_for_query(sql, params, pins, sequence, aside, how)
         with spark_job("the query"):
             if chosen is None:
                 views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
@@ -299,6 +314,8 @@ class Querying(Maintaining):
             sequence,
             {pin.table: pin.sequence for pin in pins.values()},
             max(0.0, finished - started - aside.seconds),
+            sketch_reason=decision.reason if decision is not None else "",
+            sketch_skipped=decision.skipped if decision is not None else None,
         )
         self._record_query(sql, sketch, pins, result)
         return result
@@ -336,40 +353,75 @@ class Querying(Maintaining):
         pins: Mapping[str, PinnedSnapshot],
         sequence: int,
         aside: _TimeAside,
-    ) -> tuple[ParsedQuery, _UsableSketch] | None:
+        how: str,
+    ) -> tuple[tuple[ParsedQuery, _UsableSketch] | None, _UseDecision | None]:
+        """The sketch the query runs with (None: plain), and why it was or was not applied."""
         try:
             parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
         except UnsupportedQueryError as exc:
             log.info("running without sketches: %s", exc)
-            return None
+            return None, None
         template = template_key(sql)
         usable = self._usable_sketch(template, params, parsed.plan, pins, sequence, aside)
-        if usable is not None:
-            if self.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
-                self.sketches.record_template_use(template, sql, hit=True)
-            # A sketch maintained for this query was chosen over the plain query already.
-            if not usable.maintained:
-                with aside.timing():
-                    plain_is_faster = self._plain_is_faster(usable.record, pins, sequence)
-                if plain_is_faster:
-                    return None
-        else:
+        if usable is None:
             usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence, aside)
-        return None if usable is None else (parsed, usable)
+            return (None if usable is None else (parsed, usable)), None
+        if self.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
+            self.sketches.record_template_use(template, sql, hit=True)
+        found = (usable.record.name, usable.record.version)
+        if how == "always":
+            return (parsed, usable), _UseDecision("use: sketch_use='always'")
+        if usable.maintained:  # brought to these snapshots for this query: chosen over plain already
+            return (parsed, usable), _UseDecision("use: maintained for this query by the cost model")
+        with aside.timing():
+            footprints = self._footprints(parsed, usable, pins)
+            choice = self._use_choice(usable.record, footprints, pins, sequence)
+        if choice.action == "skip":
+            return None, _UseDecision(choice.reason, skipped=found)
+        return (parsed, usable), _UseDecision(choice.reason)
 
-    def _plain_is_faster(
-        self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot], sequence: int
-    ) -> bool:
-        """With the cost model in charge (``maintain_on_query="cost"``), whether the query is
-        expected to run faster without this valid sketch than with it, by more than
-        ``PLAIN_MARGIN`` (small tables: a sketched query's extra planning can outweigh the
-        files it skips). Decided once per version and snapshot, and recorded."""
-        if self.settings.maintain_on_query != "cost":
-            return False
+    def _footprints(
+        self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
+    ) -> list[ScanFootprint]:
+        """What the query reads of each table with the sketch (its pruned files, and whether
+        its row condition drops rows before a join) and without it."""
+        conditions = self._conditions(parsed, usable, pins)
+        found = []
+        for table, pin in pins.items():
+            read = usable.pruned.get(table, pin)
+            found.append(
+                ScanFootprint(
+                    table,
+                    len(pin.files),
+                    len(read.files),
+                    sum(f.size_bytes for f in pin.files),
+                    sum(f.size_bytes for f in read.files),
+                    sketched=table in usable.sketched,
+                    drops_rows_before_join=conditions.get(table, ("", None))[1] is not None,
+                )
+            )
+        return found
+
+    def _use_choice(
+        self,
+        record: VersionRecord,
+        footprints: list[ScanFootprint],
+        pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
+    ) -> Choice:
+        """Whether the query is expected to run faster with this valid sketch than without:
+        until the sketch has been timed with the query, from what it skips
+        (:func:`sketch_core.costs.use.untimed_use_choice`); then by the cost model, skipping
+        it when running plain is expected faster by more than ``PLAIN_MARGIN``. Decided once
+        per version and snapshot, and recorded (``status`` shows the newest decision)."""
         name = record.name
         choice = self.advisor.query_choice(name, record.version, sequence)
-        if choice is None:
-            model = self.advisor.model(name)
+        if choice is not None:
+            return choice
+        model = self.advisor.model(name)
+        if model.costs["use"].runs == 0 and not self.advisor.pinned(name):
+            choice = untimed_use_choice(footprints)
+        else:
             rows = sum(pin.record_count for pin in pins.values())
             estimates = {"use": model.estimate("use", rows), "plain": model.estimate("plain", rows)}
             faster = estimates["plain"] * (1 + PLAIN_MARGIN) < estimates["use"]
@@ -387,11 +439,26 @@ class Querying(Maintaining):
                 faster = not faster
                 runs = model.costs[other].runs
                 reason = f"{'skip' if faster else 'use'}, exploring: timed {runs} times ({rule}; {figures})"
-            choice = Choice("skip" if faster else "use", estimates, reason)  # "use" is not recorded
-            self.advisor.remember_query_choice(name, record.version, sequence, choice)
-            if faster:
-                self.advisor.record(name, "query", choice)
-        return choice.action == "skip"
+            choice = Choice("skip" if faster else "use", estimates, reason)
+        self.advisor.remember_query_choice(name, record.version, sequence, choice)
+        self.advisor.record(name, "query", choice)
+        return choice
+
+    def _conditions(
+        self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
+    ) -> dict[str, tuple[str, Condition | None]]:
+        """Per sketched table its attribute and the row condition its scans get (None: only
+        its files are pruned, see ``row_condition_pays``)."""
+        max_intervals = self.settings.max_intervals
+        conditions: dict[str, tuple[str, Condition | None]] = {}
+        joined = {scan.table for scan in scans_below_joins(parsed.plan)}
+        for table, (partition, fragments) in usable.sketched.items():
+            share = partition.predicate_share(fragments, max_intervals)
+            rows_read, rows_total = usable.pruned[table].record_count, pins[table].record_count
+            pays = row_condition_pays(share, rows_read, rows_total, feeds_join=table in joined)
+            condition = sketch_condition(partition, fragments, max_intervals) if pays else None
+            conditions[table] = (partition.attribute, condition)
+        return conditions
 
     def _run_with_sketch(
         self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
@@ -399,16 +466,7 @@ class Querying(Maintaining):
         """The query with the sketch's range conditions, its filtered scans reading only the
         pruned files. Returns the frame and the number of data files it reads."""
         record, pruned = usable.record, usable.pruned
-        max_intervals = self.settings.max_intervals
-        conditions: dict[str, tuple[str, Condition | None]] = {}
-        joined = {scan.table for scan in scans_below_joins(parsed.plan)}
-        for table, (partition, fragments) in usable.sketched.items():
-            share = partition.predicate_share(fragments, max_intervals)
-            rows_read, rows_total = pruned[table].record_count, pins[table].record_count
-            pays = row_condition_pays(share, rows_read, rows_total, feeds_join=table in joined)
-            condition = sketch_condition(partition, fragments, max_intervals) if pays else None
-            conditions[table] = (partition.attribute, condition)
-        plan, filtered = instrument_use(parsed.plan, conditions)
+        plan, filtered = instrument_use(parsed.plan, self._conditions(parsed, usable, pins))
         filtered_ids = {id(scan) for scan in filtered}
         views: dict[tuple[str, bool], str] = {}  # registered on first use: each costs a file listing
 

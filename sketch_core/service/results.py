@@ -95,6 +95,11 @@ class QueryResult:
     # ``seconds`` less the maintenance or capture done on the way (recorded and modelled as
     # those runs): what the cost models learn a query's cost from.
     query_seconds: float = 0.0
+    # Why the valid sketch found was applied, or not ("" when none was found or none asked for).
+    sketch_reason: str = ""
+    # The valid sketch (name, version) left unused because the query is expected to run faster
+    # without it (see ``sketch_reason``).
+    sketch_skipped: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def test_an_unsupported_query_in_a_sql_file_fails_when_the_dag_is_parsed(tmp_pat
 
 def plain_and_sketched(svc: SketchService) -> tuple[list[Any], list[Any], Any]:
     plain = svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches=False)
-    sketched = svc.query(REPORT_SQL, REPORT_PARAMETERS)
+    sketched = svc.query(REPORT_SQL, REPORT_PARAMETERS, use_sketches="always")
     return sorted_rows(plain.table), sorted_rows(sketched.table), sketched
 
 
@@ -129,7 +129,11 @@ def test_example_dags_end_to_end(
     (refresh,) = read_xcom(run, "refresh_sketches")
     assert (refresh["strategy"], refresh["to_version"]) == ("incremental", 3)
     stats = read_xcom(run, "report")
-    assert stats["sketch"] == [DEMO_SKETCH, 3] and stats["files_read"] < stats["files_total"]
+    # Applied where it is expected to pay (on this small table the recorded runs may say it
+    # does not), and the report says which way it went.
+    if stats["sketch"] is not None:
+        assert stats["sketch"] == [DEMO_SKETCH, 3] and stats["files_read"] < stats["files_total"]
+    assert stats["sketch_reason"].startswith("use" if stats["sketch"] else "skip"), stats
     written = pq.read_table(stats["output_path"])
     plain, sketched, _ = plain_and_sketched(svc)
     assert sorted_rows(written) == plain == sketched

@@ -48,6 +48,7 @@ def test_the_demo_story_publishes_versions_and_agrees_with_the_plain_report(
     assert outcome.versions == [1, 2, 3], output
     assert [m["strategy"] for m in outcome.maintenance] == ["incremental", "incremental"], output
     assert outcome.files[0] < outcome.files[1]
+    assert outcome.default_use.startswith(("use", "skip")), output
     assert outcome.full_seconds > 0 and outcome.incremental_seconds > 0
     assert "load 1: 1,000 inserted, 400 deleted; policy waits" in output
     assert "load 2: 1,000 inserted, 400 deleted; policy fires" in output

@@ -106,7 +106,7 @@ def test_capture_query_and_status(env: dict[str, str], spark_svc: SketchService,
     assert "0 commits" in status.output and "capture succeeded" in status.output
 
     with_sketch = runner.invoke(
-        app, ["query", sql, "-p", "t=1000", "--max-rows", "100"], env=env, terminal_width=200
+        app, ["query", sql, "-p", "t=1000", "--always", "--max-rows", "100"], env=env, terminal_width=200
     )
     without = runner.invoke(
         app, ["query", sql, "-p", "t=1000", "--no-sketches", "--max-rows", "100"], env=env, terminal_width=200
@@ -139,6 +139,10 @@ def test_capture_query_and_status(env: dict[str, str], spark_svc: SketchService,
     assert "(1 runs)" in lines["use"] and "(1 runs)" in lines["plain"] and "(1 runs)" in lines["full"]
     flags = [r["built_state"] for r in spark_svc.sketches.runs(f"{ns}_cli") if r["strategy"] == "incremental"]
     assert flags == [True, False]
+    # By default a sketch is applied only where it is expected to pay, and the output says why.
+    default = runner.invoke(app, ["query", sql, "-p", "t=1000"], env=env, terminal_width=200)
+    assert default.exit_code == 0, default.output
+    assert "sketch: use" in default.output or "sketch: skip" in default.output, default.output
     again_ok = runner.invoke(app, ["maintain", f"{ns}_cli"], env=env)
     assert "up to date" in again_ok.output
     bad = runner.invoke(app, ["maintain", f"{ns}_cli", "--strategy", "sometimes"], env=env)

@@ -65,7 +65,7 @@ def test_parameters_of_a_captured_sketch_are_printed_as_literals(
     sql = f"SELECT a, SUM(b) AS s FROM {table} WHERE label <> :label GROUP BY a HAVING SUM(b) > 100"
     for value in INJECTIONS:
         svc.capture(sql, params={"label": value}, attributes={table: "a"}, fragments=20)
-        result = svc.query(sql, params={"label": value})
+        result = svc.query(sql, params={"label": value}, use_sketches="always")
         assert result.sketch is not None
         plain = svc.query(sql, params={"label": value}, use_sketches=False)
         assert bag(result.table) == bag(plain.table) and result.table.num_rows > 0

@@ -94,7 +94,7 @@ def test_a_load_during_a_report_does_not_change_its_answer(
     svc.maintain(name, "incremental")
     pinned = svc.latest_sequence()
     with faults.hook("query-pinned", lambda: svc.tables.delete(table, "a >= 30")):
-        result = sibling(svc).query(sql)
+        result = sibling(svc).query(sql, use_sketches="always")
     assert result.sequence == pinned < svc.latest_sequence()
     assert result.sketch == (name, 2)
     assert same_as_plain(svc, result, sql)

@@ -34,13 +34,13 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
     assert untouched.costs["capture"].runs == 1
 
     for _ in range(2):
-        svc.query(sql)
+        svc.query(sql, use_sketches="always")  # timed with the sketch, whatever it costs here
     svc.query(sql, use_sketches=False)
     DeltaGenerator(svc.tables, table, ("key",), seed=6).inserts(40).apply(svc.tables)
     (incremental,) = svc.maintain(name, "incremental")
     DeltaGenerator(svc.tables, table, ("key",), seed=7).deletes(30).apply(svc.tables)
     (full,) = svc.maintain(name, "full")
-    svc.query(sql)  # the new version
+    svc.query(sql, use_sketches="always")  # the new version
 
     seen = svc.costs.observations(name)
     rows_now = 3000 + 40 - 30
@@ -319,7 +319,7 @@ def test_a_young_model_learns_from_each_new_run_at_once(spark_svc: SketchService
     name, sql = captured(svc, table, "young")
     assert svc.advisor.model(name).costs["plain"].runs == 0
     assert svc.advisor.model(name).costs["plain"].basis == ""  # the prior: nothing timed yet
-    svc.query(sql)  # with the sketch: the plain line is scaled like it
+    svc.query(sql, use_sketches="always")  # with the sketch: the plain line is scaled like it
     assert svc.advisor.model(name).costs["plain"].basis.startswith("prior scaled")
     svc.query(sql, use_sketches=False)  # the cached model is refitted, not kept for its ttl
     assert svc.advisor.model(name).costs["plain"].runs == 1
@@ -341,10 +341,10 @@ def test_a_current_sketch_is_left_unused_where_the_query_runs_faster_without_it(
         assert unused.sketch is None and sorted_rows(unused.table) == plain
     (decision,) = svc.costs.decisions(name, context="query")
     assert decision.action == "skip" and "faster without the sketch" in decision.reason
-    # Within the margin, or with another mode than cost, the current sketch is used.
+    # Within the margin, or where sketches are always applied, the current sketch is used.
     pinned_model(svc, name, use=(0.104, 0.0), plain=(0.1, 0.0))
     assert svc.query(sql).sketch == (name, 1)
-    assert sibling(svc, maintain_on_query="off").query(sql).sketch == (name, 1)
+    assert sibling(svc, sketch_use="always").query(sql).sketch == (name, 1)
 
 
 def test_a_way_seldom_timed_and_estimated_close_is_tried_and_recorded_as_exploring(
@@ -389,7 +389,7 @@ def test_a_fit_reads_the_newest_runs_of_each_operation_and_the_template_in_one_r
     for k in range(2):
         DeltaGenerator(svc.tables, table, ("key",), seed=32 + k).inserts(10 + k).apply(svc.tables)
         svc.maintain(name, "incremental")
-        svc.query(sql)
+        svc.query(sql, use_sketches="always")
         svc.query(sql, use_sketches=False)
 
     recorded = svc.costs.recorded_runs(name, recent=1)

@@ -28,3 +28,4 @@ def test_demo_captures_uses_and_recaptures_a_sketch_soundly(
     assert outcome.after_sequence > outcome.before_sequence
     assert outcome.speedup > 0
     assert "fragments hold the provenance" in output and "Report speedup with the sketch" in output
+    assert "pinned old: use" in output or "pinned old: skip" in output, output  # the default's why

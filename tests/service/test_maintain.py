@@ -97,11 +97,11 @@ def test_incremental_maintenance_equals_a_fresh_capture_after_each_round(
         version = svc.sketch(sketch_name)
         assert version.sequence == sequence
         assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, sequence)
-        with_sketch = svc.query(sql)
+        with_sketch = svc.query(sql, use_sketches="always")
         assert with_sketch.sketch == (sketch_name, version.version)
         assert sorted_rows(with_sketch.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
     # The first version stays, for queries pinned to its snapshot.
-    pinned = svc.query(sql, snapshot=first.sequence)
+    pinned = svc.query(sql, snapshot=first.sequence, use_sketches="always")
     assert pinned.sketch == (sketch_name, 1)
     plain = svc.query(sql, snapshot=first.sequence, use_sketches=False)
     assert sorted_rows(pinned.table) == sorted_rows(plain.table)

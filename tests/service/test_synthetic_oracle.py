@@ -59,7 +59,7 @@ def test_sketched_query_equals_full_query(
     name = f"syn_{template}_{binding}"
     spark_svc.capture(sql, name=name, params=params, fragments=50)
     full = spark_svc.query(sql, params=params, use_sketches=False)
-    sketched = spark_svc.query(sql, params=params)
+    sketched = spark_svc.query(sql, params=params, use_sketches="always")
     # This binding's own sketch, or another binding's that the reuse check accepted.
     assert sketched.sketch is not None and sketched.sketch[0].startswith(f"syn_{template}_")
     assert sorted_rows(sketched.table) == sorted_rows(full.table)
@@ -89,6 +89,6 @@ def test_explicit_attributes_are_checked_for_safety(
     version = spark_svc.capture(sql, params=params, attributes={synthetic: attribute}, fragments=50)
     assert version.partitions[synthetic][0] == attribute
     full = spark_svc.query(sql, params=params, use_sketches=False)
-    sketched = spark_svc.query(sql, params=params)
+    sketched = spark_svc.query(sql, params=params, use_sketches="always")
     assert sketched.sketch is not None
     assert sorted_rows(sketched.table) == sorted_rows(full.table)

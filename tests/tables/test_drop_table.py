@@ -114,7 +114,7 @@ def test_a_table_read_by_sketches_is_dropped_only_with_them(spark_svc: SketchSer
     with pytest.raises(TableInUseError) as refused:
         svc.drop_table(name)
     assert refused.value.sketches == [sketch] and "--cascade" in str(refused.value.hint)
-    kept = svc.query(sql)
+    kept = svc.query(sql, use_sketches="always")
     assert kept.sketch is not None and kept.sketch[0] == sketch, "nothing was dropped"
 
     svc.drop_table(name, cascade=True)
@@ -129,7 +129,7 @@ def test_a_table_read_by_sketches_is_dropped_only_with_them(spark_svc: SketchSer
     DeltaGenerator(svc.tables, name, ("key",), seed=9).mixed(40).apply(svc.tables)
     (run,) = svc.maintain(sketch, strategy="incremental")
     assert (run.from_version, run.to_version) == (1, 2)
-    used = svc.query(sql)
+    used = svc.query(sql, use_sketches="always")
     assert used.sketch == (sketch, 2)
     assert sorted_rows(used.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
 

@@ -290,7 +290,8 @@ class SketchedQueryOperator(_SketchOperator):
     :param output_table: an Iceberg table (``ns.table``) to write the result to, replacing
         its rows (created on first use).
     :param snapshot: a commit sequence number to read at (default: the latest).
-    :param use_sketches: False runs the plain query (for comparisons).
+    :param use_sketches: False runs the plain query (for comparisons); ``"always"`` applies a
+        valid sketch even where the query is expected to run faster without it.
 
     The return value (pushed to XCom) holds the statistics: rows, files read of total, the
     sketch version used, the commit sequence read, and the seconds taken.
@@ -309,7 +310,7 @@ class SketchedQueryOperator(_SketchOperator):
         output_format: str = "parquet",
         output_table: str | None = None,
         snapshot: int | None = None,
-        use_sketches: bool = True,
+        use_sketches: bool | str = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -347,6 +348,7 @@ class SketchedQueryOperator(_SketchOperator):
             "files_read": result.files_read,
             "files_total": result.files_total,
             "sketch": list(result.sketch) if result.sketch else None,
+            "sketch_reason": result.sketch_reason,
             "sequence": result.sequence,
             "seconds": round(result.seconds, 3),
             "output_path": self.output_path,

@@ -1,0 +1,68 @@
+"""When a query applies a valid sketch by default (``sketch_use="cost"``): before the sketch
+has been timed with the query, when it lets the scan skip enough of the input
+(``sketch_core.costs.use``); once timed, by the recorded runs. The result and ``status`` say
+which way it went and why; ``use_sketches="always"`` applies it whatever it costs."""
+
+from __future__ import annotations
+
+from sketch_core.datasets import synthetic_table
+from sketch_core.service import SketchService
+from tests.oracles.results import sorted_rows
+from tests.service.test_costs import pinned_model
+from tests.service.test_maintain import TOPK, captured
+
+
+def test_a_sketch_that_skips_most_files_is_used_untimed_and_says_so(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(40_000, 200, seed=41), sort_by=["a"])
+    name, sql = captured(svc, table, "skips_most", template=TOPK)  # top 3 of 200 groups of a
+    result = svc.query(sql)
+    assert result.sketch == (name, 1) and result.sketch_skipped is None
+    assert result.files_read < result.files_total / 2
+    assert result.sketch_reason.startswith("use, untimed: the sketch skips"), result.sketch_reason
+    assert sorted_rows(result.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
+    decision = svc.status(name)[0].cost_decision
+    assert decision is not None and (decision.context, decision.action) == ("query", "use")
+
+
+def test_a_sketch_that_skips_nothing_is_left_unused_and_says_why(spark_svc: SketchService, ns: str) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(40_000, 200, seed=42), sort_by=["a"])
+    # Every group qualifies: the sketch keeps every fragment, so every file.
+    sql = f"SELECT a, COUNT(*) AS n FROM {table} GROUP BY a HAVING COUNT(*) > 0"
+    svc.capture(sql, name=f"{ns}_keeps_all", attributes={table: "a"}, fragments=40)
+    name = f"{ns}_keeps_all"
+    plain = sorted_rows(svc.query(sql, use_sketches=False).table)
+    result = svc.query(sql)
+    assert result.sketch is None and result.sketch_skipped == (name, 1)
+    assert result.files_read == result.files_total > 1
+    assert result.sketch_reason.startswith("skip, untimed: the sketch skips 0 of"), result.sketch_reason
+    assert sorted_rows(result.table) == plain
+    decision = svc.status(name)[0].cost_decision
+    assert decision is not None and (decision.context, decision.action) == ("query", "skip")
+    assert "less than the 10%" in decision.reason
+    # Asked for, it is applied all the same, and answers the same.
+    forced = svc.query(sql, use_sketches="always")
+    assert forced.sketch == (name, 1) and sorted_rows(forced.table) == plain
+
+
+def test_once_timed_the_recorded_runs_decide(spark_svc: SketchService, ns: str) -> None:
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(40_000, 200, seed=43), sort_by=["a"])
+    name, sql = captured(svc, table, "timed", template=TOPK)
+    assert svc.query(sql).sketch == (name, 1)  # untimed: it skips most files
+    # Timed slower with the sketch than without (its conditions outweigh what it skips).
+    pinned_model(svc, name, use=(0.5, 0.0), plain=(0.1, 0.0))
+    slower = svc.query(sql)
+    assert slower.sketch is None and slower.sketch_skipped == (name, 1)
+    assert slower.sketch_reason.startswith("skip: the query runs faster without the sketch")
+    pinned_model(svc, name, use=(0.1, 0.0), plain=(0.5, 0.0))
+    faster = svc.query(sql)
+    assert faster.sketch == (name, 1) and faster.sketch_reason.startswith(
+        "use: the sketch is current and pays"
+    )
