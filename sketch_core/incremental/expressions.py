@@ -26,6 +26,7 @@ from sqlglot import exp
 from sketch_core.algebra.ir import COMPARISON_OPERATORS
 from sketch_core.arrow_plans import filter_table, project_table
 from sketch_core.errors import UnsupportedQueryError
+from sketch_core.incremental.dates import add_months
 from sketch_core.incremental.functions import translate_function
 
 
@@ -161,9 +162,9 @@ class ExpressionTranslator:
             return both_null | (left.is_valid() & right.is_valid() & equal)
         if isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression, exp.Interval):
             shifted = constant_date(node)
-            if shifted is None:
-                raise _unsupported(node)
-            return pc.scalar(shifted)
+            if shifted is not None:
+                return pc.scalar(shifted)
+            return self._shifted_dates(node)
         if type(node) in _ARITHMETIC:
             left, right = self.operands(node.this, node.expression)
             if isinstance(node, exp.Mul):
@@ -230,15 +231,35 @@ class ExpressionTranslator:
         kinds = self.type_of(a), self.type_of(b)
         # An integer meeting a decimal becomes a decimal of its type's digits; a decimal
         # meeting a double becomes a double (Spark's DecimalPrecision and ImplicitTypeCasts).
+        # An integer meeting a double is cast explicitly too: Acero's implicit cast of a bound
+        # expression loses it (1e10D + i gave 1e10 for every i; Arrow's eager kernel and Spark
+        # give 1e10 + i).
         if pa.types.is_decimal(kinds[1]) and pa.types.is_integer(kinds[0]):
             a = self.cast_to(a, _integer_as_decimal(kinds[0]))
         elif pa.types.is_decimal(kinds[0]) and pa.types.is_integer(kinds[1]):
             b = self.cast_to(b, _integer_as_decimal(kinds[1]))
-        elif pa.types.is_decimal(kinds[0]) and pa.types.is_floating(kinds[1]):
-            a = a.cast(pa.float64())
-        elif pa.types.is_floating(kinds[0]) and pa.types.is_decimal(kinds[1]):
-            b = b.cast(pa.float64())
+        elif pa.types.is_floating(kinds[1]) and not pa.types.is_floating(kinds[0]):
+            a = a.cast(pa.float64()) if _is_number(kinds[0]) else a
+        elif pa.types.is_floating(kinds[0]) and not pa.types.is_floating(kinds[1]):
+            b = b.cast(pa.float64()) if _is_number(kinds[1]) else b
         return a, b
+
+    def _shifted_dates(self, node: exp.Add | exp.Sub) -> pc.Expression:
+        """A date column plus or minus ``INTERVAL 'n' DAY|WEEK|MONTH|YEAR`` (a literal n)."""
+        interval = node.expression
+        unit = interval.args.get("unit")
+        amount = interval.this.this if isinstance(interval.this, exp.Literal) else None
+        if unit is None or amount is None or not str(amount).lstrip("-").isdigit():
+            raise _unsupported(node)
+        start = self.translate(node.this)
+        name = unit.name.upper()
+        if not pa.types.is_date(self.type_of(start)) or name not in {**_INTERVAL_DAYS, **_INTERVAL_MONTHS}:
+            raise _unsupported(node)
+        count = int(amount) * (-1 if isinstance(node, exp.Sub) else 1)
+        if name in _INTERVAL_MONTHS:
+            return add_months(start, pc.scalar(pa.scalar(count * _INTERVAL_MONTHS[name], pa.int64())))
+        days = pc.scalar(pa.scalar(count * _INTERVAL_DAYS[name], pa.int32()))
+        return pc.Expression._call("add_checked", [start.cast(pa.int32()), days]).cast(pa.date32())
 
     def multiply(self, left: pc.Expression, right: pc.Expression) -> pc.Expression:
         """A product; decimals typed as Spark types them (precision at most 38, the scale cut
@@ -352,6 +373,8 @@ class ExpressionTranslator:
         values = [_literal(v) for v in constants if isinstance(v, exp.Literal | exp.Null)]
         if len(values) != len(node.expressions):
             raise _unsupported(node)
+        if all(v is None for v in values):  # Spark folds it to NULL: the value is never evaluated
+            return _NULL_BOOL
         value = self.translate(node.this)
         found = pc.Expression._call(
             "is_in", [value], pc.SetLookupOptions(pa.array([v for v in values if v is not None]))
@@ -562,6 +585,10 @@ def _negated_number(node: exp.Expr) -> exp.Literal | None:
     if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
         return exp.Literal(this=f"-{node.this.this}", is_string=False)
     return None
+
+
+def _is_number(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(kind) or pa.types.is_decimal(kind))
 
 
 def _is_int_literal(node: exp.Expr | None) -> bool:

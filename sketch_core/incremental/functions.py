@@ -5,7 +5,9 @@ NULL argument unless said otherwise):
 
 - dates: ``YEAR``/``MONTH``/``DAY``/``QUARTER``/``DAYOFWEEK`` and ``EXTRACT`` of those fields
   (``DAYOFWEEK`` counts from Sunday = 1, as Spark does); ``DATE_ADD``/``DATE_SUB`` by days;
-  ``DATEDIFF(end, start)`` in days;
+  ``DATEDIFF(end, start)`` in days; ``ADD_MONTHS``, ``LAST_DAY`` and ``TRUNC(date, unit)``
+  (:mod:`sketch_core.incremental.dates`); a date column plus or minus an ``INTERVAL`` of days,
+  weeks, months or years;
 - strings: ``UPPER``, ``LOWER``, ``TRIM``/``LTRIM``/``RTRIM`` (spaces only, as Spark trims),
   ``LENGTH`` (characters), ``CONCAT`` and ``||`` (NULL when any part is NULL), ``RLIKE``;
 - numbers: ``ABS`` (overflow fails, as under ANSI), ``FLOOR``/``CEIL`` (a double's result is a
@@ -25,6 +27,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
+
+from sketch_core.incremental.dates import TRUNC_UNITS, add_months, last_day, trunc_date
 
 if TYPE_CHECKING:
     from sketch_core.incremental.expressions import ExpressionTranslator
@@ -96,6 +100,29 @@ def _date_diff(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
     if not (pa.types.is_date(t.type_of(end)) and pa.types.is_date(t.type_of(start))):
         return None
     return _call("subtract_checked", [_days(end), _days(start)])
+
+
+def _add_months(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
+    start, months = t.translate(node.this), t.translate(node.expression)
+    if not (pa.types.is_date(t.type_of(start)) and pa.types.is_integer(t.type_of(months))):
+        return None
+    return add_months(start, months)
+
+
+def _last_day(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
+    value = t.translate(node.this)
+    return last_day(value) if pa.types.is_date(t.type_of(value)) else None
+
+
+def _trunc(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
+    """``TRUNC(date, 'MM')`` (a date; ``DATE_TRUNC`` gives a timestamp, and is refused)."""
+    unit = node.args.get("unit")
+    if not (isinstance(unit, exp.Literal) and unit.is_string and unit.this.upper() in TRUNC_UNITS):
+        return None  # a unit from a column, or one that makes Spark return NULL
+    value = t.translate(node.this)
+    if not pa.types.is_date(t.type_of(value)):
+        return None
+    return trunc_date(value, TRUNC_UNITS[unit.this.upper()])
 
 
 def _trim(t: ExpressionTranslator, node: exp.Expr) -> pc.Expression | None:
@@ -262,6 +289,9 @@ RULES: dict[type[exp.Expr], Rule] = {
     exp.Extract: _extract,
     exp.TsOrDsAdd: _date_add,
     exp.DateDiff: _date_diff,
+    exp.AddMonths: _add_months,
+    exp.LastDay: _last_day,
+    exp.DateTrunc: _trunc,
     exp.Upper: _upper,
     exp.Lower: _simple("utf8_lower"),
     exp.Trim: _trim,

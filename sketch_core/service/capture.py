@@ -94,9 +94,10 @@ class Capturing(AttributeChoosing):
         :meth:`choose_attributes`). ``fragments`` is a count
         for every table or per table (default ``settings.fragments``).
 
-        ``with_state`` also computes the incremental-maintenance state on Spark and stores it
-        with the version (for sketches that will be maintained; without it, the first
-        incremental maintenance computes it, at the version's snapshot).
+        ``with_state`` also computes the incremental-maintenance state (in-process for small
+        tables, else on Spark) and stores it with the version (for sketches that will be
+        maintained; without it, the first incremental maintenance computes it, at the
+        version's snapshot).
 
         Capturing again under the name of an existing sketch of the same query and parameters
         keeps that sketch's attributes and fragment counts (a new version of the same sketch),
@@ -230,7 +231,8 @@ class Capturing(AttributeChoosing):
 
     def _initial_state(self, name: str, sequence: int) -> MaintainedSketch | None:
         """The incremental engine of a sketch at ``sequence``, its aggregations' state computed
-        on Spark; None for queries the engine does not support (they are recaptured)."""
+        from the snapshot (in-process for small tables, else on Spark); None for queries the
+        engine does not support (they are recaptured)."""
         definition = self.sketches.definition(name)
         partitions = self._range_partitions(definition)
         try:
@@ -239,7 +241,7 @@ class Capturing(AttributeChoosing):
                 definition,
                 partitions,
                 sequence,
-                summarize=self.spark_summarizer(definition),
+                summarize=self.first_state_summarizer(definition, sequence),
                 keep_top=self.budget.keep_top(name),
             )
         except UnsupportedQueryError as exc:

@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 MAINTENANCE_STRATEGIES = ("auto", "cost", "incremental", "full")
 
 
-def _check_strategy(strategy: str) -> None:
+def check_strategy(strategy: str) -> None:
+    """A maintenance strategy's name, or ConfigurationError naming the ones there are."""
     if strategy not in MAINTENANCE_STRATEGIES:
         raise ConfigurationError(
             f"unknown maintenance strategy {strategy!r}",
@@ -81,7 +82,7 @@ class Maintaining(Capturing, Lifecycle, Validating):
         otherwise or for queries the incremental engine does not support. Earlier versions
         stay, for queries pinned to older snapshots.
         """
-        _check_strategy(strategy)
+        check_strategy(strategy)
         names = [name] if name is not None else [d.name for d in self.sketches.definitions()]
         runs = []
         for each in names:
@@ -111,7 +112,7 @@ class Maintaining(Capturing, Lifecycle, Validating):
     ) -> MaintenancePlan:
         """What ``maintain(name, strategy)`` would do now, decided from the commit log and the
         query plan alone (no state or data is read, and nothing runs on Spark)."""
-        _check_strategy(strategy)
+        check_strategy(strategy)
         definition, record = self._definition_and_version(name)
         return self._plan(definition, record, strategy, target)
 
@@ -423,8 +424,8 @@ class Maintaining(Capturing, Lifecycle, Validating):
                 self.tables, definition, partitions, sequence, state, keep_top=keep_top
             ), False
         # No state yet (the version was captured), or state kept for another mode of the state
-        # budget: the aggregations' state is computed on Spark.
-        summarize = self.spark_summarizer(definition)
+        # budget: computed from the snapshot (in-process for small tables, else on Spark).
+        summarize = self.first_state_summarizer(definition, record.sequence)
         built = build_engine(
             self.tables, definition, partitions, record.sequence, summarize=summarize, keep_top=keep_top
         )

@@ -286,6 +286,23 @@ def _grammar() -> Callable[[str, int], Gen]:
                 of("date", d),
                 st.sampled_from(["1", "30", "365", "-1"]),
             ),
+            # Calendar functions over leaves and literals: each repeats its argument several
+            # times in Arrow (year, month and day of it), so nesting them grows the expression
+            # geometrically and the run's time with it.
+            st.builds(lambda a, n: f"ADD_MONTHS({a}, {n})", leaves, st.sampled_from(["1", "-13", "12", "k"])),
+            st.builds(lambda a: f"LAST_DAY({a})", leaves),
+            st.builds(
+                lambda a, u: f"TRUNC({a}, '{u}')",
+                leaves,
+                st.sampled_from(["MM", "year", "QUARTER", "WEEK", "mon"]),
+            ),
+            st.builds(
+                lambda a, op, n, u: f"({a} {op} INTERVAL '{n}' {u})",
+                leaves,
+                st.sampled_from(["+", "-"]),
+                st.sampled_from(["1", "3", "29"]),
+                st.sampled_from(["DAY", "WEEK", "MONTH", "YEAR"]),
+            ),
             *_shared(of, "date", d),
         )
 

@@ -75,11 +75,17 @@ CALLS: dict[str, Call] = {
 }
 
 
+def with_table(svc: SketchService, spark: Any, table: str, rows: int = 2000) -> str:
+    """The session's service on Spark, with ``table`` (created once) for hostile input."""
+    svc._spark = spark
+    if svc.commit_log.get_table(table) is None:
+        svc.tables.create(table, synthetic_table(rows, 20, seed=1), sort_by=["key"])
+    return table
+
+
 @pytest.fixture(scope="module")
 def hostile_svc(svc: SketchService, spark: Any) -> Iterator[SketchService]:
-    svc._spark = spark
-    if svc.commit_log.get_table(TABLE) is None:
-        svc.tables.create(TABLE, synthetic_table(2000, 20, seed=1), sort_by=["key"])
+    with_table(svc, spark, TABLE)
     yield svc
 
 

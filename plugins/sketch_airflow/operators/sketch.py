@@ -22,9 +22,10 @@ from sketch_airflow.assets import SKETCH_VERSIONS, emit_version, sketch_asset
 from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
 from sketch_airflow.hooks.submit import maintain_submitting, submit_capture
 from sketch_core.algebra.frontend import check_supported
-from sketch_core.errors import SketchError
+from sketch_core.errors import ConfigurationError, SketchError
 from sketch_core.policy import Policy
 from sketch_core.service import MaintenanceRun, SketchService
+from sketch_core.service.maintenance import check_strategy
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -218,6 +219,7 @@ class MaintainSketchesOperator(_SketchOperator):
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         with failing_without_retry_on_bad_input():
+            check_strategy(self.strategy)  # a typo fails now, not once a policy first fires
             svc = self._service()
             names = list(self.names) if self.names is not None else None
             if self.policy_driven:
@@ -256,7 +258,10 @@ class RefreshSketchesOperator(_SketchOperator):
         kwargs.setdefault("outlets", [SKETCH_VERSIONS])
         super().__init__(**kwargs)
         if sql is None and report is None and not names:
-            raise ValueError("RefreshSketchesOperator needs sql, report or names to find the sketches")
+            raise ConfigurationError(
+                "RefreshSketchesOperator needs sql, report or names to find the sketches",
+                hint="pass the report's sql, its report name (as policies announce it), or names=[...]",
+            )
         if sql is not None and not _is_template(sql):
             check_supported(sql)
         self.sql = sql
@@ -315,8 +320,9 @@ class SketchedQueryOperator(_SketchOperator):
     ) -> None:
         super().__init__(**kwargs)
         if output_format not in OUTPUT_FORMATS:
-            raise ValueError(
-                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}"
+            raise ConfigurationError(
+                f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}",
+                hint="write the result as parquet, csv or json (lines)",
             )
         if use_sketches and not _is_template(sql):  # a plain report may use any construct
             check_supported(sql)
