@@ -16,7 +16,7 @@ from sketch_core import faults
 from sketch_core.algebra.frontend import encode_params, template_key
 from sketch_core.config import Settings
 from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
-from sketch_core.maintenance import MaintainedSketch, build_engine, store_state
+from sketch_core.maintenance import MaintainedSketch, store_state
 from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
 from sketch_core.rewrites.capture import instrument_capture
 from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
@@ -236,14 +236,7 @@ class Capturing(AttributeChoosing):
         definition = self.sketches.definition(name)
         partitions = self._range_partitions(definition)
         try:
-            return build_engine(
-                self.tables,
-                definition,
-                partitions,
-                sequence,
-                summarize=self.first_state_summarizer(definition, sequence),
-                keep_top=self.budget.keep_top(name),
-            )
+            return self.first_engine(definition, partitions, sequence, self.budget.keep_top(name))
         except UnsupportedQueryError as exc:
             log.info("%s: no incremental state (%s); it will be recaptured", name, exc)
             return None

@@ -5,6 +5,7 @@ kept in memory between maintenance runs, and reading sketch versions and status.
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,10 +21,10 @@ from sketch_core.arrow_pool import use_arrow_memory_pool
 from sketch_core.choice.store import SampleStore
 from sketch_core.config import Settings
 from sketch_core.cost_advisor import CostAdvisor
-from sketch_core.errors import SequenceOutOfRangeError, SketchNotFoundError
+from sketch_core.errors import SequenceOutOfRangeError, SketchNotFoundError, UnsupportedQueryError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
-from sketch_core.maintenance import MaintainedSketch, StateStore, Summarizer
+from sketch_core.maintenance import MaintainedSketch, StateStore, Summarizer, build_engine
 from sketch_core.metastore.choices import AttributeChoiceRepository
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.costs import CostRecords
@@ -50,6 +51,8 @@ from sketch_core.tables.deltas import read_files
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 from sketch_core.validation.gate import DeltaGate
+
+log = logging.getLogger(__name__)
 
 # Tables up to this many rows are range-partitioned in-process (one column read, exact
 # quantiles: milliseconds) rather than by two Spark jobs of about a second each. A column of
@@ -263,15 +266,30 @@ class ServiceCore:
             return None
         return kept.maintained
 
-    def first_state_summarizer(self, definition: SketchDefinition, sequence: int) -> Summarizer | None:
-        """How an engine without stored state computes its aggregations' state at ``sequence``:
-        None (the snapshot's rows run through the engine in-process, as one big insert) when the
-        sketch's tables hold at most ``LOCAL_STATE_ROWS`` rows together, else on Spark. A Spark
-        job costs about a second whatever its input; in-process, a few hundred thousand rows
-        cost less than that (TPC-H SF0.01 Q8: 0.5 s in-process, 3.4 s on Spark)."""
+    def first_engine(
+        self,
+        definition: SketchDefinition,
+        partitions: Mapping[str, RangePartition],
+        sequence: int,
+        keep_top: int | None,
+    ) -> MaintainedSketch:
+        """An engine without stored state, its state computed from the snapshot at ``sequence``:
+        in-process (the snapshot's rows run through the engine as one insert) when the sketch's
+        tables hold at most ``LOCAL_STATE_ROWS`` rows together, else, or where the in-process
+        engine refuses the whole tables (a join without an equality), with its aggregations'
+        state computed on Spark. A Spark job costs about a second whatever its input; in-process,
+        a few hundred thousand rows cost less (TPC-H SF0.01 Q8: the Spark job took 3.4 s)."""
         tables = referenced_tables(definition.query_sql)
         rows = sum(self.tables.pin(table, sequence).record_count for table in tables)
-        return None if rows <= LOCAL_STATE_ROWS else self.spark_summarizer(definition)
+        if rows <= LOCAL_STATE_ROWS:
+            try:
+                return build_engine(self.tables, definition, partitions, sequence, keep_top=keep_top)
+            except UnsupportedQueryError as exc:
+                log.info("%s: state computed on Spark (in-process: %s)", definition.name, exc)
+        summarize = self.spark_summarizer(definition)
+        return build_engine(
+            self.tables, definition, partitions, sequence, summarize=summarize, keep_top=keep_top
+        )
 
     def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
         """Computes an incremental engine's frontier aggregations' state on Spark, for

@@ -425,11 +425,7 @@ class Maintaining(Capturing, Lifecycle, Validating):
             ), False
         # No state yet (the version was captured), or state kept for another mode of the state
         # budget: computed from the snapshot (in-process for small tables, else on Spark).
-        summarize = self.first_state_summarizer(definition, record.sequence)
-        built = build_engine(
-            self.tables, definition, partitions, record.sequence, summarize=summarize, keep_top=keep_top
-        )
-        return built, True
+        return self.first_engine(definition, partitions, record.sequence, keep_top), True
 
     def cost_model(self, name: str, max_age: float = 0.0) -> CostModel:
         """The sketch's five cost models, fitted from its recorded runs (priors until then);

@@ -372,7 +372,8 @@ class Querying(Maintaining):
         if how == "always":
             return (parsed, usable), _UseDecision("use: sketch_use='always'")
         if usable.maintained:  # brought to these snapshots for this query: chosen over plain already
-            return (parsed, usable), _UseDecision("use: maintained for this query by the cost model")
+            why = f"use: maintained for this query (maintain_on_query={self.settings.maintain_on_query!r})"
+            return (parsed, usable), _UseDecision(why)
         with aside.timing():
             footprints = self._footprints(parsed, usable, pins)
             choice = self._use_choice(usable.record, footprints, pins, sequence)
