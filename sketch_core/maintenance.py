@@ -25,6 +25,7 @@ from sketch_core.errors import StateMissingError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch, Reader, RowDelta
 from sketch_core.incremental.merge import SketchDelta
 from sketch_core.incremental.partials import Partials
+from sketch_core.incremental.remote import RemoteEvaluator
 from sketch_core.incremental.state import STATE_FORMAT
 from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions import RangePartition
@@ -98,13 +99,16 @@ def plan_engine(
     partitions: Mapping[str, RangePartition],
     sequence: int,
     keep_top: int | None = None,
+    remote: RemoteEvaluator | None = None,
+    ansi: bool = True,
 ) -> tuple[IncrementalSketch, dict[str, PinnedSnapshot]]:
     """The engine for ``definition``'s plan, with no state yet, and the tables it reads pinned
-    at ``sequence``."""
+    at ``sequence`` (``remote`` and ``ansi``: see :class:`IncrementalSketch`)."""
     names = referenced_tables(definition.query_sql)
     pins = {name: tables.pin(name, sequence) for name in sorted(names)}
     parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
-    engine = IncrementalSketch(parsed.plan, partitions, {t: p.schema for t, p in pins.items()}, keep_top)
+    schemas = {t: p.schema for t, p in pins.items()}
+    engine = IncrementalSketch(parsed.plan, partitions, schemas, keep_top, remote=remote, ansi=ansi)
     return engine, pins
 
 
@@ -116,13 +120,15 @@ def build_engine(
     state: Sequence[Mapping[str, pa.Table]] | None = None,
     summarize: Summarizer | None = None,
     keep_top: int | None = None,
+    remote: RemoteEvaluator | None = None,
+    ansi: bool = True,
 ) -> MaintainedSketch:
     """The engine for ``definition`` at ``sequence``: restored from ``state`` when given, else
     loaded from the snapshots. With ``summarize``, aggregations over stateless subtrees are
     loaded from partial aggregates it computes; whatever else the plan reads is read
     in-process (the columns and rows the plan can use). ``keep_top``: see
-    :class:`IncrementalSketch`."""
-    engine, pins = plan_engine(tables, definition, partitions, sequence, keep_top)
+    :class:`IncrementalSketch`, as are ``remote`` and ``ansi``."""
+    engine, pins = plan_engine(tables, definition, partitions, sequence, keep_top, remote, ansi)
     names = set(pins)
     if state is not None:
         engine.restore(state)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,6 +49,7 @@ from sketch_core.incremental.expressions import ExpressionTranslator, Translated
 from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
 from sketch_core.incremental.partials import ArgumentSpec, Partials
+from sketch_core.incremental.remote import RemoteEvaluator
 from sketch_core.incremental.state import (
     aggregate_state,
     merge_state,
@@ -113,6 +115,9 @@ class _Node:
         raise NotImplementedError
 
 
+_N = TypeVar("_N", bound=_Node)
+
+
 class _Scan(_Node):
     def __init__(
         self, node: Scan, table_schema: pa.Schema, annotation: str | None, partition: RangePartition | None
@@ -145,10 +150,10 @@ class _Scan(_Node):
 
 
 class _Select(_Node):
-    def __init__(self, node: Select, child: _Node):
+    def __init__(self, node: Select, child: _Node, remote: RemoteEvaluator | None = None, ansi: bool = True):
         self.node, self.child = node, child
         self.schema, self.annotations = child.schema, child.annotations
-        self.condition = stateless.selection(node.condition)
+        self.condition = stateless.selection(node.condition, remote, ansi)
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
         return stateless.select(self.child.process(ctx), self.condition)
@@ -158,9 +163,9 @@ class _Select(_Node):
 
 
 class _Project(_Node):
-    def __init__(self, node: Project, child: _Node):
+    def __init__(self, node: Project, child: _Node, remote: RemoteEvaluator | None = None, ansi: bool = True):
         self.node, self.child = node, child
-        self.outputs = Translated(dict(node.outputs))
+        self.outputs = Translated(dict(node.outputs), remote, ansi)
         probe = AnnotatedDelta.empty(child.schema, ())
         self.schema = stateless.project(probe, self.outputs).data().schema
         self.annotations = child.annotations
@@ -291,7 +296,9 @@ class _Union(_Node):
 
 
 class _Join(_Node):
-    def __init__(self, node: Join, left: _Node, right: _Node):
+    def __init__(
+        self, node: Join, left: _Node, right: _Node, remote: RemoteEvaluator | None = None, ansi: bool = True
+    ):
         if node.kind not in ("inner", "cross"):
             article = "an" if node.kind == "anti" else "a"
             raise UnsupportedQueryError(
@@ -303,7 +310,7 @@ class _Join(_Node):
         self.schema = pa.schema([*left.schema, *right.schema])
         self.annotations = left.annotations + right.annotations
         self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
-        self.residual = stateless.selection(exp.and_(*residual)) if residual else None
+        self.residual = stateless.selection(exp.and_(*residual), remote, ansi) if residual else None
         # Per side, a Bloom filter over the key values of its output at the engine's snapshot,
         # first built from the side's join-free source of those keys (see _bloom_source).
         self.blooms: list[KeyBloom | None] = [None, None]
@@ -462,9 +469,9 @@ class Frontier:
     arrays: bool = False  # the aggregation keeps its state in arrays (count, sum, avg)
 
 
-def _source_condition(scan: _Scan, condition: exp.Expr) -> pc.Expression | None:
+def _source_condition(scan: _Scan, condition: exp.Expr, ansi: bool) -> pc.Expression | None:
     """The conjuncts of ``condition`` over the scan's source columns, as an Arrow filter."""
-    translate = ExpressionTranslator(scan.table_schema)
+    translate = ExpressionTranslator(scan.table_schema, ansi)
     parts = []
     for conjunct in conjuncts(condition):
         renamed = conjunct.transform(
@@ -492,10 +499,19 @@ class IncrementalSketch:
         schemas: Mapping[str, pa.Schema],
         keep_top: int | None = None,
         columnar: bool = True,
+        remote: RemoteEvaluator | None = None,
+        ansi: bool = True,
     ) -> None:
         """``keep_top``: min/max and top-k keep only their top m values (IMP 9.4.3); None or 0
         keeps everything. ``columnar``: aggregations of count, sum and avg keep their state in
-        arrays (:mod:`.columnar_aggregate`); False keeps every aggregation's as objects."""
+        arrays (:mod:`.columnar_aggregate`); False keeps every aggregation's as objects.
+        ``remote``: evaluates the expressions the engine has no exact rule for (see
+        :mod:`.remote`); without it, such an expression makes the plan unsupported. ``ansi``:
+        whether Spark runs in ANSI mode (see :class:`.ExpressionTranslator`)."""
+        self.remote = remote
+        self.ansi = ansi
+        self._lifted = 0  # expressions lifted out of aggregations so far (their names)
+        self.remote_expressions: list[str] = []  # the ones it evaluates (for the logs and tests)
         plan = push_selections(plan)  # comma joins: no cross products in memory
         self.keep_top = keep_top or None
         self.columnar = columnar
@@ -528,11 +544,15 @@ class IncrementalSketch:
             child = self._build(node.child)
             if isinstance(child, _Scan):
                 self._scan_filters[id(child)] = node.condition
-            return _Select(node, child)
+            return self._noted(_Select(node, child, self.remote, self.ansi), child.schema, [node.condition])
         if isinstance(node, Project):
-            return _Project(node, self._build(node.child))
+            below = self._build(node.child)
+            built = _Project(node, below, self.remote, self.ansi)
+            return self._noted(built, below.schema, [e for _, e in node.outputs])
         if isinstance(node, Aggregate):
-            return self._keep(_Aggregate(node, self._build(node.child), self.keep_top, self.columnar))
+            child = self._build(node.child)
+            node, child = self._lift_refused(node, child)
+            return self._keep(_Aggregate(node, child, self.keep_top, self.columnar))
         if isinstance(node, Distinct):
             groups = tuple((c, column(c)) for c in node.child.columns)
             distinct = Aggregate(node.child, groups, ())
@@ -546,7 +566,9 @@ class IncrementalSketch:
         if isinstance(node, Join) and node.kind == "semi":
             return self._build(semi_join_as_inner_join(node))
         if isinstance(node, Join):
-            join = _Join(node, self._build(node.left), self._build(node.right))
+            join = _Join(node, self._build(node.left), self._build(node.right), self.remote, self.ansi)
+            if join.residual is not None:
+                self._noted(join, join.schema, list(join.residual.expressions.values()))
             self._joins.append(join)
             return join
         raise UnsupportedQueryError(
@@ -554,6 +576,48 @@ class IncrementalSketch:
             type(node).__name__,
             hint="maintain this sketch with strategy='full'",
         )
+
+    def _lift_refused(self, node: Aggregate, child: _Node) -> tuple[Aggregate, _Node]:
+        """``node`` with each group and argument expression the engine refuses computed by a
+        projection below it (evaluated remotely there), and that projection's engine node."""
+        translate = ExpressionTranslator(child.schema, self.ansi)
+        lifted: list[tuple[str, exp.Expr]] = []
+
+        def lifted_column(expression: exp.Expr) -> exp.Expr:
+            try:
+                translate(expression)
+                return expression
+            except UnsupportedQueryError:
+                if self.remote is None:
+                    raise
+                self._lifted += 1
+                name = f"__lifted{self._lifted}"
+                lifted.append((name, expression))
+                return column(name)
+
+        groups = tuple((n, lifted_column(e)) for n, e in node.groups)
+        calls = tuple(
+            (n, c if c.arg is None else replace(c, arg=lifted_column(c.arg))) for n, c in node.aggregates
+        )
+        if not lifted:
+            return node, child
+        below = Project(node.child, (*((c, column(c)) for c in node.child.columns), *lifted))
+        project = _Project(below, child, self.remote, self.ansi)
+        self._noted(project, child.schema, [e for _, e in lifted])
+        return replace(node, child=below, groups=groups, aggregates=calls), project
+
+    def _noted(self, built: _N, schema: pa.Schema, expressions: list[exp.Expr]) -> _N:
+        """``built``, with those of ``expressions`` (over ``schema``) that it evaluates
+        remotely noted."""
+        if self.remote is None:
+            return built
+        translate = ExpressionTranslator(schema, self.ansi)
+        for expression in expressions:
+            try:
+                translate(expression)
+            except UnsupportedQueryError:
+                self.remote_expressions.append(expression.sql(dialect="spark"))
+        return built
 
     def _keep(self, node: _Aggregate | _TopK) -> _Node:
         self._stateful.append(node)
@@ -714,7 +778,7 @@ class IncrementalSketch:
         for scan in self._scans:
             table = scan.node.table
             condition = self._scan_filters.get(id(scan))
-            own = _source_condition(scan, condition) if condition is not None else None
+            own = _source_condition(scan, condition, self.ansi) if condition is not None else None
             if table in filters and (filters[table] is None or own is None):
                 filters[table] = None
             elif table in filters:

@@ -6,8 +6,9 @@ values a projection computes, or a maintained sketch would drift from a fresh ca
 translation covers what the supported queries use (arithmetic, comparisons, boolean logic with
 SQL's three-valued semantics, IN, BETWEEN, LIKE, CASE, CAST, IS NULL, substring, coalesce, and
 the built-in functions of :mod:`~sketch_core.incremental.functions`) and raises
-:class:`UnsupportedQueryError` for anything else, so that maintenance falls back to a full
-capture instead of guessing.
+:class:`UnsupportedQueryError` for anything else instead of guessing: the maintenance service
+then has Spark evaluate that expression (:mod:`~sketch_core.incremental.remote`), and without a
+remote evaluator maintenance falls back to a full capture.
 
 Where Arrow's typing differs from Spark's it is aligned here: an integer literal in decimal
 arithmetic becomes a decimal of its own digits (Spark widens it the same way, and Arrow would
@@ -28,6 +29,7 @@ from sketch_core.arrow_plans import filter_table, project_table
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.dates import add_months
 from sketch_core.incremental.functions import translate_function
+from sketch_core.incremental.remote import RemoteEvaluator, referenced_columns, remote_column
 
 
 def _unsupported(expression: exp.Expr) -> UnsupportedQueryError:
@@ -54,30 +56,90 @@ class Translated:
     Translating probes operand types with small Arrow plans (about a millisecond for a
     selection of a few comparisons), and an engine node sees the same schema batch after
     batch: without this, every maintenance run paid that again for each selection and
-    projection."""
+    projection.
+
+    With ``remote`` (see :mod:`.remote`), an expression the translation refuses is evaluated
+    by it instead: :meth:`over` adds its value to the rows as a column, and the translation
+    reads that column."""
 
     _MAX_SCHEMAS = 8  # a node sees one or two (delta rows, current rows); more is a surprise
 
-    def __init__(self, expressions: dict[str, exp.Expr]) -> None:
+    def __init__(
+        self, expressions: dict[str, exp.Expr], remote: RemoteEvaluator | None = None, ansi: bool = True
+    ) -> None:
         self.expressions = expressions
-        self._by_schema: dict[pa.Schema, dict[str, pc.Expression]] = {}
+        self.remote = remote
+        self.ansi = ansi
+        self._by_schema: dict[pa.Schema, tuple[dict[str, pc.Expression], list[str]]] = {}
+        self._remote_types: dict[tuple[pa.Schema, str], pa.DataType] = {}
 
     def __call__(self, schema: pa.Schema) -> dict[str, pc.Expression]:
-        translated = self._by_schema.get(schema)
-        if translated is None:
-            translate = ExpressionTranslator(schema)
-            translated = {name: translate(e) for name, e in self.expressions.items()}
+        """The expressions over ``schema``'s columns (remote ones read the columns :meth:`over`
+        adds)."""
+        return self._translated(schema)[0]
+
+    def remote_names(self, schema: pa.Schema) -> list[str]:
+        """The expressions over ``schema`` that are evaluated remotely."""
+        return self._translated(schema)[1]
+
+    def _translated(self, schema: pa.Schema) -> tuple[dict[str, pc.Expression], list[str]]:
+        found = self._by_schema.get(schema)
+        if found is None:
+            translate = ExpressionTranslator(schema, self.ansi)
+            translated, remote = {}, []
+            for name, expression in self.expressions.items():
+                try:
+                    translated[name] = translate(expression)
+                except UnsupportedQueryError:
+                    if self.remote is None:
+                        raise
+                    translated[name] = pc.field(remote_column(name))
+                    remote.append(name)
             if len(self._by_schema) >= self._MAX_SCHEMAS:
                 self._by_schema.clear()
-            self._by_schema[schema] = translated
-        return translated
+            found = self._by_schema[schema] = (translated, remote)
+        return found
+
+    def over(self, table: pa.Table) -> tuple[pa.Table, dict[str, pc.Expression]]:
+        """``table`` with the remote expressions' columns added, and the expressions over it."""
+        translated, names = self._translated(table.schema)
+        if not names:
+            return table, translated
+        assert self.remote is not None
+        values = self._remote_values(table, names)
+        for name in names:
+            table = table.append_column(remote_column(name), values[name])
+        return table, translated
+
+    def _remote_values(self, table: pa.Table, names: list[str]) -> dict[str, pa.ChunkedArray | pa.Array]:
+        known = [(table.schema, n) in self._remote_types for n in names]
+        if table.num_rows == 0 and all(known):  # no rows: no Spark job, only the types
+            return {n: pa.array([], self._remote_types[(table.schema, n)]) for n in names}
+        assert self.remote is not None
+        wanted = {n: self.expressions[n] for n in names}
+        inputs = list(dict.fromkeys(c for e in wanted.values() for c in referenced_columns(e)))
+        result = self.remote(table.select(inputs), wanted)
+        if result.num_rows != table.num_rows:
+            raise UnsupportedQueryError(
+                f"the remote evaluation returned {result.num_rows} rows for {table.num_rows}",
+                ", ".join(e.sql(dialect="spark") for e in wanted.values())[:200],
+                hint="maintain this sketch with strategy='full'",
+            )
+        for name in names:
+            self._remote_types[(table.schema, name)] = result.column(name).type
+        return {n: result.column(n) for n in names}
 
 
 class ExpressionTranslator:
     """Translates expressions over the columns of ``schema`` (names are unique in the IR)."""
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, ansi: bool = True) -> None:
+        """``ansi``: whether the session runs with ``spark.sql.ansi.enabled`` (Spark 4's
+        default). The rules here are ANSI mode's (an overflow or a division by zero fails);
+        without it only column references and literals are translated, and everything else is
+        refused, for Spark to evaluate (see :mod:`.remote`)."""
         self.schema = schema
+        self.ansi = ansi
         self._empty = schema.empty_table()
         # The rows on which the expression being translated is evaluated by Spark (None: all).
         self._guard: pc.Expression | None = None
@@ -86,6 +148,13 @@ class ExpressionTranslator:
         return evaluate(self._empty, {"t": expression}).schema.field("t").type
 
     def __call__(self, expression: exp.Expr) -> pc.Expression:
+        if not self.ansi and not isinstance(expression, _BARE):
+            raise UnsupportedQueryError(
+                "an expression under spark.sql.ansi.enabled=false in incremental maintenance "
+                "(the engine's rules are ANSI mode's)",
+                expression.sql(dialect="spark"),
+                hint="maintain this sketch with strategy='full', or run Spark in ANSI mode",
+            )
         return self.translate(expression)
 
     def translate(self, node: exp.Expr) -> pc.Expression:
@@ -456,17 +525,31 @@ class ExpressionTranslator:
         return out
 
     def substring(self, node: exp.Substring) -> pc.Expression:
-        start, length = node.args.get("start"), node.args.get("length")
-        if not _is_int_literal(start) or (length is not None and not _is_int_literal(length)):
+        """Spark's ``SUBSTRING(s, pos[, len])`` (UTF8String.substringSQL) with literal
+        positions: ``pos`` counts from 1, 0 is the first character too, and a negative one
+        counts from the end; the part of ``[start, start + len)`` inside the string, empty when
+        ``len <= 0``. Arrow's slice counts negative bounds from the end the same way."""
+        start, length = _int_literal(node.args.get("start")), _int_literal(node.args.get("length"))
+        if start is None or (node.args.get("length") is not None and length is None):
             raise _unsupported(node)
-        assert start is not None
-        first = max(int(start.this) - 1, 0)
-        stop = first + int(length.this) if length is not None else None
-        options = pc.SliceOptions(first, stop if stop is not None else 2**31 - 1)
-        return pc.Expression._call("utf8_slice_codeunits", [self.translate(node.this)], options)
+        value = self.translate(node.this)
+        end_of_string = 2**31 - 1
+        if length is not None and length <= 0:
+            first, stop = 0, 0
+        elif start < 0:
+            first = start
+            stop = end_of_string if length is None or start + length >= 0 else start + length
+        else:
+            first = max(start - 1, 0)
+            stop = end_of_string if length is None else first + length
+        options = pc.SliceOptions(first, stop)
+        return pc.Expression._call("utf8_slice_codeunits", [value], options)
 
 
 _NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
+
+# What evaluates the same with and without ANSI mode: a column as it is, a literal.
+_BARE: tuple[type[exp.Expr], ...] = (exp.Column, exp.Literal, exp.Boolean, exp.Null)
 
 
 # Nodes whose evaluation cannot fail when their inputs do not: a subtree of only these needs
@@ -593,6 +676,16 @@ def _is_number(kind: pa.DataType) -> bool:
 
 def _is_int_literal(node: exp.Expr | None) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string and node.this.lstrip("-").isdigit()
+
+
+def _int_literal(node: exp.Expr | None) -> int | None:
+    """An integer literal's value, negated ones (``-2``) included; None for anything else."""
+    if isinstance(node, exp.Neg):
+        inner = _int_literal(node.this)
+        return None if inner is None else -inner
+    if isinstance(node, exp.Paren):
+        return _int_literal(node.this)
+    return int(node.this) if _is_int_literal(node) else None  # type: ignore[union-attr]
 
 
 def _integer_decimal(node: exp.Expr) -> pa.Scalar:

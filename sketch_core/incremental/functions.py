@@ -16,7 +16,8 @@ NULL argument unless said otherwise):
 - ``NULLIF(a, b)``.
 
 A function not listed is refused by :class:`~sketch_core.incremental.expressions.ExpressionTranslator`
-with :class:`~sketch_core.errors.UnsupportedQueryError` naming it.
+with :class:`~sketch_core.errors.UnsupportedQueryError` naming it (and then evaluated by Spark on
+the delta rows, see :mod:`~sketch_core.incremental.remote`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from sqlglot import exp
 from sketch_core.algebra.ir import Scan
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
 from sketch_core.incremental.expressions import Translated, evaluate, filter_rows
+from sketch_core.incremental.remote import RemoteEvaluator
 
 
 def scan(node: Scan, rows: AnnotatedDelta) -> AnnotatedDelta:
@@ -23,22 +24,25 @@ def scan(node: Scan, rows: AnnotatedDelta) -> AnnotatedDelta:
 CONDITION = "condition"
 
 
-def selection(condition: exp.Expr) -> Translated:
-    """A selection's condition, to be translated once per input schema."""
-    return Translated({CONDITION: condition})
+def selection(condition: exp.Expr, remote: RemoteEvaluator | None = None, ansi: bool = True) -> Translated:
+    """A selection's condition, to be translated once per input schema (``remote``: evaluates
+    it when the translation refuses it; ``ansi``: see :class:`.ExpressionTranslator`)."""
+    return Translated({CONDITION: condition}, remote, ansi)
 
 
 def select(rows: AnnotatedDelta, condition: Translated) -> AnnotatedDelta:
     """``condition``: made by :func:`selection`."""
     if rows.num_rows == 0:
         return rows
-    translated = condition(rows.table.schema)[CONDITION]
-    return AnnotatedDelta(filter_rows(rows.table, translated), rows.annotations)
+    table, translated = condition.over(rows.table)
+    kept = filter_rows(table, translated[CONDITION]).select(range(rows.table.num_columns))
+    return AnnotatedDelta(kept, rows.annotations)
 
 
 def project(rows: AnnotatedDelta, outputs: Translated) -> AnnotatedDelta:
     """``outputs``: the projection's named expressions."""
-    return rows.with_data(evaluate(rows.data(), outputs(rows.data().schema)))
+    table, translated = outputs.over(rows.data())
+    return rows.with_data(evaluate(table, translated))
 
 
 def union(inputs: Sequence[AnnotatedDelta], names: Sequence[str]) -> AnnotatedDelta:

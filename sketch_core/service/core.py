@@ -11,9 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
+import pyarrow as pa
 from pyroaring import BitMap
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
+from sqlglot import exp
 
 from sketch_core.algebra.ir import Scan
 from sketch_core.algebra.parse_cache import ParsedQueryCache
@@ -24,6 +26,7 @@ from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.errors import SequenceOutOfRangeError, SketchNotFoundError, UnsupportedQueryError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
+from sketch_core.incremental.remote import RemoteEvaluator
 from sketch_core.maintenance import MaintainedSketch, StateStore, Summarizer, build_engine
 from sketch_core.metastore.choices import AttributeChoiceRepository
 from sketch_core.metastore.commits import CommitLog
@@ -40,6 +43,7 @@ from sketch_core.partitions.local import local_range_partition, partitions_local
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN
 from sketch_core.service.results import SketchVersion
 from sketch_core.spark.capture import register_annotated_view
+from sketch_core.spark.expressions import evaluate_on_spark
 from sketch_core.spark.partitioning import compute_range_partition
 from sketch_core.spark.session import build_session
 from sketch_core.spark.state_init import compute_frontier_partials
@@ -281,15 +285,53 @@ class ServiceCore:
         a few hundred thousand rows cost less (TPC-H SF0.01 Q8: the Spark job took 3.4 s)."""
         tables = referenced_tables(definition.query_sql)
         rows = sum(self.tables.pin(table, sequence).record_count for table in tables)
+        remote = self.remote_evaluator()
         if rows <= LOCAL_STATE_ROWS:
             try:
-                return build_engine(self.tables, definition, partitions, sequence, keep_top=keep_top)
+                return build_engine(
+                    self.tables,
+                    definition,
+                    partitions,
+                    sequence,
+                    keep_top=keep_top,
+                    remote=remote,
+                    ansi=self.spark_ansi(),
+                )
             except UnsupportedQueryError as exc:
                 log.info("%s: state computed on Spark (in-process: %s)", definition.name, exc)
         summarize = self.spark_summarizer(definition)
         return build_engine(
-            self.tables, definition, partitions, sequence, summarize=summarize, keep_top=keep_top
+            self.tables,
+            definition,
+            partitions,
+            sequence,
+            summarize=summarize,
+            keep_top=keep_top,
+            remote=remote,
+            ansi=self.spark_ansi(),
         )
+
+    def spark_ansi(self) -> bool:
+        """Whether Spark evaluates expressions in ANSI mode (Spark 4's default): the running
+        session's setting, else the configured one. The in-process engine's rules are ANSI
+        mode's; without it, Spark evaluates the expressions (see ``remote_evaluator``)."""
+        key = "spark.sql.ansi.enabled"
+        value = (
+            self._spark.conf.get(key, "true")
+            if self._spark is not None
+            else self.settings.extra.get(key, "true")
+        )
+        return str(value).strip().lower() == "true"
+
+    def remote_evaluator(self) -> RemoteEvaluator:
+        """Evaluates on Spark the expressions the in-process engine has no exact rule for (see
+        :mod:`sketch_core.incremental.remote`); the session starts when one is first needed."""
+
+        def evaluate(table: pa.Table, expressions: Mapping[str, exp.Expr]) -> pa.Table:
+            log.info("evaluating %d expression(s) on Spark over %d rows", len(expressions), table.num_rows)
+            return evaluate_on_spark(self.spark, table, expressions)
+
+        return evaluate
 
     def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
         """Computes an incremental engine's frontier aggregations' state on Spark, for

@@ -25,7 +25,7 @@ from sketch_core.errors import (
     StateMissingError,
     UnsupportedQueryError,
 )
-from sketch_core.incremental.engine import Frontier, RowDelta
+from sketch_core.incremental.engine import Frontier, IncrementalSketch, RowDelta
 from sketch_core.incremental.partials import Partials
 from sketch_core.maintenance import (
     DeltaSummarizer,
@@ -195,16 +195,31 @@ class Maintaining(Capturing, Lifecycle, Validating):
         why = mode.reason if mode is not None else "no state"
         return Choice("full", {}, f"full: the state budget keeps no state for this sketch ({why})")
 
+    def _planned_engine(
+        self, definition: SketchDefinition, record: VersionRecord
+    ) -> IncrementalSketch | None:
+        """The engine for the sketch's plan at ``record``'s snapshots, without state, to decide
+        from (None: the plan cannot be maintained in-process)."""
+        try:
+            engine, _ = plan_engine(
+                self.tables,
+                definition,
+                self._range_partitions(definition),
+                record.sequence,
+                remote=self.remote_evaluator(),
+                ansi=self.spark_ansi(),
+            )
+        except UnsupportedQueryError:
+            return None
+        return engine
+
     def _spark_summarizes(
         self, definition: SketchDefinition, record: VersionRecord, changed: set[str]
     ) -> bool:
         """Whether an incremental run over a big delta of ``changed`` would compute some
         aggregations' deltas on Spark (True when the plan cannot be built here: it may)."""
-        try:
-            engine, _ = plan_engine(
-                self.tables, definition, self._range_partitions(definition), record.sequence
-            )
-        except UnsupportedQueryError:
+        engine = self._planned_engine(definition, record)
+        if engine is None:
             return True
         return bool(summarizable(engine.frontier(), changed))
 
@@ -287,11 +302,8 @@ class Maintaining(Capturing, Lifecycle, Validating):
         """Whether a big delta of these tables is reduced set-at-a-time (by Spark, or by
         aggregations with array state: see ``maintenance.big_delta_covered``). Decided on the
         plan alone: no state is read."""
-        try:
-            engine, _ = plan_engine(
-                self.tables, definition, self._range_partitions(definition), record.sequence
-            )
-        except UnsupportedQueryError:
+        engine = self._planned_engine(definition, record)
+        if engine is None:
             return False
         return big_delta_covered(engine, changed, on_spark)
 
@@ -420,9 +432,18 @@ class Maintaining(Capturing, Lifecycle, Validating):
         if stored:
             state = self.state_store.read(stored)
             sequence = record.sequence
-            return build_engine(
-                self.tables, definition, partitions, sequence, state, keep_top=keep_top
-            ), False
+            remote = self.remote_evaluator()
+            engine = build_engine(
+                self.tables,
+                definition,
+                partitions,
+                sequence,
+                state,
+                keep_top=keep_top,
+                remote=remote,
+                ansi=self.spark_ansi(),
+            )
+            return engine, False
         # No state yet (the version was captured), or state kept for another mode of the state
         # budget: computed from the snapshot (in-process for small tables, else on Spark).
         return self.first_engine(definition, partitions, record.sequence, keep_top), True

@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 PLAIN_MARGIN = 0.05
 
 
-@dataclass(frozen=True)
+@dataclass
 class _UsableSketch:
     """A sketch version chosen for a query, resolved once: per table its partition, fragments,
     and the pinned snapshot cut down to the files that may hold those fragments."""
@@ -65,6 +65,8 @@ class _UsableSketch:
     pruned: dict[str, PinnedSnapshot]
     # Brought to the query's snapshots for it: the choice to use it is made (and paid for).
     maintained: bool = False
+    # Per sketched table its attribute and row condition (see Querying._conditions), once made.
+    conditions: dict[str, tuple[str, Condition | None]] | None = None
 
     @property
     def rows(self) -> int:
@@ -449,7 +451,10 @@ class Querying(Maintaining):
         self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
     ) -> dict[str, tuple[str, Condition | None]]:
         """Per sketched table its attribute and the row condition its scans get (None: only
-        its files are pruned, see ``row_condition_pays``)."""
+        its files are pruned, see ``row_condition_pays``). Made once per usable sketch: the
+        use decision and the run both need them."""
+        if usable.conditions is not None:
+            return usable.conditions
         max_intervals = self.settings.max_intervals
         conditions: dict[str, tuple[str, Condition | None]] = {}
         joined = {scan.table for scan in scans_below_joins(parsed.plan)}
@@ -459,6 +464,7 @@ class Querying(Maintaining):
             pays = row_condition_pays(share, rows_read, rows_total, feeds_join=table in joined)
             condition = sketch_condition(partition, fragments, max_intervals) if pays else None
             conditions[table] = (partition.attribute, condition)
+        usable.conditions = conditions
         return conditions
 
     def _run_with_sketch(

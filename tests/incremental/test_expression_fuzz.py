@@ -265,8 +265,8 @@ def _grammar() -> Callable[[str, int], Gen]:
             st.builds(
                 lambda a, p, n: f"SUBSTRING({a}, {p}{n})",
                 of("string", d),
-                st.sampled_from(["1", "2", "0", "-2"]),
-                st.sampled_from(["", ", 1", ", 3", ", 0"]),
+                st.sampled_from(["1", "2", "0", "-2", "-7"]),  # negative: from the end
+                st.sampled_from(["", ", 1", ", 3", ", 0", ", -1"]),
             ),
             st.builds(lambda a, b: f"CONCAT({a}, {b})", of("string", d), of("string", d)),
             st.builds(lambda a, b: f"({a} || {b})", of("string", d), of("string", d)),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from decimal import Decimal
 
 import pyarrow as pa
 import pytest
 import sqlglot
 from pyspark.sql import SparkSession
+from sqlglot import exp
 
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator, Translated, evaluate, filter_rows
@@ -214,3 +216,27 @@ def test_translations_are_made_once_per_schema_and_agree_with_a_fresh_one(
     narrower = ROWS.select(["i", "f"])
     assert filter_rows(narrower, memo(narrower.schema)["c"]).num_rows == filter_rows(ROWS, first).num_rows
     assert len(made) == 3  # the fresh one above, and one for the other schema
+
+
+def test_a_refused_expression_is_evaluated_remotely_row_for_row_and_an_empty_batch_asks_nothing() -> None:
+    calls: list[tuple[int, list[str]]] = []
+
+    def remote(table: pa.Table, expressions: Mapping[str, exp.Expr]) -> pa.Table:
+        calls.append((table.num_rows, table.column_names))
+        (name,) = expressions
+        lengths = [None if s is None else len(s) * 10 for s in table.column("s").to_pylist()]
+        return pa.table({name: pa.array(lengths, pa.int32())})
+
+    refused = sqlglot.parse_one("SOUNDEX(s) > 'A'", read="spark")
+    with pytest.raises(UnsupportedQueryError, match="Soundex"):
+        Translated({"c": refused})(ROWS.schema)  # without a remote evaluator: refused
+    translated = Translated({"n": refused, "k": sqlglot.parse_one("i + 1")}, remote)
+    assert translated.remote_names(ROWS.schema) == ["n"]
+    table, expressions = translated.over(ROWS)
+    out = evaluate(table, expressions)
+    assert out.column("n").to_pylist() == [70, 40, None, 120, 60, 20]  # its rows, in their order
+    assert out.column("k").to_pylist() == [2, 3, None, -3, 1, 8]  # the rest stays in-process
+    assert calls == [(ROWS.num_rows, ["s"])]  # only the columns the expression reads
+    empty, expressions = translated.over(ROWS.schema.empty_table())
+    assert evaluate(empty, expressions).schema.field("n").type == pa.int32()
+    assert len(calls) == 1  # the type was known: no remote call for no rows
