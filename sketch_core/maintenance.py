@@ -267,7 +267,7 @@ class StateStore:
         return manifest
 
 
-_READABLE_FORMATS = (1, STATE_FORMAT)  # format 1: a whole state, no layers
+_READABLE_FORMATS = (STATE_FORMAT,)
 # Layers written without their entry count: treated as big enough to rewrite the whole state.
 _UNKNOWN_LAYERED = 1 << 62
 

@@ -35,7 +35,9 @@ from sketch_core.incremental.merge import MergeState
 from sketch_core.incremental.stored_groups import StoredGroups
 from sketch_core.incremental.topk import TopKOperator, sort_key, tiebreak
 
-STATE_FORMAT = 2
+# 3: aggregations keep only the aggregates that decide rows (see rewrites.prune_outputs); a
+# state of an earlier format is laid out for other operators, and is not read.
+STATE_FORMAT = 3
 _PARTIAL = "partial"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from decimal import Decimal
 from functools import total_ordering
 from typing import Any
 
@@ -51,8 +52,16 @@ def sort_key(row: tuple[Any, ...], positions: Sequence[tuple[int, SortKey]]) -> 
             parts.append((0 if key.effective_nulls_first else 2, None))
             continue
         orderable = spark_order(value)
-        parts.append((1, _Descending(orderable) if key.descending else orderable))
+        if key.descending and isinstance(orderable[1], _NEGATABLE):
+            # A number's descending key is its negation: compared in C, where _Descending's
+            # comparisons run in Python (a first load of 38,000 groups spent 2.4 s in them).
+            parts.append((1, (-orderable[0], -orderable[1])))
+        else:
+            parts.append((1, _Descending(orderable) if key.descending else orderable))
     return tuple(parts)
+
+
+_NEGATABLE = (int, float, Decimal)
 
 
 def tiebreak(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -131,6 +140,13 @@ class TopKOperator:
             annotation = tuple(tuple(sorted(f[i] or ())) for f in fragments)
             entry = (sort_key(row, self.positions), tiebreak(row), annotation)
             net[entry] = (row, net.get(entry, (row, 0))[1] + multiplicities[i])
+        if not self.rows and not self.partial:  # the first load: one sort, not an insertion per entry
+            if any(change < 0 for _, change in net.values()):
+                raise AssertionError("top-k input rows deleted more often than inserted")
+            loaded = {entry: (row, change) for entry, (row, change) in net.items() if change}
+            self.dirty.update((entry, row) for entry, (row, _) in loaded.items())
+            self.rows = SortedDict(loaded)
+            net = {}
         bound = self.rows.peekitem(-1)[0] if self.partial and self.rows else None
         for entry, (row, change) in net.items():
             if self.partial and (bound is None or entry > bound):

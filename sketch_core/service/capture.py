@@ -16,16 +16,18 @@ from sketch_core import faults
 from sketch_core.algebra.frontend import encode_params, template_key
 from sketch_core.config import Settings
 from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
-from sketch_core.maintenance import MaintainedSketch, store_state
+from sketch_core.maintenance import MaintainedSketch, plan_engine, store_state
+from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
 from sketch_core.rewrites.capture import instrument_capture
 from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
 from sketch_core.service.attributes import AttributeChoosing
-from sketch_core.service.core import sketch_identity
+from sketch_core.service.core import LOCAL_STATE_ROWS, sketch_identity
 from sketch_core.service.results import SketchVersion
 from sketch_core.spark.capture import run_capture
 from sketch_core.spark.jobs import spark_job
 from sketch_core.spark.views import table_schemas
+from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -173,18 +175,27 @@ class Capturing(AttributeChoosing):
             for table, attribute in chosen.items()
         }
         capture = instrument_capture(parsed.plan, attributes=chosen)
-        with spark_job(f"the capture of {name or 'a sketch'} at sequence {sequence}"):
-            faults.reached("spark-job", spark=self.spark)
-            found = run_capture(self.spark, capture, self._sources(pins, partitions))
         encoded = encode_params(params)
         partition_ids = {table: pid for table, (pid, _) in partitions.items()}
         template = template_key(sql)
         name = name or _default_name(template, encoded, partition_ids)
+        definition = SketchDefinition(name, sql, encoded, template, partition_ids)
+        with spark_job(f"the capture of {name} at sequence {sequence}"):
+            faults.reached("spark-job", spark=self.spark)
+            maintained = self._state_capture(definition, pins, sequence)
+            if maintained is not None:
+                sketch = maintained.engine.sketch()
+                found = {table: sketch.get(table, set()) for table in partition_ids}
+            else:
+                found = run_capture(self.spark, capture, self._sources(pins, partitions))
         self.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
         run_id = self.sketches.start_run(name, strategy, from_version)
         try:
-            keeps = with_state and self.budget.keeps_state(name)
-            maintained = self._initial_state(name, sequence) if keeps else None
+            keeps = (with_state or maintained is not None) and self.budget.keeps_state(name)
+            if maintained is None and keeps:
+                maintained = self._initial_state(name, sequence)
+            elif not keeps:
+                maintained = None
             ref = store_state(self.state_store, name, maintained.engine, None) if maintained else None
             faults.reached("state-written")
             record = self.sketches.publish_version(
@@ -228,6 +239,37 @@ class Capturing(AttributeChoosing):
             )
         except Exception as recording:
             log.warning("could not record the failure of run %d: %s", run_id, recording)
+
+    def _state_capture(
+        self, definition: SketchDefinition, pins: Mapping[str, PinnedSnapshot], sequence: int
+    ) -> MaintainedSketch | None:
+        """The sketch's incremental engine at ``sequence``, its state computed on Spark, when
+        that job can stand for the capture's: the tables are too big for the state to be
+        computed in-process (above ``LOCAL_STATE_ROWS`` rows), the sketch keeps state, and
+        every table is read under an aggregation whose state Spark computes, so that the engine
+        has the query's provenance from those sums alone (the sketch is the engine's, exactly
+        what the capture query finds: see ``test_maintenance_vs_capture``). One Spark job then
+        gives the sketch and its state, and the first maintenance restores that state instead
+        of computing it. None: capture with the instrumented query."""
+        rows = sum(pin.record_count for pin in pins.values())
+        if rows <= LOCAL_STATE_ROWS or not self.budget.keeps_state(definition.name):
+            return None
+        partitions = self._range_partitions(definition)
+        try:
+            engine, _ = plan_engine(
+                self.tables,
+                definition,
+                partitions,
+                sequence,
+                remote=self.remote_evaluator(),
+                ansi=self.spark_ansi(),
+            )
+        except UnsupportedQueryError:
+            return None
+        if engine.tables_outside(engine.frontier()):
+            return None  # some table would be read in-process: the capture query reads it on Spark
+        log.info("%s: captured from its incremental state (one Spark job for both)", definition.name)
+        return self.first_engine(definition, partitions, sequence, self.budget.keep_top(definition.name))
 
     def _initial_state(self, name: str, sequence: int) -> MaintainedSketch | None:
         """The incremental engine of a sketch at ``sequence``, its aggregations' state computed

@@ -18,6 +18,8 @@ from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.maintenance import advance, build_engine
 from sketch_core.service import SketchService
+from sketch_core.service import capture as capture_module
+from sketch_core.service import core as core_module
 
 NAMESPACE = "tpch_imp"
 # The issue's benchmark queries, and Q4 and Q18 for semi joins (EXISTS, IN).
@@ -70,6 +72,7 @@ def test_maintained_sketch_equals_a_fresh_capture(imp_svc: SketchService, number
     )
     assert summarized.engine.frontier(), "every maintained query has an aggregation to summarize"
     assert canonical(summarized.engine.state_tables()) == canonical(sketch.engine.state_tables())
+    assert {t: summarized.engine.sketch().get(t, set()) for t in captured} == captured
 
     lineitem = DeltaGenerator(svc.tables, f"{NAMESPACE}.lineitem", TPCH_SORT_KEYS["lineitem"], seed=number)
     orders = DeltaGenerator(svc.tables, f"{NAMESPACE}.orders", TPCH_SORT_KEYS["orders"], seed=number)
@@ -86,6 +89,35 @@ def test_maintained_sketch_equals_a_fresh_capture(imp_svc: SketchService, number
     for table, now in expected.items():
         then = captured.get(table, set())
         assert (delta.added.get(table, set()), delta.removed.get(table, set())) == (now - then, then - now)
+
+
+@pytest.mark.parametrize("number", (1, 3, 10))
+def test_a_capture_over_big_tables_takes_its_sketch_from_the_state_spark_computes(
+    imp_svc: SketchService, number: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = imp_svc
+    sql = query(number)
+    plain = svc.capture(sql, name=f"imp_plain_q{number}", fragments=64)
+    assert svc.sketches.version(plain.name).state_ref is None  # type: ignore[union-attr]
+    # The tables count as big (TPC-H SF1's lineitem has 6M rows): the state is computed on
+    # Spark, and its job stands for the capture query's.
+    monkeypatch.setattr(capture_module, "LOCAL_STATE_ROWS", 0)
+    monkeypatch.setattr(core_module, "LOCAL_STATE_ROWS", 0)
+    attributes = {t: a for t, (a, _) in plain.partitions.items()}
+    from_state = svc.capture(sql, name=f"imp_state_q{number}", attributes=attributes, fragments=64)
+    assert svc.sketches.version(from_state.name).state_ref is not None, "captured from the state"
+    assert {t: set(ids) for t, ids in from_state.fragments.items()} == fragments_of(svc, plain.name)
+    lineitem = DeltaGenerator(
+        svc.tables, f"{NAMESPACE}.lineitem", TPCH_SORT_KEYS["lineitem"], seed=50 + number
+    )
+    after = lineitem.mixed(40).apply(svc.tables)
+    svc.release_engines()  # as a new process would: the first maintenance restores the stored state
+    (run,) = svc.maintain(from_state.name, strategy="incremental")
+    assert run.strategy == "incremental"
+    fresh = svc.capture(sql, name=f"imp_fresh_q{number}", attributes=attributes, fragments=64, snapshot=after)
+    assert fragments_of(svc, from_state.name) == {t: set(ids) for t, ids in fresh.fragments.items()}
+    for name in (plain.name, from_state.name, fresh.name):
+        svc.drop_sketch(name)
 
 
 @pytest.mark.parametrize("number", (16, 21, 22))

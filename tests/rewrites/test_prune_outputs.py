@@ -50,3 +50,41 @@ def test_sorts_are_dropped_with_the_outputs_they_order_by() -> None:
     pruned = prune_outputs(plan)
     assert not any(type(n).__name__ == "Sort" for n in pruned.walk())
     assert isinstance(pruned, Project) and len(pruned.outputs) == 1
+
+
+def aggregate_below(plan: Relation) -> Aggregate:
+    return next(n for n in prune_outputs(plan).walk() if isinstance(n, Aggregate))
+
+
+def calls_kept(sql: str) -> list[str]:
+    return [call.func for _, call in aggregate_below(to_ir(sql, SCHEMAS).plan).aggregates]
+
+
+def test_aggregates_only_shown_are_not_computed_and_the_ones_that_decide_rows_are() -> None:
+    # TPC-H Q1's shape: groups shown with their sums, nothing filters on them.
+    assert (
+        calls_kept("SELECT g, SUM(x) AS s, AVG(x) AS a, COUNT(*) AS n FROM t.facts GROUP BY g ORDER BY g")
+        == []
+    )
+    assert calls_kept("SELECT g, SUM(x) AS s, AVG(x) AS a FROM t.facts GROUP BY g HAVING AVG(x) > 1") == [
+        "avg"
+    ]
+    assert calls_kept(
+        "SELECT g, SUM(x) AS s, COUNT(*) AS n FROM t.facts GROUP BY g ORDER BY n DESC LIMIT 2"
+    ) == ["count"]
+
+
+def test_pruning_keeps_the_provenance_model_of_min_max_aggregations() -> None:
+    # Only MIN/MAX: the provenance is the rows holding the extremes, decided by every call.
+    assert calls_kept("SELECT g, MIN(x) AS lo, MAX(x) AS hi FROM t.facts GROUP BY g") == ["min", "max"]
+    # Mixed: all of a group's rows; pruned to its MAX it keeps a COUNT(*) so that it stays so.
+    assert calls_kept(
+        "SELECT g, SUM(x) AS s, MAX(x) AS hi FROM t.facts GROUP BY g ORDER BY hi DESC LIMIT 2"
+    ) == [
+        "max",
+        "count",
+    ]
+
+
+def test_a_global_aggregation_keeps_one_aggregate_for_its_one_row() -> None:
+    assert calls_kept("SELECT SUM(x) AS s, AVG(x) AS a FROM t.facts WHERE g > 1") == ["count"]
