@@ -203,9 +203,9 @@ def test_translations_are_made_once_per_schema_and_agree_with_a_fresh_one(
     made: list[pa.Schema] = []
     real_init = ExpressionTranslator.__init__
 
-    def counting(self: ExpressionTranslator, schema: pa.Schema) -> None:
+    def counting(self: ExpressionTranslator, schema: pa.Schema, ansi: bool = True) -> None:
         made.append(schema)
-        real_init(self, schema)
+        real_init(self, schema, ansi)
 
     monkeypatch.setattr(ExpressionTranslator, "__init__", counting)
     first = memo(ROWS.schema)["c"]
