@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
 from pyroaring import BitMap
 
 from sketch_core import faults
@@ -268,8 +269,15 @@ class Capturing(AttributeChoosing):
             return None
         if engine.tables_outside(engine.frontier()):
             return None  # some table would be read in-process: the capture query reads it on Spark
+        try:
+            maintained = self.first_engine(
+                definition, partitions, sequence, self.budget.keep_top(definition.name)
+            )
+        except (UnsupportedQueryError, pa.ArrowException) as exc:  # the capture query can still run
+            log.info("%s: captured with the capture query (the state failed: %s)", definition.name, exc)
+            return None
         log.info("%s: captured from its incremental state (one Spark job for both)", definition.name)
-        return self.first_engine(definition, partitions, sequence, self.budget.keep_top(definition.name))
+        return maintained
 
     def _initial_state(self, name: str, sequence: int) -> MaintainedSketch | None:
         """The incremental engine of a sketch at ``sequence``, its aggregations' state computed
