@@ -544,11 +544,12 @@ class IncrementalSketch:
             child = self._build(node.child)
             if isinstance(child, _Scan):
                 self._scan_filters[id(child)] = node.condition
-            return self._noted(_Select(node, child, self.remote, self.ansi), child.schema, [node.condition])
+            selection = _Select(node, child, self.remote, self.ansi)
+            return self._noted(selection, selection.condition, child.schema)
         if isinstance(node, Project):
             below = self._build(node.child)
             built = _Project(node, below, self.remote, self.ansi)
-            return self._noted(built, below.schema, [e for _, e in node.outputs])
+            return self._noted(built, built.outputs, below.schema)
         if isinstance(node, Aggregate):
             child = self._build(node.child)
             node, child = self._lift_refused(node, child)
@@ -568,7 +569,7 @@ class IncrementalSketch:
         if isinstance(node, Join):
             join = _Join(node, self._build(node.left), self._build(node.right), self.remote, self.ansi)
             if join.residual is not None:
-                self._noted(join, join.schema, list(join.residual.expressions.values()))
+                self._noted(join, join.residual, join.schema)
             self._joins.append(join)
             return join
         raise UnsupportedQueryError(
@@ -603,20 +604,15 @@ class IncrementalSketch:
             return node, child
         below = Project(node.child, (*((c, column(c)) for c in node.child.columns), *lifted))
         project = _Project(below, child, self.remote, self.ansi)
-        self._noted(project, child.schema, [e for _, e in lifted])
+        self._noted(project, project.outputs, child.schema)
         return replace(node, child=below, groups=groups, aggregates=calls), project
 
-    def _noted(self, built: _N, schema: pa.Schema, expressions: list[exp.Expr]) -> _N:
-        """``built``, with those of ``expressions`` (over ``schema``) that it evaluates
-        remotely noted."""
-        if self.remote is None:
-            return built
-        translate = ExpressionTranslator(schema, self.ansi)
-        for expression in expressions:
-            try:
-                translate(expression)
-            except UnsupportedQueryError:
-                self.remote_expressions.append(expression.sql(dialect="spark"))
+    def _noted(self, built: _N, translated: Translated, schema: pa.Schema) -> _N:
+        """``built``, with those of ``translated``'s expressions (over ``schema``) that are
+        evaluated remotely noted (their translation is cached there for the runs)."""
+        if self.remote is not None:
+            names = translated.remote_names(schema)
+            self.remote_expressions += [translated.expressions[n].sql(dialect="spark") for n in names]
         return built
 
     def _keep(self, node: _Aggregate | _TopK) -> _Node:

@@ -17,7 +17,7 @@ from sketch_core import faults
 from sketch_core.algebra.frontend import encode_params, template_key
 from sketch_core.config import Settings
 from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
-from sketch_core.maintenance import MaintainedSketch, plan_engine, store_state
+from sketch_core.maintenance import MaintainedSketch, store_state
 from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
 from sketch_core.rewrites.capture import instrument_capture
@@ -255,20 +255,12 @@ class Capturing(AttributeChoosing):
         rows = sum(pin.record_count for pin in pins.values())
         if rows <= LOCAL_STATE_ROWS or not self.budget.keeps_state(definition.name):
             return None
-        partitions = self._range_partitions(definition)
-        try:
-            engine, _ = plan_engine(
-                self.tables,
-                definition,
-                partitions,
-                sequence,
-                remote=self.remote_evaluator(),
-                ansi=self.spark_ansi(),
-            )
-        except UnsupportedQueryError:
+        engine = self.planned_engine(definition, sequence)
+        if engine is None:
             return None
         if engine.tables_outside(engine.frontier()):
             return None  # some table would be read in-process: the capture query reads it on Spark
+        partitions = self._range_partitions(definition)
         try:
             maintained = self.first_engine(
                 definition, partitions, sequence, self.budget.keep_top(definition.name)

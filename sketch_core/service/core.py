@@ -27,7 +27,7 @@ from sketch_core.errors import SequenceOutOfRangeError, SketchNotFoundError, Uns
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
 from sketch_core.incremental.remote import RemoteEvaluator
-from sketch_core.maintenance import MaintainedSketch, StateStore, Summarizer, build_engine
+from sketch_core.maintenance import MaintainedSketch, StateStore, Summarizer, build_engine, plan_engine
 from sketch_core.metastore.choices import AttributeChoiceRepository
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.costs import CostRecords
@@ -310,6 +310,22 @@ class ServiceCore:
             remote=remote,
             ansi=self.spark_ansi(),
         )
+
+    def planned_engine(self, definition: SketchDefinition, sequence: int) -> IncrementalSketch | None:
+        """The engine for the sketch's plan at ``sequence``, without state, to decide from
+        (None: the plan cannot be maintained in-process)."""
+        try:
+            engine, _ = plan_engine(
+                self.tables,
+                definition,
+                self._range_partitions(definition),
+                sequence,
+                remote=self.remote_evaluator(),
+                ansi=self.spark_ansi(),
+            )
+        except UnsupportedQueryError:
+            return None
+        return engine
 
     def spark_ansi(self) -> bool:
         """Whether Spark evaluates expressions in ANSI mode (Spark 4's default): the running

@@ -25,7 +25,7 @@ from sketch_core.errors import (
     StateMissingError,
     UnsupportedQueryError,
 )
-from sketch_core.incremental.engine import Frontier, IncrementalSketch, RowDelta
+from sketch_core.incremental.engine import Frontier, RowDelta
 from sketch_core.incremental.partials import Partials
 from sketch_core.maintenance import (
     DeltaSummarizer,
@@ -33,7 +33,6 @@ from sketch_core.maintenance import (
     advance,
     big_delta_covered,
     build_engine,
-    plan_engine,
     store_state,
     summarizable,
 )
@@ -195,30 +194,12 @@ class Maintaining(Capturing, Lifecycle, Validating):
         why = mode.reason if mode is not None else "no state"
         return Choice("full", {}, f"full: the state budget keeps no state for this sketch ({why})")
 
-    def _planned_engine(
-        self, definition: SketchDefinition, record: VersionRecord
-    ) -> IncrementalSketch | None:
-        """The engine for the sketch's plan at ``record``'s snapshots, without state, to decide
-        from (None: the plan cannot be maintained in-process)."""
-        try:
-            engine, _ = plan_engine(
-                self.tables,
-                definition,
-                self._range_partitions(definition),
-                record.sequence,
-                remote=self.remote_evaluator(),
-                ansi=self.spark_ansi(),
-            )
-        except UnsupportedQueryError:
-            return None
-        return engine
-
     def _spark_summarizes(
         self, definition: SketchDefinition, record: VersionRecord, changed: set[str]
     ) -> bool:
         """Whether an incremental run over a big delta of ``changed`` would compute some
         aggregations' deltas on Spark (True when the plan cannot be built here: it may)."""
-        engine = self._planned_engine(definition, record)
+        engine = self.planned_engine(definition, record.sequence)
         if engine is None:
             return True
         return bool(summarizable(engine.frontier(), changed))
@@ -302,7 +283,7 @@ class Maintaining(Capturing, Lifecycle, Validating):
         """Whether a big delta of these tables is reduced set-at-a-time (by Spark, or by
         aggregations with array state: see ``maintenance.big_delta_covered``). Decided on the
         plan alone: no state is read."""
-        engine = self._planned_engine(definition, record)
+        engine = self.planned_engine(definition, record.sequence)
         if engine is None:
             return False
         return big_delta_covered(engine, changed, on_spark)
