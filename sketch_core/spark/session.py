@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from sketch_core.config import Settings
 from sketch_core.errors import ConfigurationError
+from sketch_core.spark.jvm_output import launch_relayed_gateway
 
 
 def ensure_java() -> None:
@@ -78,6 +79,8 @@ def build_session(
         )
     for key, value in settings.extra.items():
         builder = builder.config(key, value)
+    if not submitted:  # under spark-submit, the JVM started this process, output and all
+        launch_relayed_gateway({str(k): str(v) for k, v in builder._options.items()})
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
