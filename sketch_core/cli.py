@@ -541,12 +541,24 @@ def policy_check(
 def policy_announce(
     report: Annotated[str, typer.Argument(help="The report about to run.")],
     in_seconds: Annotated[float, typer.Option(help="Due this many seconds from now.")] = 0.0,
+    window_seconds: Annotated[
+        float, typer.Option(help="Policies fire for it until it ran, or this long after it is due.")
+    ] = 3600.0,
 ) -> None:
-    """Announce a report: policies that name it fire at their next check."""
+    """Announce a report: policies that name it fire at their next check, until it has run
+    (`sketch policy finished REPORT`) or its window has passed."""
     due = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=in_seconds)
     with _errors(), _service() as svc:
-        stored = svc.announce_report(report, due)
+        stored = svc.announce_report(report, due, window_seconds)
     console.print(f"{report}: due {stored:%Y-%m-%d %H:%M:%S %Z}")
+
+
+@policy_app.command("finished")
+def policy_finished(report: Annotated[str, typer.Argument(help="The report that has run.")]) -> None:
+    """Record that a report has run: policies stop firing for its announcements."""
+    with _errors(), _service() as svc:
+        ended = svc.report_finished(report)
+    console.print(f"{report}: {ended} announcement{'' if ended == 1 else 's'} ended")
 
 
 @validation_app.command("list")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, func, insert, select, update
@@ -93,11 +93,11 @@ class PolicyRepository:
             if reports:
                 a = t.report_announcements.c
                 rows_ = conn.execute(
-                    select(a.report, a.due_at, a.announced_at).where(
+                    select(a.report, a.due_at, a.announced_at, a.ends_at).where(
                         a.report.in_(list(reports)), a.announced_at > published_at
                     )
                 ).all()
-                announcements = [Announcement(r, due, at) for r, due, at in rows_]
+                announcements = [Announcement(r, due, at, ends) for r, due, at, ends in rows_]
         return PolicyFacts(published_at, int(commits), int(rows), tuple(announcements))
 
     # -- histories, for predictions -------------------------------------------------------------
@@ -179,13 +179,29 @@ class PolicyRepository:
         return [DecisionRecord(bool(f), r, dict(p), at) for f, r, p, at in rows]
 
     # -- report announcements ---------------------------------------------------------------------
-    def announce(self, report: str, due_at: datetime | None = None) -> datetime:
-        """Record that ``report`` is about to run (due ``due_at``, default now); returns the due
-        time as stored."""
+    def announce(self, report: str, due_at: datetime | None, window_seconds: float) -> datetime:
+        """Record that ``report`` is about to run (due ``due_at``, default now; the announcement
+        ends ``window_seconds`` after that unless the report runs first); returns the due time
+        as stored."""
         a = t.report_announcements
         with self.engine.begin() as conn:
             due = due_at if due_at is not None else func.clock_timestamp()
             stored: datetime = conn.execute(
-                insert(a).values(report=report, due_at=due).returning(a.c.due_at)
+                insert(a)
+                .values(report=report, due_at=due, ends_at=due + timedelta(seconds=window_seconds))
+                .returning(a.c.due_at)
             ).scalar_one()
         return stored
+
+    def finish_report(self, report: str) -> int:
+        """End the announcements of ``report`` that were due by now (the run that answers them
+        has run); later ones (a run announced for tomorrow) stay. How many ended."""
+        a = t.report_announcements.c
+        now = func.clock_timestamp()
+        with self.engine.begin() as conn:
+            ended = conn.execute(
+                update(t.report_announcements)
+                .where(a.report == report, a.due_at <= now, a.ends_at > now)
+                .values(ends_at=now)
+            )
+        return int(ended.rowcount)

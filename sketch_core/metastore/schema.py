@@ -148,6 +148,7 @@ report_announcements = Table(
     Column("report", Text, nullable=False),
     Column("due_at", DateTime(timezone=True), nullable=False),
     Column("announced_at", DateTime(timezone=True), nullable=False),
+    Column("ends_at", DateTime(timezone=True), nullable=False),
 )
 
 query_runs = Table(

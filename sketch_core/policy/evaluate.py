@@ -16,11 +16,13 @@ from sketch_core.policy.policy import Policy
 
 @dataclass(frozen=True)
 class Announcement:
-    """A report said it is about to run: it is due at ``due_at``."""
+    """A report said it is about to run: it is due at ``due_at``. It counts until ``ends_at``:
+    when the report ran, or the end of the window it was announced for."""
 
     report: str
     due_at: datetime
     announced_at: datetime
+    ends_at: datetime
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,11 @@ def _conditions(policy: Policy, facts: PolicyFacts, now: datetime) -> tuple[Cond
     horizon = now + timedelta(seconds=policy.report_lead_seconds)
     for report in policy.before_reports:
         due = sorted(
-            (a for a in facts.announcements if a.report == report and a.announced_at > facts.published_at),
+            (
+                a
+                for a in facts.announcements
+                if a.report == report and a.announced_at > facts.published_at and a.ends_at > now
+            ),
             key=lambda a: a.due_at,
         )
         ready = [a for a in due if a.due_at <= horizon]

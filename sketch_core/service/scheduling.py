@@ -20,6 +20,17 @@ from sketch_core.state_budget import BudgetRun
 
 log = logging.getLogger(__name__)
 
+# How long after it is due an announced report may still run: the policies naming it fire until
+# it has run, or until this has passed (a report that failed or was never started).
+REPORT_WINDOW_SECONDS = 3600.0
+
+
+def _check_report(report: object) -> None:
+    if not isinstance(report, str) or not 0 < len(report) <= 200:
+        raise ConfigurationError(
+            f"report name {report!r} is not 1 to 200 characters", hint="name the report as its policy does"
+        )
+
 
 class Scheduling(Maintaining):
     """Deciding when sketches are maintained."""
@@ -129,16 +140,26 @@ class Scheduling(Maintaining):
             }
         return sorted(names)
 
-    def announce_report(self, report: str, due_at: datetime | None = None) -> datetime:
+    def announce_report(
+        self, report: str, due_at: datetime | None = None, window_seconds: float = REPORT_WINDOW_SECONDS
+    ) -> datetime:
         """Record that ``report`` is about to run (at ``due_at``, default now): the policies that
-        name it fire at their next check (see :class:`Policy`)."""
-        if not isinstance(report, str) or not 0 < len(report) <= 200:
-            raise ConfigurationError(
-                f"report name {report!r} is not 1 to 200 characters",
-                hint="name the report as its policy does",
-            )
+        name it fire at their next check (see :class:`Policy`), until the report has run
+        (:meth:`report_finished`) or, if it never does, ``window_seconds`` after ``due_at``."""
+        _check_report(report)
         if due_at is not None and due_at.tzinfo is None:
             raise ConfigurationError(
                 f"due_at {due_at.isoformat()} has no time zone", hint="pass an aware datetime (e.g. UTC)"
             )
-        return self.policies.announce(report, due_at)
+        if not 0 < window_seconds < 366 * 86400:
+            raise ConfigurationError(
+                f"window_seconds={window_seconds} is not between 0 and a year",
+                hint="how long after it is due the report may still run, e.g. 3600",
+            )
+        return self.policies.announce(report, due_at, float(window_seconds))
+
+    def report_finished(self, report: str) -> int:
+        """Record that ``report`` has run: its announcements that were due end, so the policies
+        naming it stop firing for them (an announcement for a later run stays). How many ended."""
+        _check_report(report)
+        return self.policies.finish_report(report)

@@ -14,6 +14,8 @@ from sketch_core.policy import DEFAULT_POLICY, Policy, PolicyFacts, evaluate
 from sketch_core.policy.evaluate import Announcement
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+# Announcements that have not ended by any time a test looks at.
+LATER = T0 + timedelta(days=30)
 
 
 def facts(
@@ -93,9 +95,9 @@ def test_any_and_all() -> None:
 def test_before_report_fires_once_due_and_only_for_announcements_after_the_version() -> None:
     policy = Policy(before_reports=("daily",), report_lead_seconds=600)
     due = T0 + timedelta(hours=1)
-    fresh = Announcement("daily", due, T0 + timedelta(minutes=1))
-    served = Announcement("daily", T0, T0 - timedelta(minutes=1))  # before the version: answered
-    other = Announcement("weekly", T0, T0 + timedelta(minutes=1))
+    fresh = Announcement("daily", due, T0 + timedelta(minutes=1), LATER)
+    served = Announcement("daily", T0, T0 - timedelta(minutes=1), LATER)  # before the version: answered
+    other = Announcement("weekly", T0, T0 + timedelta(minutes=1), LATER)
     pending = facts(7, announcements=(fresh, served, other))
     early = evaluate(policy, pending, due - timedelta(minutes=20))
     assert not early.fire and "not yet due" in early.reason
@@ -103,6 +105,16 @@ def test_before_report_fires_once_due_and_only_for_announcements_after_the_versi
     only_old = facts(7, announcements=(served, other))
     assert not evaluate(policy, only_old, due).fire
     assert "'daily' not announced" in evaluate(policy, only_old, due).reason
+
+
+def test_an_announcement_stops_firing_once_its_report_ran_or_its_window_closed() -> None:
+    policy = Policy(before_reports=("daily",))
+    ran = T0 + timedelta(minutes=30)
+    answered = Announcement("daily", T0 + timedelta(minutes=5), T0 + timedelta(minutes=1), ran)
+    pending = facts(7, announcements=(answered,))
+    assert evaluate(policy, pending, T0 + timedelta(minutes=10)).fire  # announced, not yet run
+    after = evaluate(policy, pending, ran + timedelta(seconds=1))  # the report ran: a later load
+    assert not after.fire and "'daily' not announced" in after.reason
 
 
 conditions = st.fixed_dictionaries(
@@ -127,7 +139,7 @@ def test_any_fires_iff_one_condition_holds_and_all_iff_every_one(
 ) -> None:
     policy = Policy.from_json({**spec, "combine": combine})
     now = T0 + timedelta(minutes=minutes)
-    marks = tuple(Announcement(r, T0, T0 + timedelta(seconds=1)) for r in announced)
+    marks = tuple(Announcement(r, T0, T0 + timedelta(seconds=1), LATER) for r in announced)
     decision = evaluate(policy, facts(rows, announcements=marks), now)
     held = []
     if policy.delta_rows is not None:
@@ -152,7 +164,7 @@ def test_defer_in_bursts_holds_off_while_a_burst_arrives_unless_a_report_is_due(
     assert evaluate(policy, facts(50, arrivals={"s.t": calm}), T0).fire  # the burst is over
     assert evaluate(Policy(delta_rows=10), facts(50, arrivals={"s.t": burst}), T0).fire  # not asked to
     reported = Policy(delta_rows=10, before_reports=("daily",), defer_in_bursts=True)
-    due = Announcement("daily", T0, T0 + timedelta(minutes=1))
+    due = Announcement("daily", T0, T0 + timedelta(minutes=1), LATER)
     assert evaluate(
         reported, facts(50, arrivals={"s.t": burst}, announcements=(due,)), T0 + timedelta(minutes=2)
     ).fire
@@ -169,7 +181,7 @@ def test_forecast_reports_maintain_ahead_of_the_predicted_run_by_the_estimated_t
     unknown = evaluate(policy, facts(7, report_forecasts={"daily": None}), due)
     assert not unknown.fire and "no forecast yet" in unknown.reason
     # An announcement still decides when there is one.
-    announced = Announcement("daily", due, T0 + timedelta(minutes=1))
+    announced = Announcement("daily", due, T0 + timedelta(minutes=1), LATER)
     assert evaluate(policy, facts(7, announcements=(announced,), maintenance_seconds=120), due).fire
 
 

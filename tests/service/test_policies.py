@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from sketch_core.datasets import synthetic_table
-from sketch_core.errors import PolicyError, SketchNotFoundError
+from sketch_core.errors import ConfigurationError, PolicyError, SketchNotFoundError
 from sketch_core.metastore import schema
 from sketch_core.policy import DEFAULT_POLICY, Policy
 from sketch_core.service import SketchService
@@ -70,6 +70,31 @@ def test_before_report_fires_once_per_announcement(
     # The announcement was answered by the version it caused: it does not fire again.
     (check,) = svc.check_policies([name])
     assert not check.fire and "not announced" in check.decision.reason
+
+
+def test_a_report_that_ran_stops_its_announcement_firing_and_one_that_never_ran_expires(
+    spark_svc: SketchService, sketch: tuple[str, str, str]
+) -> None:
+    """The refresh found the sketch up to date (no version published after the announcement):
+    once the report has run, a later small load must not fire for it; without the report
+    finishing, the announcement ends with its window."""
+    svc = spark_svc
+    table, name, _ = sketch
+    svc.set_policy(name, Policy(delta_rows=10_000, before_reports=("weekly",)))
+    svc.maintain(name)  # up to date before the refresh
+    svc.announce_report("weekly", window_seconds=600)
+    assert [r.strategy for r in svc.maintain(name)] == ["none"]  # the refresh: nothing to do
+    assert svc.report_finished("weekly") == 1
+    svc.tables.append(table, synthetic_table(20, 40, seed=15, key_start=60_000))
+    (check,) = svc.check_policies([name])
+    assert not check.fire and "'weekly' not announced" in check.decision.reason
+    # Announced again, never run: fires within the window, not after it.
+    due = svc.announce_report("weekly", window_seconds=600)
+    assert svc.check_policies([name], now=due + timedelta(seconds=599))[0].fire
+    late = svc.check_policies([name], now=due + timedelta(seconds=601))[0]
+    assert not late.fire and "'weekly' not announced" in late.decision.reason
+    with pytest.raises(ConfigurationError, match="window_seconds"):
+        svc.announce_report("weekly", window_seconds=0)
 
 
 def test_decisions_are_logged_without_growing_on_every_poll(
