@@ -191,6 +191,9 @@ class Settings:
     # side (sketch_core.validation.suite.Domain.allowed).
     validate_deltas: bool = True
     validation_slack: float = 10.0
+    # A capture or maintenance run of a sketch that another run of it holds waits this long for
+    # it (then finds the work done, or does it), and fails with SketchBusyError after.
+    work_wait_seconds: int = 3600
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -236,6 +239,7 @@ class Settings:
             ),
             validate_deltas=_choice_env("SKETCH_VALIDATE_DELTAS", "on", ("on", "off")) == "on",
             validation_slack=_float_env("SKETCH_VALIDATION_SLACK", 10.0),
+            work_wait_seconds=_int_env("SKETCH_WORK_WAIT_SECONDS", 3600, minimum=0),
         )
 
     def with_metastore(self, url: str) -> Settings:

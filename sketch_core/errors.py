@@ -302,6 +302,20 @@ class SketchExistsError(SketchError):
         )
 
 
+class SketchBusyError(SketchError):
+    """Another run (a capture, a maintenance run) of the sketch held it for longer than this
+    one would wait; transient: a retry after it finished finds the work done or does it."""
+
+    transient = True
+
+    def __init__(self, name: str, what: str, holder: str, waited_seconds: float) -> None:
+        self.name = name
+        super().__init__(
+            f"{what} of {name} waited {waited_seconds:.0f} s for another run of it: {holder}",
+            hint="retry once that run has finished, or raise settings.work_wait_seconds",
+        )
+
+
 class StateMissingError(SketchError):
     """A sketch version's operator state cannot be read (removed, or from another release)."""
 

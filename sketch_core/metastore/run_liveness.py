@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from sqlalchemy import Connection, Engine, Executable, text
 
@@ -40,6 +41,19 @@ SETTLE = text(
     RETURNING run_id
     """
 )
+
+
+def release_session_lock(conn: Connection, unlock: Executable, values: dict[str, Any], what: str) -> None:
+    """Release a session-level lock held on ``conn`` (its own connection), and close it; a
+    release that fails ends the session instead, which releases the lock too."""
+    try:
+        conn.execute(unlock, values)
+        conn.commit()
+    except Exception as exc:
+        log.warning("could not release the lock of %s: %s", what, exc)
+        conn.invalidate()
+    finally:
+        conn.close()
 
 
 def _key(run_id: int) -> dict[str, int]:
@@ -74,16 +88,10 @@ class RunLocks:
     def release(self, run_id: int) -> None:
         with self._lock:
             conn = self._held.pop(run_id, None)
-        if conn is None:
-            return
-        try:
-            conn.execute(text("SELECT pg_advisory_unlock(:lock_class, :run)"), _key(run_id))
-            conn.commit()
-        except Exception as exc:  # the session goes instead, and the lock with it
-            log.warning("could not release the lock of run %d: %s", run_id, exc)
-            conn.invalidate()
-        finally:
-            conn.close()
+        if conn is not None:
+            release_session_lock(
+                conn, text("SELECT pg_advisory_unlock(:lock_class, :run)"), _key(run_id), f"run {run_id}"
+            )
 
     @staticmethod
     def settle(conn: Connection, sketch_id: int) -> list[int]:

@@ -8,6 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -15,12 +16,13 @@ from pyroaring import BitMap
 
 from sketch_core import faults
 from sketch_core.algebra.frontend import encode_params, template_key
+from sketch_core.choice.query import AttributeEstimates
 from sketch_core.config import Settings
 from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
 from sketch_core.maintenance import MaintainedSketch, store_state
 from sketch_core.metastore.sketches import SketchDefinition
-from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
-from sketch_core.rewrites.capture import instrument_capture
+from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError, RangePartition
+from sketch_core.rewrites.capture import CapturePlan, instrument_capture
 from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
 from sketch_core.service.attributes import AttributeChoosing
 from sketch_core.service.core import LOCAL_STATE_ROWS, sketch_identity
@@ -74,6 +76,18 @@ def _default_name(template: str, params: Mapping[str, Any], partition_ids: Mappi
     return f"sketch_{digest[:16]}"
 
 
+@dataclass(frozen=True)
+class _CaptureRun:
+    """How a capture is recorded among the sketch's runs: a capture, or a maintenance run's
+    recapture (from a version, over a delta); timed from ``started``."""
+
+    strategy: str
+    from_version: int | None
+    with_state: bool
+    delta_rows: int
+    started: float
+
+
 class Capturing(AttributeChoosing):
     """Capturing sketches."""
 
@@ -113,13 +127,19 @@ class Capturing(AttributeChoosing):
         for table in fragments if isinstance(fragments, Mapping) else ["every table"]:
             _fragment_count(fragments, table, self.settings)  # out of range: refused before any work
         snapshot = checked_snapshot(snapshot)
-        if name is not None:
-            check_sketch_name(name)
+        if name is None:  # named once its partitions are chosen, and held from then on
+            return self._capture(
+                sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
+            )
+        check_sketch_name(name)
+        # Held before the latest commit is read: a capture that waited for a concurrent run
+        # of the sketch captures the commit that is latest once it goes on (or finds it done).
+        with self.coordinated(name, "a capture"):
             if attributes is None:
                 attributes, fragments = self._kept_partitions(name, sql, params, fragments)
-        return self._capture(
-            sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
-        )
+            return self._capture(
+                sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
+            )
 
     def _kept_partitions(
         self,
@@ -181,6 +201,51 @@ class Capturing(AttributeChoosing):
         template = template_key(sql)
         name = name or _default_name(template, encoded, partition_ids)
         definition = SketchDefinition(name, sql, encoded, template, partition_ids)
+        run = _CaptureRun(strategy, from_version, with_state, delta_rows, started)
+        with self.coordinated(name, "a capture"):
+            done = self._published_at(definition, sequence)
+            if done is not None:
+                return done
+            return self._publish_capture(definition, pins, sequence, capture, partitions, estimates, run)
+
+    def _published_at(self, definition: SketchDefinition, sequence: int) -> SketchVersion | None:
+        """The sketch's version at ``sequence`` when it exists for this very definition (another
+        run published it, maybe while this one waited): capturing it again would only redo
+        that work, since a sequence gets one version."""
+        try:
+            existing = self.sketches.definition(definition.name)
+            record = self.sketches.version(definition.name, sequence=sequence)
+        except SketchNotFoundError:
+            return None
+        same = (existing.query_sql, existing.params, dict(existing.partition_ids)) == (
+            definition.query_sql,
+            definition.params,
+            dict(definition.partition_ids),
+        )
+        if record is None or not same:
+            return None
+        log.info(
+            "%s: version %d at sequence %d was published by another run: no capture needed",
+            definition.name,
+            record.version,
+            sequence,
+        )
+        return self._sketch_version(record)
+
+    def _publish_capture(
+        self,
+        definition: SketchDefinition,
+        pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
+        capture: CapturePlan,
+        partitions: Mapping[str, tuple[int, RangePartition]],
+        estimates: AttributeEstimates | None,
+        run: _CaptureRun,
+    ) -> SketchVersion:
+        """Run the capture on Spark (or take it from the operator state) and publish it."""
+        name, sql, encoded = definition.name, definition.query_sql, definition.params
+        partition_ids = dict(definition.partition_ids)
+        chosen = {table: partition.attribute for table, (_, partition) in partitions.items()}
         with spark_job(f"the capture of {name} at sequence {sequence}"):
             faults.reached("spark-job", spark=self.spark)
             maintained = self._state_capture(definition, pins, sequence)
@@ -189,10 +254,12 @@ class Capturing(AttributeChoosing):
                 found = {table: sketch.get(table, set()) for table in partition_ids}
             else:
                 found = run_capture(self.spark, capture, self._sources(pins, partitions))
-        self.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
-        run_id = self.sketches.start_run(name, strategy, from_version)
+        self.sketches.ensure_sketch(
+            name, sql, encoded, template_key=definition.template_key, partition_ids=partition_ids
+        )
+        run_id = self.sketches.start_run(name, run.strategy, run.from_version)
         try:
-            keeps = (with_state or maintained is not None) and self.budget.keeps_state(name)
+            keeps = (run.with_state or maintained is not None) and self.budget.keeps_state(name)
             if maintained is None and keeps:
                 maintained = self._initial_state(name, sequence)
             elif not keeps:
@@ -212,17 +279,17 @@ class Capturing(AttributeChoosing):
                 self._keep_engine(identity, name, record.version, maintained)
             if estimates is not None:
                 self._record_choice(name, estimates, chosen, found, partitions)
-            seconds = time.perf_counter() - started
+            seconds = time.perf_counter() - run.started
             self.sketches.finish_run(
                 run_id,
                 status="succeeded",
                 to_version=record.version,
-                delta_rows=delta_rows,
+                delta_rows=run.delta_rows,
                 seconds=seconds,
                 table_rows=sum(pin.record_count for pin in pins.values()),
             )
         except BaseException as exc:  # the row says how it ended (a kill is settled by readers)
-            self._fail_run(run_id, exc, time.perf_counter() - started, delta_rows)
+            self._fail_run(run_id, exc, time.perf_counter() - run.started, run.delta_rows)
             raise
         log.info("captured %s version %d at sequence %d in %.2fs", name, record.version, sequence, seconds)
         return self._sketch_version(record)

@@ -4,6 +4,7 @@ kept in memory between maintenance runs, and reading sketch versions and status.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections import OrderedDict
@@ -38,6 +39,7 @@ from sketch_core.metastore.samples import SampleRepository
 from sketch_core.metastore.sketches import PartitionRecord, SketchDefinition, SketchRepository, VersionRecord
 from sketch_core.metastore.state_modes import StateModeRepository
 from sketch_core.metastore.validations import ValidationRepository
+from sketch_core.metastore.work_locks import WorkLocks
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.local import local_range_partition, partitions_locally
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN
@@ -104,6 +106,7 @@ class ServiceCore:
         self.commit_log = CommitLog(engine)
         self.tables = TableService(catalog, self.commit_log, settings)
         self.sketches = SketchRepository(engine)
+        self.work_locks = WorkLocks(engine)
         self.policies = PolicyRepository(engine)
         self.costs = CostRecords(engine)
         self.state_store = StateStore(settings.warehouse / "_sketch_state")
@@ -207,6 +210,17 @@ class ServiceCore:
 
     def latest_sequence(self) -> int:
         return self.commit_log.latest_sequence()
+
+    def coordinated(
+        self, name: str, what: str, wait_seconds: float | None = None
+    ) -> contextlib.AbstractContextManager[bool]:
+        """Hold sketch ``name`` for ``what`` (a capture, a maintenance run) while it plans,
+        runs and publishes: a concurrent run of the same sketch, from any process, waits (up to
+        ``wait_seconds``, default ``settings.work_wait_seconds``) and then finds the work done.
+        Yields whether this run waited. See :mod:`sketch_core.metastore.work_locks`."""
+        wait = self.settings.work_wait_seconds if wait_seconds is None else wait_seconds
+        # str(): a name of another type is refused, with its hint, where it is looked up.
+        return self.work_locks.holding(str(name), what, float(wait))
 
     def _sequence(self, snapshot: int | None) -> int:
         latest = self.latest_sequence()

@@ -211,10 +211,19 @@ class Maintaining(Capturing, Lifecycle, Validating):
         target: int | None = None,
         context: str = "maintain",
         plan: MaintenancePlan | None = None,
+        wait_seconds: float | None = None,
     ) -> MaintenanceRun:
         """One sketch maintained to ``target``; ``plan``: already made for it (used while the
-        sketch's newest version is still the one it was made from)."""
-        run = self._run_maintenance(name, strategy, target, context, plan)
+        sketch's newest version is still the one it was made from); ``wait_seconds``: for
+        another run of the sketch to finish (default ``settings.work_wait_seconds``)."""
+        with self.coordinated(name, "a maintenance run", wait_seconds) as waited:
+            run = self._run_maintenance(name, strategy, target, context, plan)
+        if waited and run.strategy == "none":
+            log.info(
+                "%s: another run brought it to version %d while this one waited: nothing to do",
+                name,
+                run.to_version,
+            )
         if run.published:
             self.advisor.observed(run.strategy, name)
         return run

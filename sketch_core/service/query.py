@@ -24,6 +24,7 @@ from sketch_core.costs.use import ScanFootprint, untimed_use_choice
 from sketch_core.errors import (
     DeltaQuarantinedError,
     NoSafeAttributeError,
+    SketchBusyError,
     SketchNotFoundError,
     UnsupportedQueryError,
 )
@@ -223,8 +224,11 @@ class Querying(Maintaining):
                 return None
             strategy = plan.strategy
         try:
-            run = self._maintain_one(name, strategy, target=sequence, context="query", plan=plan)
-        except DeltaQuarantinedError as exc:  # blocked at its last good version: run without it
+            # A query does not wait for another run of the sketch: it reads without it.
+            run = self._maintain_one(
+                name, strategy, target=sequence, context="query", plan=plan, wait_seconds=0
+            )
+        except (DeltaQuarantinedError, SketchBusyError) as exc:  # run without it
             log.warning("%s", exc)
             return None
         aside.add(run)

@@ -7,8 +7,9 @@ snapshot (docs/reliability.md lists these cases)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -44,6 +45,22 @@ def version_matches_capture(svc: SketchService, name: str, sql: str, version: in
     return stored == fresh_fragments(svc, sql, name, record.sequence)
 
 
+class _LostLocks:
+    """The runs' work locks as if each holder's lock session had been cut (PostgreSQL then
+    releases the lock while the run goes on): runs of one sketch no longer exclude each other,
+    and publishing alone must keep one version per snapshot."""
+
+    @contextlib.contextmanager
+    def holding(self, name: str, what: str, wait_seconds: float) -> Iterator[bool]:
+        yield False
+
+
+def uncoordinated(svc: SketchService, **settings: Any) -> SketchService:
+    other = sibling(svc, **settings)
+    other.work_locks = _LostLocks()  # type: ignore[assignment]
+    return other
+
+
 def same_as_plain(svc: SketchService, result: QueryResult, sql: str) -> bool:
     plain = svc.query(sql, snapshot=result.sequence, use_sketches=False)
     return bag(result.table) == bag(plain.table)
@@ -58,11 +75,12 @@ def test_two_maintainers_that_both_computed_publish_one_version(
     loaded: tuple[SketchService, str, str, str],
 ) -> None:
     """M1 and M2 both write their state, then both publish: one version; the later publisher
-    gets the earlier's."""
+    gets the earlier's. (Started together, the work lock makes M2 wait and do nothing:
+    tests/service/test_coordination.py; here the locks are lost, as after a cut connection.)"""
     svc, _, name, sql = loaded
     both_computed = threading.Barrier(2, timeout=120)
     with faults.hook("state-written", both_computed.wait):
-        maintainers = [sibling(svc) for _ in range(2)]
+        maintainers = [uncoordinated(svc) for _ in range(2)]
         runs = in_threads(*(lambda m=m: m.maintain(name, "incremental") for m in maintainers))
     assert sorted(r.to_version for (r,) in runs) == [2, 2]
     assert svc.sketches.versions(name) == [1, 2]
@@ -105,15 +123,18 @@ def test_maintainers_to_two_snapshots_publish_one_version_each(
     loaded: tuple[SketchService, str, str, str],
 ) -> None:
     """M1 is pinned to T1 by a report at T1 (maintenance on query); M2 goes to T2; both have
-    computed before either publishes: two versions, one per snapshot, each right."""
+    computed before either publishes: two versions, one per snapshot, each right. (With the
+    work locks, one of them would hold the sketch and the report would read without it;
+    here the locks are lost.)"""
     svc, table, name, sql = loaded
     first = svc.latest_sequence()
     second = load(svc, table, 2)
     both_computed = threading.Barrier(2, timeout=120)
-    on_query = sibling(svc, maintain_on_query="incremental")
+    on_query = uncoordinated(svc, maintain_on_query="incremental")
     with faults.hook("state-written", both_computed.wait):
         report, _ = in_threads(
-            lambda: on_query.query(sql, snapshot=first), lambda: sibling(svc).maintain(name, "incremental")
+            lambda: on_query.query(sql, snapshot=first),
+            lambda: uncoordinated(svc).maintain(name, "incremental"),
         )
     by_sequence = {svc.sketches.version(name, version=v).sequence: v for v in svc.sketches.versions(name)}  # type: ignore[union-attr]
     assert sorted(by_sequence) == sorted({svc.sketches.version(name, version=1).sequence, first, second})  # type: ignore[union-attr]

@@ -47,13 +47,16 @@ def submit_job(settings: Settings, spark_conn_id: str, args: Sequence[str], name
     hook.submit(str(JOB_SCRIPT))
 
 
-def _published_after(svc: SketchService, name: str, before: int | None, what: str) -> SketchVersion:
-    """The version a job published: the sketch's newest, which must be newer than ``before``."""
+def _published_after(
+    svc: SketchService, name: str, before: int | None, target: int, what: str
+) -> SketchVersion:
+    """The version a job published: the sketch's newest, which must be newer than ``before``
+    or valid at ``target`` (the job found it published by a concurrent run of the sketch)."""
     try:
         version = svc.sketch(name)
     except SketchNotFoundError:
         version = None
-    if version is None or (before is not None and version.version <= before):
+    if version is None or (before is not None and version.version <= before and version.sequence < target):
         raise InfrastructureError(f"the {what} job for {name} published no new version")
     return version
 
@@ -83,8 +86,9 @@ def submit_capture(
     except SketchNotFoundError:  # a first capture
         record = None
     before = record.version if record is not None else None
+    target = svc.latest_sequence()
     submit_job(svc.settings, spark_conn_id, args, name)
-    return _published_after(svc, name, before, "capture")
+    return _published_after(svc, name, before, target, "capture")
 
 
 def maintain_submitting(
@@ -113,7 +117,7 @@ def maintain_submitting(
             log.warning("%s", blocked)
             continue
         submit_job(svc.settings, spark_conn_id, ["maintain", "--name", name, "--strategy", strategy], name)
-        version = _published_after(svc, name, plan.from_version, "maintenance")
+        version = _published_after(svc, name, plan.from_version, plan.target, "maintenance")
         runs.append(_submitted_run(svc, plan, version.version))
     return runs
 

@@ -1,0 +1,116 @@
+"""One sketch's captures, recaptures and maintenance runs, one at a time, decided before the
+Spark work.
+
+Two runs of one sketch can start together from anywhere: two Airflow tasks, two DAGs, the
+sketches page, a CLI beside a scheduler. Publishing is keyed by the commit sequence, so they
+never publish twice, but without coordination both do the Spark work and the second throws
+its result away. So a run holds a PostgreSQL advisory lock keyed by the sketch's name while it
+plans, computes and publishes; a second run waits for it, and then finds the work done (the
+sketch is at the commit it was to reach) and does none, saying why.
+
+The lock is session-level, on a connection of its own: PostgreSQL releases it when the
+holder's session ends, however its process ended, so a killed run never blocks the sketch. It
+is re-entrant in this process (a maintenance run that falls back to a recapture takes it once).
+Keys use the two-key form with a class of their own, apart from the run-liveness locks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+from sqlalchemy import Connection, Engine, text
+
+from sketch_core.errors import SketchBusyError
+from sketch_core.metastore.run_liveness import release_session_lock
+
+log = logging.getLogger(__name__)
+
+WORK_LOCK_CLASS = 0x5357  # "SW"
+_TRY = text("SELECT pg_try_advisory_lock(:lock_class, hashtext(:name))")
+_UNLOCK = text("SELECT pg_advisory_unlock(:lock_class, hashtext(:name))")
+# What the holder is doing, for the message of a run that waits (its "running" row, if any).
+_HOLDER = text(
+    """
+    SELECT r.strategy, r.started_at FROM sketch.maintenance_runs r
+      JOIN sketch.sketches s ON s.sketch_id = r.sketch_id
+     WHERE s.name = :name AND r.status = 'running'
+     ORDER BY r.run_id DESC LIMIT 1
+    """
+)
+
+
+class WorkLocks:
+    """The per-sketch work locks of one service."""
+
+    def __init__(self, engine: Engine, poll_seconds: float = 0.5) -> None:
+        self.engine = engine
+        self.poll_seconds = poll_seconds
+        self._held: dict[str, tuple[Connection, int, int]] = {}  # name: (conn, thread, depth)
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def holding(self, name: str, what: str, wait_seconds: float) -> Iterator[bool]:
+        """Hold the lock of sketch ``name`` for ``what`` (a capture, a maintenance run); yields
+        whether this run had to wait for another one first. Raises :class:`SketchBusyError`
+        after ``wait_seconds`` of waiting."""
+        me = threading.get_ident()
+        with self._lock:
+            held = self._held.get(name)
+            if held is not None and held[1] == me:
+                self._held[name] = (held[0], me, held[2] + 1)
+                reentered = True
+            else:
+                reentered = False
+        if reentered:
+            try:
+                yield False
+            finally:
+                with self._lock:
+                    conn, owner, depth = self._held[name]
+                    self._held[name] = (conn, owner, depth - 1)
+            return
+        conn, waited = self._acquire(name, what, wait_seconds)
+        with self._lock:
+            self._held[name] = (conn, me, 1)
+        try:
+            yield waited
+        finally:
+            with self._lock:
+                del self._held[name]
+            values = {"lock_class": WORK_LOCK_CLASS, "name": name}
+            release_session_lock(conn, _UNLOCK, values, f"the work on {name}")
+
+    def _acquire(self, name: str, what: str, wait_seconds: float) -> tuple[Connection, bool]:
+        values = {"lock_class": WORK_LOCK_CLASS, "name": name}
+        conn = self.engine.connect()
+        try:
+            started = time.monotonic()
+            waited = False
+            while not conn.execute(_TRY, values).scalar_one():
+                conn.commit()  # the session lock does not need the transaction; no idle one kept
+                if not waited:
+                    waited = True
+                    log.info("%s of %s waits: %s", what, name, self._holder(conn, name))
+                if time.monotonic() - started > wait_seconds:
+                    raise SketchBusyError(name, what, self._holder(conn, name), wait_seconds)
+                time.sleep(self.poll_seconds)
+            conn.commit()  # the session-level lock outlives the transaction
+        except BaseException:
+            conn.invalidate()  # never back to the pool holding a lock
+            conn.close()
+            raise
+        if waited:
+            log.info("%s of %s goes on after %.1f s", what, name, time.monotonic() - started)
+        return conn, waited
+
+    @staticmethod
+    def _holder(conn: Connection, name: str) -> str:
+        row = conn.execute(_HOLDER, {"name": name}).first()
+        conn.commit()
+        if row is None:
+            return "another run of it is under way"
+        return f"a {row.strategy} run of it started at {row.started_at:%Y-%m-%d %H:%M:%S} is under way"
