@@ -27,6 +27,9 @@ with DAG(
         task_id="report",
         sql=REPORT_SQL,
         parameters=REPORT_PARAMETERS,
-        output_path="{{ params.output_dir }}/" + DEMO_REPORT + "_{{ ds_nodash }}.parquet",
+        report=DEMO_REPORT,  # its announcement ends once it has run
+        # run_after: every run has one (a manual run, from the CLI, the API or the UI, has no
+        # logical date, so no ds).
+        output_path="{{ params.output_dir }}/" + DEMO_REPORT + "_{{ dag_run.run_after | ts_nodash }}.parquet",
     )
     refresh >> report

@@ -19,6 +19,7 @@ from sketch_airflow.hooks.sketch import SketchMetastoreHook
 from sketch_airflow.hooks.submit import maintain_submitting, submit_capture
 from sketch_airflow.operators.sketch import failing_without_retry_on_bad_input
 
+from sketch_core.errors import ConfigurationError
 from sketch_core.service import SketchService, SketchVersion
 
 
@@ -58,6 +59,9 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     schedule=None,
     catchup=False,
+    # Runs only when triggered (by the sketches page's buttons, the CLI or the API): paused,
+    # as Airflow makes new DAGs, the buttons' runs would wait for ever.
+    is_paused_upon_creation=False,
     tags=["sketch", "example"],
     params={
         "action": Param("maintain", enum=["capture", "maintain", "drop"]),
@@ -83,7 +87,10 @@ with DAG(
                     emit_version(context, [SKETCH_VERSIONS], version.name, version.version, version.sequence)
                     return {"action": action, "name": version.name, "version": version.version}
                 if name is None:
-                    raise ValueError(f"{action} needs a sketch name")
+                    raise ConfigurationError(
+                        f"{action} needs a sketch name",
+                        hint=f'trigger with conf {{"name": "...", "action": "{action}"}}',
+                    )
                 if action == "drop":
                     svc.drop_sketch(name)
                     return {"action": action, "name": name}

@@ -43,6 +43,27 @@ def test_the_page_needs_an_airflow_user(client: TestClient) -> None:
     assert forged.status_code in (401, 403)
 
 
+def test_a_logged_out_browser_is_sent_to_the_login_page_and_back(client: TestClient) -> None:
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    page = client.get("/sketches/", headers=browser, follow_redirects=False)
+    assert page.status_code == 303, page.text
+    login = page.headers["location"]
+    assert login.startswith("/auth/login") and "next=" in login and "%2Fsketches%2F" in login
+    # The JSON API answers a browser's fetch without a session with the status, as before.
+    assert client.get("/sketches/api/sketches", headers=browser, follow_redirects=False).status_code == 401
+
+
+def test_the_page_says_when_the_admin_dag_cannot_run_its_buttons() -> None:
+    paused = render_page([], [], "admin", "paused")
+    assert (
+        'id="admin-paused"' in paused and 'id="unpause"' in paused and 'href="/dags/sketch_admin"' in paused
+    )
+    missing = render_page([], [], "admin", "missing")
+    assert 'id="admin-missing"' in missing and "dags/sketch_admin.py" in missing
+    active = render_page([], [], "admin", "active")
+    assert "notice" not in active.split("<style>")[1].split("</style>")[1]
+
+
 def test_the_page_lists_sketches_with_their_figures(
     client: TestClient, spark_svc: SketchService, ns: str
 ) -> None:

@@ -130,11 +130,35 @@ def test_page_in_chromium_lists_sketches_and_triggers_the_admin_dag(
             assert row.locator("td.pending").inner_text() == "25"
             assert f"{status.tables[0].fragments}/40" in row.inner_text()
             page.screenshot(path=str(ARTIFACTS / "sketches_page.png"), full_page=True)
+            # sketch_admin is not paused on creation; paused by someone, the page says so and
+            # its button unpauses it.
+            assert page.locator("#admin-paused").count() == 0
+            token = login.json()["access_token"]
+            paused = httpx.patch(
+                f"{airflow_server}/api/v2/dags/sketch_admin",
+                json={"is_paused": True},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert paused.status_code == 200, paused.text
+            page.reload()
+            assert "which is paused" in page.locator("#admin-paused").inner_text()
+            with page.expect_navigation(timeout=30_000):  # unpaused, the page reloads
+                page.locator("button#unpause").click()
+            assert page.locator("#admin-paused").count() == 0
+            dag = httpx.get(
+                f"{airflow_server}/api/v2/dags/sketch_admin", headers={"Authorization": f"Bearer {token}"}
+            )
+            assert dag.json()["is_paused"] is False
+            row = page.locator(f'tr[data-sketch="{name}"]')
             row.locator('button[data-action="maintain"][data-strategy="auto"]').click()
             message = page.locator("#message[data-status]")
             message.wait_for(timeout=30_000)
             assert message.get_attribute("data-status") == "ok", message.inner_text()
             run_id = message.inner_text().split()[1]
+            # Signed out, the browser is sent to the login page, to come back afterwards.
+            anonymous = browser.new_context().new_page()
+            anonymous.goto(f"{airflow_server}/sketches/")
+            assert "/auth/login" in anonymous.url and "next=" in anonymous.url, anonymous.url
         finally:
             browser.close()
     runs = DagRun.find(dag_id="sketch_admin", run_id=run_id)

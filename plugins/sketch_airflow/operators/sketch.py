@@ -26,6 +26,7 @@ from sketch_core.errors import ConfigurationError, SketchError
 from sketch_core.policy import Policy
 from sketch_core.service import MaintenanceRun, SketchService
 from sketch_core.service.maintenance import check_strategy
+from sketch_core.service.scheduling import REPORT_WINDOW_SECONDS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -235,7 +236,9 @@ class RefreshSketchesOperator(_SketchOperator):
 
     The sketches are those captured for the report's query template (``sql``), those named,
     and those whose policy names ``report`` (which is announced first, so policy checks see it
-    too). Each is maintained with ``strategy``: ``auto`` (the default) maintains incrementally
+    too; the announcement lasts until the report operator given the same ``report`` has run, or
+    ``report_window_seconds`` if it never does). Each is maintained with ``strategy``: ``auto``
+    (the default) maintains incrementally
     or recaptures, whichever the cost model expects cheaper (recapture where incremental
     maintenance does not apply); ``cost`` may also leave a sketch stale ("skip", recorded with
     the model's figures) where the report and the queries expected before the next load are
@@ -253,6 +256,7 @@ class RefreshSketchesOperator(_SketchOperator):
         report: str | None = None,
         names: Sequence[str] | None = None,
         strategy: str = "auto",
+        report_window_seconds: float = REPORT_WINDOW_SECONDS,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("outlets", [SKETCH_VERSIONS])
@@ -268,6 +272,7 @@ class RefreshSketchesOperator(_SketchOperator):
         self.report = report
         self.names = names
         self.strategy = strategy
+        self.report_window_seconds = report_window_seconds
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         with failing_without_retry_on_bad_input():
@@ -275,7 +280,7 @@ class RefreshSketchesOperator(_SketchOperator):
                 check_supported(self.sql)
             svc = self._service()
             if self.report:
-                svc.announce_report(self.report)
+                svc.announce_report(self.report, window_seconds=self.report_window_seconds)
             names = set(self.names or ()) | set(svc.report_sketches(self.sql, self.report))
             runs = maintain_submitting(
                 svc, self._get_hook().spark_submit_conn_id(), sorted(names), self.strategy
@@ -297,12 +302,14 @@ class SketchedQueryOperator(_SketchOperator):
     :param snapshot: a commit sequence number to read at (default: the latest).
     :param use_sketches: False runs the plain query (for comparisons); ``"always"`` applies a
         valid sketch even where the query is expected to run faster without it.
+    :param report: the report's name as the refresh before it announced it (templated): once
+        the report has run, its announcement ends and the policies naming it stop firing.
 
     The return value (pushed to XCom) holds the statistics: rows, files read of total, the
     sketch version used, the commit sequence read, and the seconds taken.
     """
 
-    template_fields: Sequence[str] = ("sql", "parameters", "output_path", "output_table")
+    template_fields: Sequence[str] = ("sql", "parameters", "output_path", "output_table", "report")
     template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql", "parameters": "json"}
 
@@ -316,6 +323,7 @@ class SketchedQueryOperator(_SketchOperator):
         output_table: str | None = None,
         snapshot: int | None = None,
         use_sketches: bool | str = True,
+        report: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -333,6 +341,7 @@ class SketchedQueryOperator(_SketchOperator):
         self.output_table = output_table
         self.snapshot = snapshot
         self.use_sketches = use_sketches
+        self.report = report
 
     def execute(self, context: Context) -> dict[str, Any]:
         with failing_without_retry_on_bad_input():
@@ -349,6 +358,8 @@ class SketchedQueryOperator(_SketchOperator):
                     svc.tables.overwrite(self.output_table, result.table)
                 else:
                     svc.tables.create(self.output_table, result.table)
+            if self.report:
+                svc.report_finished(self.report)
         stats = {
             "rows": result.table.num_rows,
             "files_read": result.files_read,
