@@ -10,7 +10,7 @@ spark-submitted).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pendulum
 from airflow.sdk import DAG, Param, task
@@ -20,7 +20,9 @@ from sketch_airflow.hooks.submit import maintain_submitting, submit_capture
 from sketch_airflow.operators.sketch import failing_without_retry_on_bad_input
 
 from sketch_core.errors import ConfigurationError
-from sketch_core.service import SketchService, SketchVersion
+
+if TYPE_CHECKING:  # the service loads Spark: imported when a task runs, not when parsed
+    from sketch_core.service import SketchService, SketchVersion
 
 
 def capture(

@@ -6,11 +6,10 @@ append and delete rows of ``demo.facts``; the report ranks groups by the sum of 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sketch_core.datasets import synthetic_table
-from sketch_core.datasets.deltas import DeltaGenerator
-from sketch_core.service import SketchService
+if TYPE_CHECKING:
+    from sketch_core.service import SketchService
 
 DEMO_TABLE = "demo.facts"
 DEMO_SKETCH = "demo_top_groups"
@@ -36,6 +35,9 @@ def load_batch(
 ) -> dict[str, Any]:
     """One load: creates ``table`` (sorted on the group column) the first time, then appends
     ``inserts`` fresh rows and deletes ``deletes`` existing ones, each its own commit."""
+    from sketch_core.datasets import synthetic_table  # when a load runs, not when DAGs are parsed
+    from sketch_core.datasets.deltas import DeltaGenerator
+
     commits = []
     if not svc.tables.exists(table):
         commits.append(svc.tables.create(table, synthetic_table(initial_rows, DEMO_GROUPS, seed=seed), ["a"]))

@@ -40,6 +40,11 @@ _KEYS = (
 _MAX_REPORT_NAME = 200
 
 
+# How long after it is due an announced report may still run: the policies naming it fire until
+# it has run, or until this has passed (a report that failed or was never started).
+REPORT_WINDOW_SECONDS = 3600.0
+
+
 @dataclass(frozen=True)
 class Policy:
     delta_rows: int | None = None

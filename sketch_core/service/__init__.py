@@ -13,22 +13,30 @@ calls on (so every method still sees one ``self``, and the public API is this on
 - :mod:`.scheduling`: maintenance policies, reports and the state budget;
 - :mod:`.query`: running queries with the best valid sketch (or without one);
 - :mod:`.results`: the values these return.
+
+The names are imported on first use (PEP 562): the job modules load Spark and z3, which an
+Airflow DAG that only names the provider's operators must not pay for when it is parsed.
 """
 
 from __future__ import annotations
 
-from sketch_core.service.capture import check_sketch_name
-from sketch_core.service.maintenance import MAINTENANCE_STRATEGIES
-from sketch_core.service.query import PLAIN_MARGIN, Querying
-from sketch_core.service.results import (
-    GarbageReport,
-    MaintenancePlan,
-    MaintenanceRun,
-    PolicyCheck,
-    QueryResult,
-    SketchVersion,
-)
-from sketch_core.service.scheduling import Scheduling
+from typing import TYPE_CHECKING
+
+from sketch_core.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from sketch_core.service.arguments import MAINTENANCE_STRATEGIES
+    from sketch_core.service.capture import check_sketch_name
+    from sketch_core.service.facade import SketchService
+    from sketch_core.service.query import PLAIN_MARGIN
+    from sketch_core.service.results import (
+        GarbageReport,
+        MaintenancePlan,
+        MaintenanceRun,
+        PolicyCheck,
+        QueryResult,
+        SketchVersion,
+    )
 
 __all__ = [
     "MAINTENANCE_STRATEGIES",
@@ -43,7 +51,18 @@ __all__ = [
     "check_sketch_name",
 ]
 
+_HOMES = {
+    "MAINTENANCE_STRATEGIES": "sketch_core.service.arguments",
+    "PLAIN_MARGIN": "sketch_core.service.query",
+    "GarbageReport": "sketch_core.service.results",
+    "MaintenancePlan": "sketch_core.service.results",
+    "MaintenanceRun": "sketch_core.service.results",
+    "PolicyCheck": "sketch_core.service.results",
+    "QueryResult": "sketch_core.service.results",
+    "SketchService": "sketch_core.service.facade",
+    "SketchVersion": "sketch_core.service.results",
+    "check_sketch_name": "sketch_core.service.capture",
+}
 
-class SketchService(Querying, Scheduling):
-    """Tables, sketches (capture, use, maintenance, policies) and queries over one metastore
-    and warehouse. Open one with :meth:`from_env` or :meth:`from_settings`."""
+
+__getattr__ = lazy_attributes(__name__, _HOMES)

@@ -60,3 +60,17 @@ def checked_sketch_use(use_sketches: object, default: str) -> str | None:
         hint="True applies a sketch when it is expected to pay (settings.sketch_use), "
         "'always' whenever one is valid, False never",
     )
+
+
+# "cost": as "auto", but the sketch is left stale ("skip") when the cost model expects the
+# queries before the next load to cost less without it than maintaining it and using it.
+MAINTENANCE_STRATEGIES = ("auto", "cost", "incremental", "full")
+
+
+def check_strategy(strategy: str) -> None:
+    """A maintenance strategy's name, or ConfigurationError naming the ones there are."""
+    if strategy not in MAINTENANCE_STRATEGIES:
+        raise ConfigurationError(
+            f"unknown maintenance strategy {strategy!r}",
+            hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
+        )

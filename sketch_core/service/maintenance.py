@@ -17,7 +17,6 @@ from sketch_core.algebra.frontend import decode_params
 from sketch_core.costs.choose import Choice, Situation, choose
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
-    ConfigurationError,
     DeltaQuarantinedError,
     KeptValuesExhaustedError,
     SketchNotFoundError,
@@ -37,6 +36,7 @@ from sketch_core.maintenance import (
     summarizable,
 )
 from sketch_core.metastore.sketches import FinishedRun, SketchDefinition, VersionRecord
+from sketch_core.service.arguments import check_strategy
 from sketch_core.service.capture import Capturing
 from sketch_core.service.core import definition_identity
 from sketch_core.service.lifecycle import Lifecycle
@@ -47,20 +47,6 @@ from sketch_core.spark.views import referenced_tables
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
-
-
-# "cost": as "auto", but the sketch is left stale ("skip") when the cost model expects the
-# queries before the next load to cost less without it than maintaining it and using it.
-MAINTENANCE_STRATEGIES = ("auto", "cost", "incremental", "full")
-
-
-def check_strategy(strategy: str) -> None:
-    """A maintenance strategy's name, or ConfigurationError naming the ones there are."""
-    if strategy not in MAINTENANCE_STRATEGIES:
-        raise ConfigurationError(
-            f"unknown maintenance strategy {strategy!r}",
-            hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
-        )
 
 
 class Maintaining(Capturing, Lifecycle, Validating):

@@ -12,17 +12,13 @@ from typing import Any
 from sketch_core.algebra.frontend import template_key
 from sketch_core.costs.arrivals import forecast_next, predict
 from sketch_core.errors import ConfigurationError, DeltaQuarantinedError, SketchNotFoundError
-from sketch_core.policy import Policy, PolicyFacts, effective_policy, evaluate
+from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy, PolicyFacts, effective_policy, evaluate
 from sketch_core.service.maintenance import Maintaining
 from sketch_core.service.results import MaintenanceRun, PolicyCheck
 from sketch_core.spark.views import referenced_tables
 from sketch_core.state_budget import BudgetRun
 
 log = logging.getLogger(__name__)
-
-# How long after it is due an announced report may still run: the policies naming it fire until
-# it has run, or until this has passed (a report that failed or was never started).
-REPORT_WINDOW_SECONDS = 3600.0
 
 
 def _check_report(report: object) -> None:

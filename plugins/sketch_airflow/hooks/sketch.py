@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from airflow.sdk import BaseHook
@@ -31,7 +31,9 @@ from sqlalchemy import text
 from sketch_core.config import Settings
 from sketch_core.errors import ConfigurationError
 from sketch_core.metastore.engine import connect_metastore
-from sketch_core.service import SketchService
+
+if TYPE_CHECKING:
+    from sketch_core.service import SketchService
 
 CONN_TYPE = "sketch_metastore"
 DEFAULT_CONN_ID = "sketch_default"
@@ -94,6 +96,8 @@ class SketchMetastoreHook(BaseHook):
     def get_conn(self) -> SketchService:
         """The service over this connection's metastore and warehouse (one per hook)."""
         if self._service is None:
+            from sketch_core.service import SketchService  # Spark and z3: when a task runs
+
             self._service = SketchService.from_settings(self.get_settings())
         return self._service
 

@@ -9,15 +9,17 @@ import logging
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from sketch_core.algebra.frontend import encode_params
 from sketch_core.config import Settings
 from sketch_core.errors import ConfigurationError, InfrastructureError, SketchNotFoundError
-from sketch_core.jobs.run import JOB_SCRIPT
-from sketch_core.service import MaintenancePlan, MaintenanceRun, SketchService, SketchVersion
+from sketch_core.service.results import MaintenancePlan, MaintenanceRun, SketchVersion
+
+if TYPE_CHECKING:
+    from sketch_core.service import SketchService
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ def submit_job(settings: Settings, spark_conn_id: str, args: Sequence[str], name
         application_args=list(args),
         spark_binary=str(Path(sys.executable).with_name("spark-submit")),
     )
+    from sketch_core.jobs.run import JOB_SCRIPT  # the service, Spark and z3: when a task runs
+
     hook.submit(str(JOB_SCRIPT))
 
 

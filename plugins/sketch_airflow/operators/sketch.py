@@ -23,13 +23,13 @@ from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
 from sketch_airflow.hooks.submit import maintain_submitting, submit_capture
 from sketch_core.algebra.frontend import check_supported
 from sketch_core.errors import ConfigurationError, SketchError
-from sketch_core.policy import Policy
-from sketch_core.service import MaintenanceRun, SketchService
-from sketch_core.service.maintenance import check_strategy
-from sketch_core.service.scheduling import REPORT_WINDOW_SECONDS
+from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy
+from sketch_core.service.arguments import check_strategy
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from sketch_core.service import MaintenanceRun, SketchService
 
 OUTPUT_FORMATS = ("parquet", "csv", "json")
 
