@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from sketch_core.config import Settings
 from sketch_core.errors import QueryError, SketchError
 from sketch_core.localstack.postgres import PrivatePostgres
 from sketch_core.localstack.stack import resolve
+from sketch_core.metastore.engine import connect_metastore
+from sketch_core.metastore.migrations import migrate
 from sketch_core.metastore.state_modes import describe_state_mode
 from sketch_core.service import SketchService
 
@@ -463,11 +466,21 @@ def tables_commits(name: Annotated[str | None, typer.Argument(help="Only this ta
 
 @server_app.command("start")
 def server_start() -> None:
-    """Start (or reuse) the private PostgreSQL server and print its URL."""
+    """Start (or reuse) the private PostgreSQL server, create and migrate its metastore
+    database, and print the URL to export for Python and the other commands."""
     with _errors():
-        server = PrivatePostgres.default()
-        port, started = server.ensure_running()
-    console.print(f"{'started' if started else 'already running'}: {server.url(port, 'sketch')}")
+        # The private database is paired with the warehouse it describes (see resolve).
+        stack = resolve(dataclasses.replace(Settings.from_env(), metastore_url=None))
+        url = stack.settings.require_metastore_url()
+        engine = connect_metastore(url)
+        try:
+            migrate(engine)
+        finally:
+            engine.dispose()
+    console.print(f"{'started' if stack.started_server else 'already running'}; metastore ready")
+    # Plain lines (no wrapping): they are meant for `eval "$(sketch server start | grep ^export)"`.
+    typer.echo(f"export SKETCH_METASTORE_URL='{url}'")
+    typer.echo(f"export SKETCH_WAREHOUSE='{stack.settings.warehouse}'")
 
 
 @server_app.command("stop")

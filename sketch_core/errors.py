@@ -44,6 +44,20 @@ class MetastoreUnavailableError(InfrastructureError):
         )
 
 
+class MetastoreDatabaseMissingError(ConfigurationError):
+    """The metastore's server answers, but the database the URL names does not exist: no
+    retry creates it."""
+
+    def __init__(self, url: str, database: str) -> None:
+        self.url = url
+        self.database = database
+        super().__init__(
+            f"the metastore database {database!r} does not exist on the server of {url}",
+            hint=f'create it (createdb {database}, or CREATE DATABASE "{database}"); for the private '
+            "server, `sketch server start` creates and migrates it",
+        )
+
+
 class MigrationError(SketchError):
     """The metastore schema cannot be brought to this code's version."""
 

@@ -10,7 +10,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
-from sketch_core.errors import ConfigurationError, MetastoreUnavailableError
+from sketch_core.errors import ConfigurationError, MetastoreDatabaseMissingError, MetastoreUnavailableError
+
+# SQLSTATE of a connection to a database that does not exist.
+_INVALID_CATALOG_NAME = "3D000"
 
 
 def normalize_url(url: str) -> str:
@@ -78,5 +81,11 @@ def connect_metastore(url: str, *, check: bool = True) -> Engine:
         except OperationalError as exc:
             engine.dispose()
             safe = make_url(url).render_as_string(hide_password=True)
+            # libpq reports a refused connection without a SQLSTATE: its message says it.
+            cause = str(exc.orig)
+            if getattr(exc.orig, "sqlstate", None) == _INVALID_CATALOG_NAME or (
+                "database" in cause and "does not exist" in cause
+            ):
+                raise MetastoreDatabaseMissingError(safe, str(make_url(url).database)) from exc
             raise MetastoreUnavailableError(safe, str(exc.orig).strip()) from exc
     return engine
