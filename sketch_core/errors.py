@@ -246,6 +246,10 @@ class QueryError(SketchError):
     """A query cannot be parsed or names tables that do not exist."""
 
 
+class SamplingError(SketchError):
+    """A sample (for the attribute choice's estimates) cannot be drawn or used as asked."""
+
+
 class DatasetError(SketchError):
     """Generating or loading a benchmark data set failed."""
 

@@ -36,7 +36,8 @@ from typing import Literal
 
 import numpy as np
 
-from sketch_core.choice.sampling import SamplingError, StratifiedSample
+from sketch_core.choice.sampling import StratifiedSample
+from sketch_core.errors import SamplingError
 
 AggregateFunction = Literal["count", "sum", "avg", "min", "max"]
 DEFAULT_REPLICATES = 50  # CBS Fig. 4: the error stops improving at about 50 resamples

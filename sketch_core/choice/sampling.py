@@ -26,15 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from sketch_core.errors import SketchError
+from sketch_core.errors import SamplingError
 
 # The column of a stored sample holding each row's position in it (a Spark view over the sample
 # reads it, so that the rows coming back can be matched with their strata and weights).
 SAMPLE_ROW = "__sample_row"
-
-
-class SamplingError(SketchError):
-    """A sample cannot be drawn or used as asked."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from sketch_core.choice.sampling import SamplingError
+from sketch_core.errors import SamplingError
 
 STRATUM_ROWS = "__stratum_rows"
 # Survivors of the cheap filter per quota row: a group falls short of its quota only when fewer

@@ -16,7 +16,8 @@ from sketch_core.choice.estimation import (
     SelectivityEstimate,
 )
 from sketch_core.choice.query import sample_partition
-from sketch_core.choice.sampling import SamplingError, StratifiedSample, draw_stratified, quota, stratum_ids
+from sketch_core.choice.sampling import StratifiedSample, draw_stratified, quota, stratum_ids
+from sketch_core.errors import SamplingError
 from sketch_core.partitions import RangePartition
 
 
