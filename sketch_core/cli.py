@@ -23,6 +23,7 @@ from sketch_core.localstack.stack import resolve
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
 from sketch_core.metastore.state_modes import describe_state_mode
+from sketch_core.policy import REPORT_WINDOW_SECONDS
 from sketch_core.service import SketchService
 
 app = typer.Typer(help="Provenance-based data skipping for Spark reports.", no_args_is_help=True)
@@ -556,7 +557,7 @@ def policy_announce(
     in_seconds: Annotated[float, typer.Option(help="Due this many seconds from now.")] = 0.0,
     window_seconds: Annotated[
         float, typer.Option(help="Policies fire for it until it ran, or this long after it is due.")
-    ] = 3600.0,
+    ] = REPORT_WINDOW_SECONDS,
 ) -> None:
     """Announce a report: policies that name it fire at their next check, until it has run
     (`sketch policy finished REPORT`) or its window has passed."""

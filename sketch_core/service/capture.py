@@ -25,7 +25,7 @@ from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError
 from sketch_core.rewrites.capture import CapturePlan, instrument_capture
 from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
 from sketch_core.service.attributes import AttributeChoosing
-from sketch_core.service.core import LOCAL_STATE_ROWS, sketch_identity
+from sketch_core.service.core import LOCAL_STATE_ROWS, definition_identity
 from sketch_core.service.results import SketchVersion
 from sketch_core.spark.capture import run_capture
 from sketch_core.spark.jobs import spark_job
@@ -217,12 +217,7 @@ class Capturing(AttributeChoosing):
             record = self.sketches.version(definition.name, sequence=sequence)
         except SketchNotFoundError:
             return None
-        same = (existing.query_sql, existing.params, dict(existing.partition_ids)) == (
-            definition.query_sql,
-            definition.params,
-            dict(definition.partition_ids),
-        )
-        if record is None or not same:
+        if record is None or definition_identity(existing) != definition_identity(definition):
             return None
         log.info(
             "%s: version %d at sequence %d was published by another run: no capture needed",
@@ -275,8 +270,7 @@ class Capturing(AttributeChoosing):
             )
             faults.reached("published")
             if maintained is not None and record.state_ref is not None:
-                identity = sketch_identity(sql, encoded, partition_ids)
-                self._keep_engine(identity, name, record.version, maintained)
+                self._keep_engine(definition_identity(definition), name, record.version, maintained)
             if estimates is not None:
                 self._record_choice(name, estimates, chosen, found, partitions)
             seconds = time.perf_counter() - run.started

@@ -147,7 +147,11 @@ class Scheduling(Maintaining):
             raise ConfigurationError(
                 f"due_at {due_at.isoformat()} has no time zone", hint="pass an aware datetime (e.g. UTC)"
             )
-        if not 0 < window_seconds < 366 * 86400:
+        if (
+            isinstance(window_seconds, bool)
+            or not isinstance(window_seconds, int | float)
+            or not (0 < window_seconds < 366 * 86400)
+        ):
             raise ConfigurationError(
                 f"window_seconds={window_seconds} is not between 0 and a year",
                 hint="how long after it is due the report may still run, e.g. 3600",

@@ -93,8 +93,9 @@ def test_a_report_that_ran_stops_its_announcement_firing_and_one_that_never_ran_
     assert svc.check_policies([name], now=due + timedelta(seconds=599))[0].fire
     late = svc.check_policies([name], now=due + timedelta(seconds=601))[0]
     assert not late.fire and "'weekly' not announced" in late.decision.reason
-    with pytest.raises(ConfigurationError, match="window_seconds"):
-        svc.announce_report("weekly", window_seconds=0)
+    for bad in (0, "an hour", True):
+        with pytest.raises(ConfigurationError, match="window_seconds"):
+            svc.announce_report("weekly", window_seconds=bad)  # type: ignore[arg-type]
 
 
 def test_decisions_are_logged_without_growing_on_every_poll(
