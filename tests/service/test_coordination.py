@@ -14,7 +14,7 @@ from sketch_core import faults
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import SketchBusyError
 from sketch_core.service import SketchService
-from tests.service.test_maintain import HAVING, sibling
+from tests.service.test_maintain import HAVING, captured, sibling
 
 
 def _together(calls: list[Callable[[], Any]]) -> list[Any]:
@@ -47,8 +47,7 @@ def test_a_capture_and_a_maintenance_started_together_work_once_and_publish_one_
     svc = spark_svc
     table = f"{ns}.facts"
     svc.tables.create(table, synthetic_table(4000, 40, seed=1), sort_by=["a"])
-    name, sql = f"{ns}_together", HAVING.format(t=table)
-    svc.capture(sql, name=name, attributes={table: "a"}, fragments=40, with_state=True)
+    name, sql = captured(svc, table, "together", with_state=True)
     svc.tables.append(table, synthetic_table(50, 40, seed=2, key_start=80_000))
     runs_before = len(svc.sketches.runs(name))
     other = sibling(svc)  # another process, in effect: its own locks, the same metastore
@@ -60,14 +59,14 @@ def test_a_capture_and_a_maintenance_started_together_work_once_and_publish_one_
         time.sleep(1.5)
 
     with faults.hook("spark-job", working):
-        captured, maintained = _together(
+        recaptured, maintained = _together(
             [lambda: svc.capture(sql, name=name), lambda: other.maintain(name, strategy)]
         )
     (run,) = maintained
     versions = svc.sketches.versions(name)
     assert versions == [1, 2]  # exactly one version published
-    assert captured.version == 2 and (run.to_version == 2)
-    assert captured.sequence == svc.latest_sequence()
+    assert recaptured.version == 2 and (run.to_version == 2)
+    assert recaptured.sequence == svc.latest_sequence()
     new_runs = svc.sketches.runs(name)[runs_before:]
     assert [r["status"] for r in new_runs] == ["succeeded"], new_runs  # one of them did the work
     if strategy == "full":  # both would recapture: Spark ran once
