@@ -16,7 +16,6 @@ import pendulum
 from airflow.sdk import DAG, Param, task
 from sketch_airflow.assets import SKETCH_VERSIONS, emit_version
 from sketch_airflow.hooks.sketch import SketchMetastoreHook
-from sketch_airflow.hooks.submit import maintain_submitting, submit_capture
 from sketch_airflow.operators.sketch import failing_without_retry_on_bad_input
 
 from sketch_core.errors import ConfigurationError
@@ -25,9 +24,7 @@ if TYPE_CHECKING:  # the service loads Spark: imported when a task runs, not whe
     from sketch_core.service import SketchService, SketchVersion
 
 
-def capture(
-    svc: SketchService, submit_conn: str | None, name: str | None, params: dict[str, Any]
-) -> SketchVersion:
+def capture(svc: SketchService, name: str | None, params: dict[str, Any]) -> SketchVersion:
     """Capture, or recapture an existing sketch (same attributes and fragments unless given)."""
     attributes = params.get("attributes") or None
     fragments: int | dict[str, int] | None = params.get("fragments") or None
@@ -35,17 +32,6 @@ def capture(
         existing = svc.sketch(name)
         attributes = attributes or {t: a for t, (a, _) in existing.partitions.items()}
         fragments = fragments or {t: n for t, (_, n) in existing.partitions.items()}
-    if submit_conn is not None:
-        return submit_capture(
-            svc,
-            submit_conn,
-            params["sql"],
-            name,
-            params["parameters"],
-            attributes,
-            fragments,
-            with_state=True,
-        )
     return svc.capture(
         params["sql"],
         name=name,
@@ -83,9 +69,8 @@ with DAG(
             with failing_without_retry_on_bad_input():
                 svc = hook.get_conn()
                 action, name = params["action"], params["name"] or None
-                submit_conn = hook.spark_submit_conn_id()
                 if action == "capture":
-                    version = capture(svc, submit_conn, name, params)
+                    version = capture(svc, name, params)
                     emit_version(context, [SKETCH_VERSIONS], version.name, version.version, version.sequence)
                     return {"action": action, "name": version.name, "version": version.version}
                 if name is None:
@@ -96,7 +81,7 @@ with DAG(
                 if action == "drop":
                     svc.drop_sketch(name)
                     return {"action": action, "name": name}
-                (run,) = maintain_submitting(svc, submit_conn, [name], params["strategy"])
+                (run,) = svc.maintain(name, params["strategy"])
                 if run.published and run.to_version is not None:
                     sequence = svc.sketch(name).sequence
                     emit_version(context, [SKETCH_VERSIONS], name, run.to_version, sequence)

@@ -132,7 +132,7 @@ def svc(settings: Settings) -> Iterator[SketchService]:
 
 @pytest.fixture
 def spark_svc(svc: SketchService, spark: SparkSession) -> SketchService:
-    svc._spark = spark
+    svc.context.spark_session = spark
     return svc
 
 
@@ -155,6 +155,6 @@ def tpch_svc(svc: SketchService, spark: SparkSession, tpch_dir: Path) -> SketchS
     """The session's service with TPC-H SF0.01 loaded as ``tpch.*`` (once per session)."""
     from sketch_core.datasets.tpch import load_tpch
 
-    svc._spark = spark
+    svc.context.spark_session = spark
     load_tpch(svc.tables, 0.01, tpch_dir.parent.parent)
     return svc

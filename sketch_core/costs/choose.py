@@ -176,6 +176,11 @@ def choose(
     return Choice(best, estimates, _reason(best, estimates, situation))
 
 
+def stateless_choice(why: str) -> Choice:
+    """A sketch the state budget keeps no state for (``why``) can only be recaptured."""
+    return Choice("full", {}, f"full: the state budget keeps no state for this sketch ({why})")
+
+
 def exploring_rule(
     model: CostModel, operation: str, estimate: float, best: float, best_operation: str | None = None
 ) -> str | None:

@@ -28,12 +28,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sketch_core.costs.choose import Choice
+from sketch_core.costs.choose import Choice, exploring_rule
+from sketch_core.costs.model import CostModel
 
 # The least share of a query's input bytes a sketch must let the scan skip to be used before
 # it has been timed: below it the sketch's conditions and a differently planned query cost
 # about what the skipped reading saves.
 MIN_SKIPPED_SHARE = 0.10
+
+# A current sketch is left unused only when the query is expected to run this much faster
+# without it: estimates that close are noise, and flipping between them costs both ways.
+PLAIN_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -76,3 +81,26 @@ def untimed_use_choice(footprints: Sequence[ScanFootprint]) -> Choice:
         f"skip, untimed: the sketch {files} ({share}), less than the {MIN_SKIPPED_SHARE:.0%} "
         "that pays for its conditions, and drops no rows before a join",
     )
+
+
+def timed_use_choice(model: CostModel, rows: int) -> Choice:
+    """``use`` or ``skip`` for a sketch timed with the query, by the cost model over tables of
+    ``rows`` rows: skip when running plain is expected faster by more than ``PLAIN_MARGIN``;
+    the other way when it is seldom timed and close (see
+    :func:`sketch_core.costs.choose.exploring_rule`)."""
+    estimates = {"use": model.estimate("use", rows), "plain": model.estimate("plain", rows)}
+    faster = estimates["plain"] * (1 + PLAIN_MARGIN) < estimates["use"]
+    figures = f"without it {estimates['plain']:.3g}s, with it {estimates['use']:.3g}s per run"
+    reason = (
+        f"skip: the query runs faster without the sketch ({figures})"
+        if faster
+        else f"use: the sketch is current and pays ({figures})"
+    )
+    other = "use" if faster else "plain"
+    best = "plain" if faster else "use"
+    rule = exploring_rule(model, other, estimates[other], estimates[best], best)
+    if rule is not None:
+        faster = not faster
+        runs = model.costs[other].runs
+        reason = f"{'skip' if faster else 'use'}, exploring: timed {runs} times ({rule}; {figures})"
+    return Choice("skip" if faster else "use", estimates, reason)

@@ -11,7 +11,7 @@ from typing import Any
 from sketch_core.algebra.frontend import decode_params
 from sketch_core.config import Settings
 from sketch_core.errors import SketchError
-from sketch_core.service import SketchService
+from sketch_core.service import MAINTENANCE_STRATEGIES, SketchService
 from sketch_core.spark.session import build_session
 
 RESULT_PREFIX = "SKETCH_RESULT "
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     maintain = verbs.add_parser("maintain", help="maintain a sketch (recaptures run on Spark)")
     maintain.add_argument("--name", required=True)
-    maintain.add_argument("--strategy", default="auto", choices=("auto", "incremental", "full"))
+    maintain.add_argument("--strategy", default="auto", choices=MAINTENANCE_STRATEGIES)
     return parser
 
 

@@ -8,6 +8,7 @@ the existing version back.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -98,6 +99,14 @@ class SketchDefinition:
     params: dict[str, Any]
     template_key: str | None
     partition_ids: dict[str, int]  # table -> partition id
+
+    def identity(self) -> str:
+        """What the sketch computes: its query, parameters and partitions. A sketch dropped
+        and captured again under its name (here or by another process) counts versions from 1
+        again, so what was kept or published for the old one must not pass for the new one's."""
+        return json.dumps(
+            [self.query_sql, self.params, sorted(self.partition_ids.items())], sort_keys=True, default=str
+        )
 
 
 def _version_conditions(sequence: int | None, version: int | None) -> list[ColumnElement[bool]]:

@@ -1,21 +1,23 @@
 """``SketchService``: the public entry point over one metastore and warehouse.
 
-It is assembled from one class per job, each in its own module, each a subclass of the jobs it
-calls on (so every method still sees one ``self``, and the public API is this one class):
+The facade (:mod:`.facade`) is composed of parts, each in its own module and given what it
+uses in its constructor:
 
-- :mod:`.core`: construction, partitions, pinning, views, kept engines, versions and status;
+- :mod:`.context`: settings, repositories, tables, the lazy Spark session, and lookups;
+- :mod:`.partition_store`: the stored range partitions and the versions read through them;
+- :mod:`.engines`: building incremental engines, and the cache that keeps them in memory;
 - :mod:`.attributes`: which attribute to sketch each table on (safety, estimates);
 - :mod:`.capture`: capturing a sketch on Spark and publishing it;
-- :mod:`.lifecycle`: garbage collection, dropping sketches and tables;
 - :mod:`.validation`: the delta-batch gate that maintenance passes through;
+- :mod:`.lifecycle`: garbage collection, dropping sketches and tables;
 - :mod:`.maintenance`: bringing sketches to newer snapshots (incremental, recapture, or
   left behind by the cost model);
-- :mod:`.scheduling`: maintenance policies, reports and the state budget;
 - :mod:`.query`: running queries with the best valid sketch (or without one);
+- :mod:`.scheduling`: maintenance policies, reports and the state budget;
 - :mod:`.results`: the values these return.
 
-The names are imported on first use (PEP 562): the job modules load Spark and z3, which an
-Airflow DAG that only names the provider's operators must not pay for when it is parsed.
+The names are imported on first use (PEP 562): the parts load Spark and z3, which an Airflow
+DAG that only names the provider's operators must not pay for when it is parsed.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from typing import TYPE_CHECKING
 from sketch_core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from sketch_core.costs.use import PLAIN_MARGIN
     from sketch_core.service.arguments import MAINTENANCE_STRATEGIES
     from sketch_core.service.capture import check_sketch_name
     from sketch_core.service.facade import SketchService
-    from sketch_core.service.query import PLAIN_MARGIN
     from sketch_core.service.results import (
         GarbageReport,
         MaintenancePlan,
@@ -53,7 +55,7 @@ __all__ = [
 
 _HOMES = {
     "MAINTENANCE_STRATEGIES": "sketch_core.service.arguments",
-    "PLAIN_MARGIN": "sketch_core.service.query",
+    "PLAIN_MARGIN": "sketch_core.costs.use",
     "GarbageReport": "sketch_core.service.results",
     "MaintenancePlan": "sketch_core.service.results",
     "MaintenanceRun": "sketch_core.service.results",

@@ -32,7 +32,7 @@ from sketch_core.rewrites.safety import (
     group_by_attributes,
 )
 from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
-from sketch_core.service.core import ServiceCore
+from sketch_core.service.context import ServiceContext
 from sketch_core.spark.views import keep_view, register_view, table_schemas
 from sketch_core.tables.deltas import read_matching
 from sketch_core.tables.pinned import PinnedSnapshot
@@ -44,8 +44,11 @@ def _unsafe_because(result: SafetyResult) -> str | None:
     return None if result.safe else result.reason or "unsafe"
 
 
-class AttributeChoosing(ServiceCore):
-    """Estimating and choosing sketch attributes."""
+class AttributeChooser:
+    """Estimating and choosing the attributes a query's tables are sketched on."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
 
     def estimate_attributes(
         self,
@@ -56,25 +59,26 @@ class AttributeChoosing(ServiceCore):
         fragments: int | None = None,
         replicates: int = DEFAULT_REPLICATES,
     ) -> AttributeEstimates:
-        """Every safe attribute of every table the query reads, with the expected selectivity of
-        a sketch on it, estimated from a stratified sample of the query's largest table (CBS;
-        see :mod:`sketch_core.choice.query`); the unsafe ones with the reason."""
-        plan, pins, statistics = self._pinned_plan(sql, params, snapshot)
+        """See :meth:`SketchService.estimate_attributes`."""
+        plan, pins, statistics = self.pinned_plan(sql, params, snapshot)
         fragments = checked_fragments(fragments)  # type: ignore[assignment]
-        return self._estimates(plan, pins, statistics, fragments or self.settings.fragments, replicates)
+        return self.estimates(
+            plan, pins, statistics, fragments or self.context.settings.fragments, replicates
+        )
 
-    def _pinned_plan(
+    def pinned_plan(
         self, sql: str, params: Mapping[str, Any] | None, snapshot: int | None
     ) -> tuple[Relation, dict[str, PinnedSnapshot], Statistics]:
         """The query's plan, its tables pinned at ``snapshot`` (default: the latest), and their
         column bounds (for safety checks)."""
         sql = checked_sql(sql)
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
-        pins = self._pin_query(sql, self._sequence(checked_snapshot(snapshot)))
-        parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
+        ctx = self.context
+        pins = ctx.pin_query(sql, ctx.sequence(checked_snapshot(snapshot)))
+        parsed = ctx.parsed.to_ir(sql, table_schemas(pins), params)
         return parsed.plan, pins, {table: pin.column_bounds() for table, pin in pins.items()}
 
-    def _estimates(
+    def estimates(
         self,
         plan: Relation,
         pins: Mapping[str, PinnedSnapshot],
@@ -95,7 +99,7 @@ class AttributeChoosing(ServiceCore):
             return _unsafe_because(check_safety(plan, {table: attribute}, statistics))
 
         tables, refused = table_candidates(
-            plan, {t: pin.schema.names for t, pin in pins.items()}, self._sort_keys(pins), unsafe_because
+            plan, {t: pin.schema.names for t, pin in pins.items()}, self.sort_keys(pins), unsafe_because
         )
         candidates = {table: list(c.all) for table, c in tables.items()}
         shape = aggregation_shape(plan)
@@ -103,17 +107,17 @@ class AttributeChoosing(ServiceCore):
             return AttributeEstimates(candidates, refused, None, reason=shape, tables=tables)
         positive = {scan.table for scan in positive_scans(plan)}
         fact = max(sorted(positive), key=lambda t: pins[t].record_count)
-        stored = self.samples.sample(pins[fact], group_by_attributes(plan).get(fact, []))
+        stored = self.context.samples.sample(pins[fact], group_by_attributes(plan).get(fact, []))
 
-        stored_ids = {table: self.sketches.partition_ids(table, fragments) for table in candidates}
+        stored_ids = {table: self.context.sketches.partition_ids(table, fragments) for table in candidates}
 
         def partition_of(table: str, attribute: str) -> RangePartition | None:
             found = stored_ids.get(table, {}).get(attribute)
-            return None if found is None else self._partition(found)[1]
+            return None if found is None else self.context.partitions.get(found)[1]
 
         try:
             estimation = estimate_candidates(
-                lambda rows_plan: self._sample_rows(rows_plan, pins, fact, stored),
+                lambda rows_plan: self.sample_rows(rows_plan, pins, fact, stored),
                 shape,
                 SampledTable(fact, stored.sample, stored.memo),
                 candidates,
@@ -140,7 +144,7 @@ class AttributeChoosing(ServiceCore):
             files_read=files_read,
         )
 
-    def _sample_rows(
+    def sample_rows(
         self, plan: Relation, pins: Mapping[str, PinnedSnapshot], sampled: str, stored: StoredSample
     ) -> pa.Table:
         """``plan``'s rows with ``sampled``'s scans reading its sample: in-process when
@@ -150,16 +154,17 @@ class AttributeChoosing(ServiceCore):
         def read(scan: Scan, keys: Mapping[str, pa.Array] | None) -> pa.Table:
             if scan.table == sampled:
                 return stored.sample.rows
-            return read_matching(pins[scan.table], scan.source_columns, keys, self.tables.file_cache)
+            return read_matching(pins[scan.table], scan.source_columns, keys, self.context.tables.file_cache)
 
         try:
             return evaluate_plan(push_selections(plan), read, driving=sampled)
         except (UnsupportedQueryError, pa.ArrowException) as error:
             log.info("estimating on Spark: %s", error)
-        sample = self.spark.read.parquet(stored.path)
-        view = keep_view(self.spark, f"__sample_{abs(hash(stored.path))}", sample)
-        source = {table: register_view(self.spark, pin) for table, pin in pins.items()} | {sampled: view}
-        return self.spark.sql(to_sql(plan, source=lambda scan: source[scan.table])).toArrow()
+        spark = self.context.spark
+        sample = spark.read.parquet(stored.path)
+        view = keep_view(spark, f"__sample_{abs(hash(stored.path))}", sample)
+        source = {table: register_view(spark, pin) for table, pin in pins.items()} | {sampled: view}
+        return spark.sql(to_sql(plan, source=lambda scan: source[scan.table])).toArrow()
 
     def choose_attributes(
         self,
@@ -169,20 +174,18 @@ class AttributeChoosing(ServiceCore):
         snapshot: int | None = None,
         fragments: int | None = None,
     ) -> tuple[dict[str, str], AttributeEstimates | None]:
-        """The attributes a capture of ``sql`` without ``attributes`` would sketch, picked by the
-        ``attribute_strategy`` setting, and the estimates a cost-based strategy ranked them by:
-        the work the choice adds to such a capture."""
-        plan, pins, statistics = self._pinned_plan(sql, params, snapshot)
-        return self._attributes(plan, pins, statistics, None, fragments or self.settings.fragments)
+        """See :meth:`SketchService.choose_attributes`."""
+        plan, pins, statistics = self.pinned_plan(sql, params, snapshot)
+        return self.choose(plan, pins, statistics, None, fragments or self.context.settings.fragments)
 
-    def _sort_keys(self, pins: Mapping[str, PinnedSnapshot]) -> dict[str, tuple[str, ...]]:
+    def sort_keys(self, pins: Mapping[str, PinnedSnapshot]) -> dict[str, tuple[str, ...]]:
         keys = {}
         for table in pins:
-            record = self.commit_log.get_table(table)
+            record = self.context.commit_log.get_table(table)
             keys[table] = record.sort_by if record else ()
         return keys
 
-    def _attributes(
+    def choose(
         self,
         plan: Relation,
         pins: Mapping[str, PinnedSnapshot],
@@ -219,16 +222,16 @@ class AttributeChoosing(ServiceCore):
         sketched = [
             table
             for table in sorted(positive, key=lambda t: -pins[t].record_count)
-            if len(pins[table].files) >= self.settings.min_files_to_sketch
+            if len(pins[table].files) >= self.context.settings.min_files_to_sketch
         ]
-        strategy = self.settings.attribute_strategy
+        strategy = self.context.settings.attribute_strategy
         estimates: AttributeEstimates | None = None
         if strategy == "heuristic" or not sketched:  # (nothing to sketch: nothing to estimate)
             grouped = group_by_attributes(plan)
-            keys = self._sort_keys(pins)
+            keys = self.sort_keys(pins)
             pools = {t: TableCandidates((), (), tuple(grouped.get(t, [])), keys[t][:1]) for t in sketched}
         else:
-            estimates = self._estimates(plan, pins, statistics, fragments, screen=False)
+            estimates = self.estimates(plan, pins, statistics, fragments, screen=False)
             pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
         expected = estimates.expected_selectivities() if estimates is not None else None
         files_read = estimates.files_read if estimates is not None else None
@@ -248,7 +251,7 @@ class AttributeChoosing(ServiceCore):
             estimates = replace(estimates, refused=choice.refused)
         return choice.chosen, estimates
 
-    def _record_choice(
+    def record_choice(
         self,
         name: str,
         estimates: AttributeEstimates,
@@ -282,4 +285,4 @@ class AttributeChoosing(ServiceCore):
             outcome[table] = {"attribute": attribute, "estimated": estimated, "actual": actual, "rse": rse}
             if table in estimates.fallbacks:
                 outcome[table]["fallback"] = f"heuristic: {estimates.fallbacks[table]}"
-        self.choices.record(name, self.settings.attribute_strategy, by_table, outcome)
+        self.context.choices.record(name, self.context.settings.attribute_strategy, by_table, outcome)

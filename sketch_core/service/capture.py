@@ -15,7 +15,7 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from sketch_core import faults
-from sketch_core.algebra.frontend import encode_params, template_key
+from sketch_core.algebra.frontend import decode_params, encode_params, template_key
 from sketch_core.choice.query import AttributeEstimates
 from sketch_core.config import Settings
 from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
@@ -24,9 +24,11 @@ from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError, RangePartition
 from sketch_core.rewrites.capture import CapturePlan, instrument_capture
 from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
-from sketch_core.service.attributes import AttributeChoosing
-from sketch_core.service.core import LOCAL_STATE_ROWS, definition_identity
+from sketch_core.service.attributes import AttributeChooser
+from sketch_core.service.context import ServiceContext
+from sketch_core.service.engines import EngineCache, EngineFactory
 from sketch_core.service.results import SketchVersion
+from sketch_core.service.runner import SubmittedJobs
 from sketch_core.spark.capture import run_capture
 from sketch_core.spark.jobs import spark_job
 from sketch_core.spark.views import table_schemas
@@ -77,19 +79,43 @@ def _default_name(template: str, params: Mapping[str, Any], partition_ids: Mappi
 
 
 @dataclass(frozen=True)
-class _CaptureRun:
-    """How a capture is recorded among the sketch's runs: a capture, or a maintenance run's
-    recapture (from a version, over a delta); timed from ``started``."""
+class CaptureRequest:
+    """A capture of ``sql`` with ``params`` at commit ``sequence``, checked already.
 
-    strategy: str
-    from_version: int | None
-    with_state: bool
-    delta_rows: int
-    started: float
+    ``name``: None names it from its query and partitions; ``attributes`` and ``fragments``:
+    as :meth:`SketchService.capture` takes them. It is recorded among the sketch's runs as
+    ``strategy``: ``"capture"``, or ``"full"`` for a maintenance run's recapture (from
+    ``from_version``, over ``delta_rows`` changed rows)."""
+
+    sql: str
+    sequence: int
+    name: str | None = None
+    params: Mapping[str, Any] | None = None
+    attributes: Mapping[str, str] | None = None
+    fragments: int | Mapping[str, int] | None = None
+    with_state: bool = False
+    strategy: str = "capture"
+    from_version: int | None = None
+    delta_rows: int = 0
 
 
-class Capturing(AttributeChoosing):
-    """Capturing sketches."""
+class Capturer:
+    """Capturing sketches on Spark and publishing them."""
+
+    def __init__(
+        self,
+        context: ServiceContext,
+        chooser: AttributeChooser,
+        engines: EngineFactory,
+        cache: EngineCache,
+        jobs: SubmittedJobs | None = None,
+    ) -> None:
+        """``jobs``: where captures run when not in this process (see :mod:`.runner`)."""
+        self.context = context
+        self.chooser = chooser
+        self.engines = engines
+        self.cache = cache
+        self.jobs = jobs
 
     def capture(
         self,
@@ -102,44 +128,46 @@ class Capturing(AttributeChoosing):
         snapshot: int | None = None,
         with_state: bool = False,
     ) -> SketchVersion:
-        """Capture a provenance sketch for ``sql`` (PBDS Sec. 4) and publish it as a new version.
-
-        ``attributes`` ({table: attribute}) must be safe for the query (PBDS Sec. 6) or the
-        capture is refused with :class:`UnsafeAttributeError`; without them, the
-        ``attribute_strategy`` setting picks them (by default the safe attribute with the
-        smallest estimated sketch; ``heuristic``: the sort key, then the group-by columns; see
-        :meth:`choose_attributes`). ``fragments`` is a count
-        for every table or per table (default ``settings.fragments``).
-
-        ``with_state`` also computes the incremental-maintenance state (in-process for small
-        tables, else on Spark) and stores it with the version (for sketches that will be
-        maintained; without it, the first incremental maintenance computes it, at the
-        version's snapshot).
-
-        Capturing again under the name of an existing sketch of the same query and parameters
-        keeps that sketch's attributes and fragment counts (a new version of the same sketch),
-        unless ``attributes`` or ``fragments`` ask otherwise.
-        """
+        """See :meth:`SketchService.capture`."""
         sql = checked_sql(sql)
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
         attributes = checked_mapping("attributes", attributes, "{'ns.table': 'column'}")
         fragments = checked_fragments(fragments)
         for table in fragments if isinstance(fragments, Mapping) else ["every table"]:
-            _fragment_count(fragments, table, self.settings)  # out of range: refused before any work
+            _fragment_count(fragments, table, self.context.settings)  # out of range: refused before any work
         snapshot = checked_snapshot(snapshot)
+        if self.jobs is not None:  # the job takes the sketch's work lock itself
+            return self.jobs.capture(sql, name, params, attributes, fragments, snapshot, with_state)
+        ctx = self.context
         if name is None:  # named once its partitions are chosen, and held from then on
-            return self._capture(
-                sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
-            )
+            sequence = ctx.sequence(snapshot)
+            return self.run(CaptureRequest(sql, sequence, None, params, attributes, fragments, with_state))
         check_sketch_name(name)
         # Held before the latest commit is read: a capture that waited for a concurrent run
         # of the sketch captures the commit that is latest once it goes on (or finds it done).
-        with self.coordinated(name, "a capture"):
+        with ctx.coordinated(name, "a capture"):
             if attributes is None:
                 attributes, fragments = self._kept_partitions(name, sql, params, fragments)
-            return self._capture(
-                sql, name, params, attributes, fragments, self._sequence(snapshot), with_state=with_state
-            )
+            sequence = ctx.sequence(snapshot)
+            return self.run(CaptureRequest(sql, sequence, name, params, attributes, fragments, with_state))
+
+    def recapture(
+        self, definition: SketchDefinition, target: int, from_version: int, delta_rows: int
+    ) -> SketchVersion:
+        """A maintenance run's recapture of the sketch at ``target``, on its own partitions."""
+        stored = self.context.partitions.records(definition)
+        request = CaptureRequest(
+            definition.query_sql,
+            target,
+            definition.name,
+            decode_params(definition.params),
+            {t: p.attribute for t, p in stored.items()},
+            {t: p.fragment_count for t, p in stored.items()},
+            strategy="full",
+            from_version=from_version,
+            delta_rows=delta_rows,
+        )
+        return self.run(request)
 
     def _kept_partitions(
         self,
@@ -153,71 +181,60 @@ class Capturing(AttributeChoosing):
         (chosen anew) and ``fragments`` as given. A cost-based choice made again on changed
         data could pick other attributes, and the name would then refuse the capture."""
         try:
-            definition = self.sketches.definition(name)
+            definition = self.context.sketches.definition(name)
         except SketchNotFoundError:
             return None, fragments
         if definition.query_sql != sql or definition.params != encode_params(params):
             return None, fragments
-        stored = {t: self._partition(pid)[0] for t, pid in definition.partition_ids.items()}
+        stored = self.context.partitions.records(definition)
         counts = {t: p.fragment_count for t, p in stored.items()}
-        asked = {t: _fragment_count(fragments, t, self.settings) for t in counts}
+        asked = {t: _fragment_count(fragments, t, self.context.settings) for t in counts}
         if fragments is not None and counts != asked:
             return None, fragments
         return {t: p.attribute for t, p in stored.items()}, counts
 
-    def _capture(
-        self,
-        sql: str,
-        name: str | None,
-        params: Mapping[str, Any] | None,
-        attributes: Mapping[str, str] | None,
-        fragments: int | Mapping[str, int] | None,
-        sequence: int,
-        strategy: str = "capture",
-        from_version: int | None = None,
-        with_state: bool = False,
-        delta_rows: int = 0,
-    ) -> SketchVersion:
+    def run(self, request: CaptureRequest) -> SketchVersion:
+        """Choose the attributes (unless given), partition, capture and publish: one version."""
         started = time.perf_counter()
-        pins = self._pin_query(sql, sequence)
-        parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
+        ctx, sql, sequence, fragments = self.context, request.sql, request.sequence, request.fragments
+        pins = ctx.pin_query(sql, sequence)
+        parsed = ctx.parsed.to_ir(sql, table_schemas(pins), request.params)
         statistics = {table: pin.column_bounds() for table, pin in pins.items()}
-        chosen, estimates = self._attributes(
+        chosen, estimates = self.chooser.choose(
             parsed.plan,
             pins,
             statistics,
-            attributes,
-            fragments if isinstance(fragments, int) else self.settings.fragments,
+            request.attributes,
+            fragments if isinstance(fragments, int) else self.context.settings.fragments,
         )
         partitions = {
-            table: self.range_partition(
-                table, attribute, _fragment_count(fragments, table, self.settings), sequence=sequence
+            table: ctx.partitions.range_partition(
+                table, attribute, _fragment_count(fragments, table, self.context.settings), sequence=sequence
             )
             for table, attribute in chosen.items()
         }
         capture = instrument_capture(parsed.plan, attributes=chosen)
-        encoded = encode_params(params)
+        encoded = encode_params(request.params)
         partition_ids = {table: pid for table, (pid, _) in partitions.items()}
         template = template_key(sql)
-        name = name or _default_name(template, encoded, partition_ids)
+        name = request.name or _default_name(template, encoded, partition_ids)
         definition = SketchDefinition(name, sql, encoded, template, partition_ids)
-        run = _CaptureRun(strategy, from_version, with_state, delta_rows, started)
-        with self.coordinated(name, "a capture"):
+        with ctx.coordinated(name, "a capture"):
             done = self._published_at(definition, sequence)
             if done is not None:
                 return done
-            return self._publish_capture(definition, pins, sequence, capture, partitions, estimates, run)
+            return self._publish(definition, pins, capture, partitions, estimates, request, started)
 
     def _published_at(self, definition: SketchDefinition, sequence: int) -> SketchVersion | None:
         """The sketch's version at ``sequence`` when it exists for this very definition (another
         run published it, maybe while this one waited): capturing it again would only redo
         that work, since a sequence gets one version."""
         try:
-            existing = self.sketches.definition(definition.name)
-            record = self.sketches.version(definition.name, sequence=sequence)
+            existing = self.context.sketches.definition(definition.name)
+            record = self.context.sketches.version(definition.name, sequence=sequence)
         except SketchNotFoundError:
             return None
-        if record is None or definition_identity(existing) != definition_identity(definition):
+        if record is None or existing.identity() != definition.identity():
             return None
         log.info(
             "%s: version %d at sequence %d was published by another run: no capture needed",
@@ -225,43 +242,44 @@ class Capturing(AttributeChoosing):
             record.version,
             sequence,
         )
-        return self._sketch_version(record)
+        return self.context.partitions.sketch_version(record)
 
-    def _publish_capture(
+    def _publish(
         self,
         definition: SketchDefinition,
         pins: Mapping[str, PinnedSnapshot],
-        sequence: int,
         capture: CapturePlan,
         partitions: Mapping[str, tuple[int, RangePartition]],
         estimates: AttributeEstimates | None,
-        run: _CaptureRun,
+        request: CaptureRequest,
+        started: float,
     ) -> SketchVersion:
         """Run the capture on Spark (or take it from the operator state) and publish it."""
+        ctx, sequence = self.context, request.sequence
         name, sql, encoded = definition.name, definition.query_sql, definition.params
         partition_ids = dict(definition.partition_ids)
         chosen = {table: partition.attribute for table, (_, partition) in partitions.items()}
         with spark_job(f"the capture of {name} at sequence {sequence}"):
-            faults.reached("spark-job", spark=self.spark)
+            faults.reached("spark-job", spark=ctx.spark)
             maintained = self._state_capture(definition, pins, sequence)
             if maintained is not None:
                 sketch = maintained.engine.sketch()
                 found = {table: sketch.get(table, set()) for table in partition_ids}
             else:
-                found = run_capture(self.spark, capture, self._sources(pins, partitions))
-        self.sketches.ensure_sketch(
+                found = run_capture(ctx.spark, capture, ctx.sources(pins, partitions))
+        ctx.sketches.ensure_sketch(
             name, sql, encoded, template_key=definition.template_key, partition_ids=partition_ids
         )
-        run_id = self.sketches.start_run(name, run.strategy, run.from_version)
+        run_id = ctx.sketches.start_run(name, request.strategy, request.from_version)
         try:
-            keeps = (run.with_state or maintained is not None) and self.budget.keeps_state(name)
+            keeps = (request.with_state or maintained is not None) and ctx.budget.keeps_state(name)
             if maintained is None and keeps:
                 maintained = self._initial_state(name, sequence)
             elif not keeps:
                 maintained = None
-            ref = store_state(self.state_store, name, maintained.engine, None) if maintained else None
+            ref = store_state(ctx.state_store, name, maintained.engine, None) if maintained else None
             faults.reached("state-written")
-            record = self.sketches.publish_version(
+            record = ctx.sketches.publish_version(
                 name,
                 sequence,
                 {table: pin.snapshot_id for table, pin in pins.items()},
@@ -270,28 +288,28 @@ class Capturing(AttributeChoosing):
             )
             faults.reached("published")
             if maintained is not None and record.state_ref is not None:
-                self._keep_engine(definition_identity(definition), name, record.version, maintained)
+                self.cache.keep(definition, record.version, maintained)
             if estimates is not None:
-                self._record_choice(name, estimates, chosen, found, partitions)
-            seconds = time.perf_counter() - run.started
-            self.sketches.finish_run(
+                self.chooser.record_choice(name, estimates, chosen, found, partitions)
+            seconds = time.perf_counter() - started
+            ctx.sketches.finish_run(
                 run_id,
                 status="succeeded",
                 to_version=record.version,
-                delta_rows=run.delta_rows,
+                delta_rows=request.delta_rows,
                 seconds=seconds,
                 table_rows=sum(pin.record_count for pin in pins.values()),
             )
         except BaseException as exc:  # the row says how it ended (a kill is settled by readers)
-            self._fail_run(run_id, exc, time.perf_counter() - run.started, run.delta_rows)
+            self._fail_run(run_id, exc, time.perf_counter() - started, request.delta_rows)
             raise
         log.info("captured %s version %d at sequence %d in %.2fs", name, record.version, sequence, seconds)
-        return self._sketch_version(record)
+        return ctx.partitions.sketch_version(record)
 
     def _fail_run(self, run_id: int, exc: BaseException, seconds: float, delta_rows: int) -> None:
         """Record a started run as failed with ``exc``; a run never fails for want of that."""
         try:
-            self.sketches.finish_run(
+            self.context.sketches.finish_run(
                 run_id,
                 status="failed",
                 to_version=None,
@@ -313,18 +331,19 @@ class Capturing(AttributeChoosing):
         what the capture query finds: see ``test_maintenance_vs_capture``). One Spark job then
         gives the sketch and its state, and the first maintenance restores that state instead
         of computing it. None: capture with the instrumented query."""
+        budget = self.context.budget
         rows = sum(pin.record_count for pin in pins.values())
-        if rows <= LOCAL_STATE_ROWS or not self.budget.keeps_state(definition.name):
+        if self.engines.computes_state_locally(rows) or not budget.keeps_state(definition.name):
             return None
-        engine = self.planned_engine(definition, sequence)
+        engine = self.engines.planned_engine(definition, sequence)
         if engine is None:
             return None
         if engine.tables_outside(engine.frontier()):
             return None  # some table would be read in-process: the capture query reads it on Spark
-        partitions = self._range_partitions(definition)
+        partitions = self.context.partitions.of(definition)
         try:
-            maintained = self.first_engine(
-                definition, partitions, sequence, self.budget.keep_top(definition.name)
+            maintained = self.engines.first_engine(
+                definition, partitions, sequence, budget.keep_top(definition.name)
             )
         except (UnsupportedQueryError, pa.ArrowException) as exc:  # the capture query can still run
             log.info("%s: captured with the capture query (the state failed: %s)", definition.name, exc)
@@ -336,10 +355,11 @@ class Capturing(AttributeChoosing):
         """The incremental engine of a sketch at ``sequence``, its aggregations' state computed
         from the snapshot (in-process for small tables, else on Spark); None for queries the
         engine does not support (they are recaptured)."""
-        definition = self.sketches.definition(name)
-        partitions = self._range_partitions(definition)
+        ctx = self.context
+        definition = ctx.sketches.definition(name)
+        partitions = ctx.partitions.of(definition)
         try:
-            return self.first_engine(definition, partitions, sequence, self.budget.keep_top(name))
+            return self.engines.first_engine(definition, partitions, sequence, ctx.budget.keep_top(name))
         except UnsupportedQueryError as exc:
             log.info("%s: no incremental state (%s); it will be recaptured", name, exc)
             return None

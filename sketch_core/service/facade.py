@@ -1,11 +1,548 @@
-"""``SketchService``: the one class the jobs are assembled into (see the package's docstring)."""
+"""``SketchService``: the public facade over the service's parts.
+
+The facade builds one :class:`~sketch_core.service.context.ServiceContext` (settings,
+repositories, tables, partitions, the lazy Spark session) and the job objects over it, each
+given what it uses in its constructor::
+
+    context ─┬─ EngineFactory, EngineCache (the one owner of the engines kept in memory)
+             ├─ AttributeChooser ── Capturer ─┐
+             ├─ DeltaChecks, Lifecycle ───────┴─ Maintainer ─┬─ QueryRunner
+             └───────────────────────────────────────────────┴─ Scheduler
+
+Every public method is here, with its arguments, return value and errors; it hands the work to
+the part that does it. The parts are attributes (``svc.capturer``, ``svc.maintainer``, ...)
+for callers that compose their own flows."""
 
 from __future__ import annotations
 
-from sketch_core.service.query import Querying
-from sketch_core.service.scheduling import Scheduling
+import contextlib
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Self
+
+from pyspark.sql import DataFrame, SparkSession
+from sqlalchemy import Engine
+
+from sketch_core.choice.estimation import DEFAULT_REPLICATES
+from sketch_core.choice.query import AttributeEstimates
+from sketch_core.config import Settings
+from sketch_core.costs.model import CostModel
+from sketch_core.errors import DeltaQuarantinedError, SketchNotFoundError
+from sketch_core.incremental.engine import IncrementalSketch
+from sketch_core.incremental.remote import RemoteEvaluator
+from sketch_core.maintenance import MaintainedSketch, Summarizer
+from sketch_core.metastore.engine import connect_metastore
+from sketch_core.metastore.migrations import migrate
+from sketch_core.metastore.sketches import SketchDefinition
+from sketch_core.metastore.validations import BatchValidation
+from sketch_core.partitions import RangePartition
+from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy
+from sketch_core.service.attributes import AttributeChooser
+from sketch_core.service.capture import Capturer
+from sketch_core.service.context import ServiceContext
+from sketch_core.service.engines import EngineCache, EngineFactory
+from sketch_core.service.lifecycle import Lifecycle
+from sketch_core.service.maintenance import Maintainer
+from sketch_core.service.query import QueryRunner
+from sketch_core.service.results import (
+    GarbageReport,
+    MaintenancePlan,
+    MaintenanceRun,
+    PolicyCheck,
+    QueryResult,
+    SketchVersion,
+)
+from sketch_core.service.runner import Submit, SubmittedJobs
+from sketch_core.service.scheduling import Scheduler
+from sketch_core.service.validation import DeltaChecks
+from sketch_core.state_budget import BudgetRun
+from sketch_core.status import SketchStatus, sketch_status
+from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
+from sketch_core.tables.pinned import PinnedSnapshot
 
 
-class SketchService(Querying, Scheduling):
+class SketchService:
     """Tables, sketches (capture, use, maintenance, policies) and queries over one metastore
-    and warehouse. Open one with :meth:`from_env` or :meth:`from_settings`."""
+    and warehouse. Open one with :meth:`from_env` or :meth:`from_settings`; :meth:`close` it.
+
+    Every error a method raises is a :class:`sketch_core.errors.SketchError` with a ``hint``
+    (what to do) and ``transient`` (whether retrying may help)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        catalog: RecordingSqlCatalog,
+        spark: SparkSession | None = None,
+        *,
+        submit: Submit | None = None,
+    ) -> None:
+        """``spark``: a session to use instead of building one; ``submit``: run captures and the
+        maintenance runs that need Spark as jobs started by this function instead of in this
+        process (see :mod:`sketch_core.service.runner`)."""
+        self.context = context = ServiceContext(settings, engine, catalog, spark)
+        # The repositories and stores, for callers that read them directly.
+        self.engine = engine
+        self.catalog = catalog
+        self.tables = context.tables
+        self.commit_log = context.commit_log
+        self.sketches = context.sketches
+        self.work_locks = context.work_locks
+        self.policies = context.policies
+        self.costs = context.costs
+        self.state_store = context.state_store
+        self.choices = context.choices
+        self.samples = context.samples
+        self.advisor = context.advisor
+        self.state_modes = context.state_modes
+        self.budget = context.budget
+        self.validations = context.validations
+        self.gate = context.gate
+        # The parts.
+        self.engine_cache = EngineCache(lambda: context.settings.engine_cache_entries)
+        self.engines = EngineFactory(context)
+        self.chooser = AttributeChooser(context)
+        self.jobs = SubmittedJobs(context, submit) if submit is not None else None
+        self.capturer = Capturer(context, self.chooser, self.engines, self.engine_cache, self.jobs)
+        self.checks = DeltaChecks(context)
+        self.lifecycle = Lifecycle(context, self.engine_cache)
+        self.maintainer = Maintainer(
+            context, self.engines, self.engine_cache, self.capturer, self.checks, self.lifecycle, self.jobs
+        )
+        self.queries = QueryRunner(context, self.capturer, self.maintainer)
+        self.scheduler = Scheduler(context, self.maintainer, self.engine_cache)
+
+    @classmethod
+    def from_env(cls, *, spark: SparkSession | None = None, submit: Submit | None = None) -> Self:
+        """A service configured from the environment (``SKETCH_METASTORE_URL``,
+        ``SKETCH_WAREHOUSE``, ``SKETCH_SPARK_MASTER`` and the other settings of
+        :meth:`Settings.from_env`); ``spark`` and ``submit`` as for :meth:`from_settings`.
+        Raises ConfigurationError (a setting is missing or wrong) or MetastoreUnavailableError."""
+        return cls.from_settings(Settings.from_env(), spark=spark, submit=submit)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, spark: SparkSession | None = None, submit: Submit | None = None
+    ) -> Self:
+        """A service over the metastore and warehouse of ``settings``: connects, migrates the
+        metastore's schema to this version, and opens the Iceberg catalog. ``spark``: a session
+        to use instead of building one; ``submit``: where captures and the maintenance runs that
+        need Spark run instead of this process (see :mod:`sketch_core.service.runner`). Raises
+        ConfigurationError, MetastoreDatabaseMissingError or MetastoreUnavailableError."""
+        url = settings.require_metastore_url()
+        engine = connect_metastore(url)
+        migrate(engine)
+        settings.warehouse.mkdir(parents=True, exist_ok=True)
+        catalog = open_catalog(
+            engine.url.render_as_string(hide_password=False),
+            settings.warehouse.as_uri(),
+            name=settings.catalog_name,
+        )
+        return cls(settings, engine, catalog, spark, submit=submit)
+
+    @property
+    def settings(self) -> Settings:
+        """The settings every part reads; assigning new ones applies to the work started after
+        (the table service and the state budget keep the ones they were opened with)."""
+        return self.context.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.context.settings = settings
+
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session: the one given, else one built from the settings on first use."""
+        return self.context.spark
+
+    def close(self) -> None:
+        """Release the metastore's connections (the Spark session stays up)."""
+        self.context.close()
+
+    # -- tables, partitions, versions ---------------------------------------------------------
+
+    def latest_sequence(self) -> int:
+        """The newest global commit sequence number (0: nothing committed yet)."""
+        return self.context.latest_sequence()
+
+    def range_partition(
+        self, table: str, attribute: str, fragments: int, *, sequence: int | None = None
+    ) -> tuple[int, RangePartition]:
+        """The stored partition for (table, attribute, fragments), computed now if there is none.
+
+        A new partition is computed (in-process for small tables, else on Spark) over the
+        table pinned at ``sequence`` (latest if None) and stored with that sequence. Stored
+        partitions are reused as they are, so the fragment ids of every sketch on them stay
+        comparable. Returns (partition id, partition). ``fragments`` is the requested count; a
+        column with fewer distinct values gets fewer. Raises TableNotFoundError or
+        PartitionError."""
+        return self.context.partitions.range_partition(table, attribute, fragments, sequence=sequence)
+
+    def sketch(self, name: str, version: int | None = None) -> SketchVersion:
+        """The newest version of sketch ``name`` (or version ``version``). Raises
+        SketchNotFoundError."""
+        record = self.sketches.version(name, version=version)
+        if record is None:
+            raise SketchNotFoundError(name)
+        return self.context.partitions.sketch_version(record)
+
+    def status(self, name: str | None = None) -> list[SketchStatus]:
+        """Every sketch (or one): newest version, how far behind the tables it is, its size per
+        table, its state and policy, and its last maintenance run. Raises SketchNotFoundError
+        for an unknown ``name``."""
+        definitions = [self.sketches.definition(name)] if name else self.sketches.definitions()
+        modes = self.state_modes.all([d.name for d in definitions])
+        quarantined = self.validations.quarantined()
+        return [
+            sketch_status(
+                self.sketches, self.policies, self.commit_log, d, self.costs, modes.get(d.name), quarantined
+            )
+            for d in definitions
+        ]
+
+    def coordinated(
+        self, name: str, what: str, wait_seconds: float | None = None
+    ) -> contextlib.AbstractContextManager[bool]:
+        """Hold sketch ``name`` for ``what`` (a capture, a maintenance run) while it plans,
+        runs and publishes: a concurrent run of the same sketch, from any process, waits (up to
+        ``wait_seconds``, default ``settings.work_wait_seconds``) and then finds the work done.
+        Yields whether this run waited; raises SketchBusyError (transient) when the wait runs
+        out. See :mod:`sketch_core.metastore.work_locks`."""
+        return self.context.coordinated(name, what, wait_seconds)
+
+    # -- attribute choice and capture ---------------------------------------------------------
+
+    def estimate_attributes(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        snapshot: int | None = None,
+        fragments: int | None = None,
+        replicates: int = DEFAULT_REPLICATES,
+    ) -> AttributeEstimates:
+        """Every safe attribute of every table ``sql`` (with ``params``) reads at commit
+        ``snapshot`` (default: the latest), with the expected selectivity of a sketch of
+        ``fragments`` fragments (default ``settings.fragments``) on it, estimated from a
+        stratified sample of the query's largest table over ``replicates`` bootstrap
+        replicates (CBS; see :mod:`sketch_core.choice.query`); the unsafe ones with the reason.
+        Raises QueryError (UnsupportedQueryError), ConfigurationError or
+        SequenceOutOfRangeError."""
+        return self.chooser.estimate_attributes(
+            sql, params, snapshot=snapshot, fragments=fragments, replicates=replicates
+        )
+
+    def choose_attributes(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        snapshot: int | None = None,
+        fragments: int | None = None,
+    ) -> tuple[dict[str, str], AttributeEstimates | None]:
+        """The attributes ({table: attribute}) a capture of ``sql`` without ``attributes``
+        would sketch, picked by the ``attribute_strategy`` setting, and the estimates a
+        cost-based strategy ranked them by (None for ``heuristic``): the work the choice adds
+        to such a capture. Raises as :meth:`estimate_attributes`, and NoSafeAttributeError."""
+        return self.chooser.choose_attributes(sql, params, snapshot=snapshot, fragments=fragments)
+
+    def capture(
+        self,
+        sql: str,
+        name: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        attributes: Mapping[str, str] | None = None,
+        fragments: int | Mapping[str, int] | None = None,
+        *,
+        snapshot: int | None = None,
+        with_state: bool = False,
+    ) -> SketchVersion:
+        """Capture a provenance sketch for ``sql`` (PBDS Sec. 4) and publish it as a new version.
+
+        ``name``: the sketch's name (default: derived from the query, its parameters and
+        partitions); ``params``: values of the query's ``:name`` placeholders; ``snapshot``:
+        the commit to capture at (default: the latest). ``attributes`` ({table: attribute})
+        must be safe for the query (PBDS Sec. 6) or the capture is refused with
+        :class:`UnsafeAttributeError`; without them, the ``attribute_strategy`` setting picks
+        them (by default the safe attribute with the smallest estimated sketch; ``heuristic``:
+        the sort key, then the group-by columns; see :meth:`choose_attributes`).
+        ``fragments`` is a count for every table or per table (default
+        ``settings.fragments``).
+
+        ``with_state`` also computes the incremental-maintenance state (in-process for small
+        tables, else on Spark) and stores it with the version (for sketches that will be
+        maintained; without it, the first incremental maintenance computes it, at the
+        version's snapshot).
+
+        Capturing again under the name of an existing sketch of the same query and parameters
+        keeps that sketch's attributes and fragment counts (a new version of the same sketch),
+        unless ``attributes`` or ``fragments`` ask otherwise. A capture that waited for a
+        concurrent run of the same sketch and finds its version published returns that one.
+
+        Returns the published version. Raises InvalidSketchNameError, QueryError
+        (UnsupportedQueryError), UnsafeAttributeError, NoSafeAttributeError, PartitionError,
+        ConfigurationError, SequenceOutOfRangeError, SketchBusyError or SparkJobError.
+        """
+        return self.capturer.capture(
+            sql, name, params, attributes, fragments, snapshot=snapshot, with_state=with_state
+        )
+
+    # -- maintenance --------------------------------------------------------------------------
+
+    def maintain(self, name: str | None = None, strategy: str = "auto") -> list[MaintenanceRun]:
+        """Bring sketches (``name``, or all) to the latest commit, each as a new version;
+        returns one run per sketch (``strategy`` ``none`` when it was current).
+
+        ``incremental`` runs IMP's incremental operators over the table deltas, starting from
+        the operator state stored with the sketch's newest version (computed from the
+        snapshot when there is none yet), in-process; above ``settings.spark_delta_rows``
+        changed rows, the aggregations over stateless subtrees that join or keep min/max get
+        their deltas from Spark queries over the delta rows and the pinned snapshots (the rest
+        of the plan still runs in-process). ``full`` recaptures on Spark. ``auto`` goes
+        incremental up to ``settings.incremental_max_delta_rows`` changed rows, and above that
+        when every changed table is read only under aggregations that reduce a big delta
+        set-at-a-time (join-free ones with array state; the ones Spark takes), and recaptures
+        otherwise or for queries the incremental engine does not support. ``cost`` lets the
+        cost model also leave the sketch behind (``skip``). Earlier versions stay, for queries
+        pinned to older snapshots.
+
+        Raises ConfigurationError (unknown strategy), SketchNotFoundError,
+        DeltaQuarantinedError (for one named sketch; with all, such a sketch is left behind
+        with a warning), UnsupportedQueryError (``incremental`` on a query the engine cannot
+        maintain), SketchBusyError or SparkJobError.
+        """
+        return self.maintainer.maintain(name, strategy)
+
+    def plan_maintenance(
+        self, name: str, strategy: str = "auto", target: int | None = None
+    ) -> MaintenancePlan:
+        """What ``maintain(name, strategy)`` would do now (to commit ``target``, default the
+        latest), decided from the commit log and the query plan alone (no state or data is
+        read, and nothing runs on Spark). Raises ConfigurationError or SketchNotFoundError."""
+        return self.maintainer.plan_maintenance(name, strategy, target)
+
+    def cost_model(self, name: str, max_age: float = 0.0) -> CostModel:
+        """The sketch's five cost models, fitted from its recorded runs (priors until then);
+        one fitted at most ``max_age`` seconds ago is reused."""
+        return self.maintainer.cost_model(name, max_age)
+
+    def maintain_due(
+        self, names: Sequence[str] | None = None, strategy: str = "auto", now: datetime | None = None
+    ) -> list[MaintenanceRun]:
+        """Maintain, with ``strategy``, the sketches (``names``, default: all) whose policy
+        fires at ``now`` (default: the clock), as :meth:`maintain_each` does."""
+        return self.scheduler.maintain_due(names, strategy, now)
+
+    def maintain_each(self, names: Sequence[str], strategy: str = "auto") -> list[MaintenanceRun]:
+        """Maintain each sketch of ``names``. One that a quarantined delta batch blocks is left
+        at its version with a warning (``status()`` says why), one defined but never published
+        (its capture died) is passed over, and the others go on; any other error stops the
+        run, as ``maintain(name)``'s would. Returns the runs."""
+        return self.scheduler.maintain_each(names, strategy)
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def query(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        snapshot: int | None = None,
+        use_sketches: bool | str = True,
+    ) -> QueryResult:
+        """Run Spark SQL over ``ns.table`` names, every table pinned at one commit sequence.
+
+        ``params``: values of the query's ``:name`` placeholders. ``snapshot`` is a global
+        commit sequence number; None reads the latest, fixed once when the query starts so
+        that commits landing meanwhile cannot change the answer. A sketch version valid for
+        exactly the pinned snapshots (for this query, or for another binding of its template
+        that the reuse check accepts) prunes the files Spark reads and adds its range
+        conditions. ``use_sketches``: True applies it as ``settings.sketch_use`` says
+        (``"cost"``: only when it is expected to make the query faster; the result's
+        ``sketch_reason`` says why or why not), ``"cost"`` or ``"always"`` so for this query,
+        False runs the plain query.
+
+        Returns the result table with what was read. Raises QueryError (SparkQueryError: Spark
+        refused the query), ConfigurationError, SequenceOutOfRangeError or SparkJobError; a
+        query the sketches cannot serve runs without them.
+        """
+        return self.queries.query(sql, params, snapshot, use_sketches)
+
+    def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
+        """Every table the sketch's query reads, pinned as of the sketch version (default: the
+        newest); sketched tables cut down to the data files that may hold the sketch's
+        fragments. Raises SketchNotFoundError."""
+        return self.queries.sketch_files(name, version)
+
+    def sketch_rows(self, name: str, version: int | None = None) -> dict[str, DataFrame]:
+        """Every table the sketch's query reads, as of the sketch version (default: the
+        newest), as a Spark DataFrame: for a sketched table exactly the rows of its fragments,
+        other tables in full. Raises SketchNotFoundError.
+
+        The sketch's query over these rows gives its result (the sketch is sound), and they
+        are the least that skipping with this sketch could read: a query over them alone
+        bounds the speedup the sketch can give (``benchmarks.capture_use`` measures it)."""
+        return self.queries.sketch_rows(name, version)
+
+    # -- policies, reports, state budget ------------------------------------------------------
+
+    def set_policy(self, name: str, policy: Policy | Mapping[str, Any] | None) -> None:
+        """Attach a maintenance policy to sketch ``name`` (a :class:`Policy` or its JSON form);
+        None detaches it, and the sketch falls back to ``DEFAULT_POLICY`` (maintain when
+        stale). Raises PolicyError (a malformed policy) or SketchNotFoundError."""
+        self.scheduler.set_policy(name, policy)
+
+    def policy(self, name: str) -> tuple[Policy, bool]:
+        """The sketch's policy, and whether it is its own (False: ``DEFAULT_POLICY``)."""
+        return self.scheduler.policy(name)
+
+    def check_policies(
+        self, names: Sequence[str] | None = None, now: datetime | None = None, record: bool = True
+    ) -> list[PolicyCheck]:
+        """Check the policies of these sketches (default: all) at ``now`` (an aware datetime,
+        default: the clock); one check per sketch, with whether it fires and why. Metastore
+        queries only, no Spark; each decision is logged with its reason (``record``). Raises
+        ConfigurationError (a naive ``now``) or SketchNotFoundError."""
+        return self.scheduler.check_policies(names, now, record)
+
+    def report_sketches(self, sql: str | None = None, report: str | None = None) -> list[str]:
+        """The names of the sketches a report uses: those captured for its query's template
+        (any binding of its parameters), and those whose policy names ``report``."""
+        return self.scheduler.report_sketches(sql, report)
+
+    def announce_report(
+        self, report: str, due_at: datetime | None = None, window_seconds: float = REPORT_WINDOW_SECONDS
+    ) -> datetime:
+        """Record that ``report`` is about to run (at ``due_at``, an aware datetime, default
+        now): the policies that name it fire at their next check (see :class:`Policy`), until
+        the report has run (:meth:`report_finished`) or, if it never does, ``window_seconds``
+        after ``due_at``. Returns when it is due; raises ConfigurationError."""
+        return self.scheduler.announce_report(report, due_at, window_seconds)
+
+    def report_finished(self, report: str) -> int:
+        """Record that ``report`` has run: its announcements that were due end, so the policies
+        naming it stop firing for them (an announcement for a later run stays). Returns how
+        many ended; raises ConfigurationError for a malformed name."""
+        return self.scheduler.report_finished(report)
+
+    def allocate_state(self, names: Sequence[str] | None = None) -> BudgetRun | None:
+        """Choose, within ``settings.state_budget_bytes``, which sketches (``names``, default:
+        all) keep their state in full, cut to the top m, or not at all (see
+        :mod:`sketch_core.state_budget`); None when there is no budget. Engines kept in memory
+        for a sketch whose mode changed are dropped."""
+        return self.scheduler.allocate_state(names)
+
+    # -- delta validation ---------------------------------------------------------------------
+
+    def validate_deltas(self, tables: Sequence[str] | None = None) -> list[BatchValidation]:
+        """Validate now the commits that maintenance would otherwise validate on its way: those
+        of ``tables`` (default: every table a sketch reads) after the oldest newest-version of
+        the sketches on each. A step for right after a load, so that maintenance only reads the
+        results; returns every result, failed ones included. Raises TableNotFoundError."""
+        return self.checks.validate_deltas(tables)
+
+    def quarantined(self, tables: Sequence[str] | None = None) -> list[BatchValidation]:
+        """The delta batches (of ``tables``, default all) that failed validation and are not
+        yet fixed or overridden."""
+        return self.checks.quarantined(tables)
+
+    def blocked(self, name: str) -> DeltaQuarantinedError | None:
+        """Whether maintaining ``name`` to the newest commit is blocked by a quarantined delta
+        batch (the batches not yet validated are validated now), as the error maintenance
+        would raise; None: it is not. Raises SketchNotFoundError."""
+        return self.checks.blocked(name)
+
+    def override_validation(self, table: str, seq: int, reason: str) -> None:
+        """Accept the quarantined batch at commit ``seq`` of ``table`` (``reason`` is kept): the
+        sketches it blocked are maintained again, and its values widen the table's suite.
+        Raises ConfigurationError (no reason), TableNotFoundError or ValidationOverrideError
+        (no such quarantined batch)."""
+        self.checks.override_validation(table, seq, reason)
+
+    def declare_nullable(self, table: str, columns: Sequence[str]) -> None:
+        """Let these columns of ``table`` hold NULLs in delta batches (sort key and partition
+        attributes must have values otherwise). Raises TableNotFoundError or
+        ConfigurationError (a column the table does not have)."""
+        self.checks.declare_nullable(table, columns)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def collect_garbage(self, names: Sequence[str] | None = None) -> GarbageReport:
+        """Expire old sketch versions and delete the state files nothing reads any more;
+        returns what was removed.
+
+        Each sketch (of ``names``, default all) keeps its newest ``settings.retain_versions``
+        versions and every version younger than ``settings.retain_seconds``: a query pinned to
+        an older snapshot may still be using one. State directories are deleted when no kept
+        version reads them (directly or as the base of its layers) and they are older than that
+        too, which also clears what runs that died before publishing left behind. With
+        ``settings.expire_table_snapshots``, the tables' snapshots that nothing kept reads are
+        expired, and then their files that no snapshot left reaches (and those of writes that
+        died) are deleted, past the same retention time.
+        """
+        return self.lifecycle.collect_garbage(names)
+
+    def drop_sketch(self, name: str) -> None:
+        """Delete sketch ``name`` and all its versions; queries stop using it at once. Raises
+        SketchNotFoundError."""
+        self.lifecycle.drop_sketch(name)
+
+    def drop_table(self, name: str, cascade: bool = False) -> int:
+        """Drop table ``name`` with its history, partitions, samples and validation results,
+        and delete its files; returns the sequence number of the drop. Refused with
+        :class:`TableInUseError` while sketches read it, unless ``cascade`` (then they are
+        dropped first). The name can be used again at once, for a table of its own. Raises
+        TableNotFoundError."""
+        return self.lifecycle.drop_table(name, cascade)
+
+    # -- incremental engines, to inspect and to build on --------------------------------------
+
+    def kept_engine(self, name: str) -> IncrementalSketch | None:
+        """The incremental engine kept in memory for ``name`` (None: none kept), to inspect."""
+        return self.engine_cache.engine(name)
+
+    def kept_state_entries(self, name: str) -> int | None:
+        """Groups and top-k entries of the engine kept in memory for ``name`` (None: none kept)."""
+        engine = self.kept_engine(name)
+        return engine.state_entries() if engine is not None else None
+
+    def release_engines(self) -> None:
+        """Drop the incremental engines kept in memory; the next maintenance of each sketch
+        starts from its stored state again."""
+        self.engine_cache.clear()
+
+    def first_engine(
+        self,
+        definition: SketchDefinition,
+        partitions: Mapping[str, RangePartition],
+        sequence: int,
+        keep_top: int | None,
+    ) -> MaintainedSketch:
+        """An engine without stored state, its state computed from the snapshot at ``sequence``:
+        in-process (the snapshot's rows run through the engine as one insert) when the sketch's
+        tables hold at most ``LOCAL_STATE_ROWS`` rows together, else, or where the in-process
+        engine refuses the whole tables (a join without an equality), with its aggregations'
+        state computed on Spark. A Spark job costs about a second whatever its input; in-process,
+        a few hundred thousand rows cost less (TPC-H SF0.01 Q8: the Spark job took 3.4 s).
+        Raises UnsupportedQueryError for a query the engine cannot maintain."""
+        return self.engines.first_engine(definition, partitions, sequence, keep_top)
+
+    def planned_engine(self, definition: SketchDefinition, sequence: int) -> IncrementalSketch | None:
+        """The engine for the sketch's plan at ``sequence``, without state, to decide from
+        (None: the plan cannot be maintained in-process)."""
+        return self.engines.planned_engine(definition, sequence)
+
+    def spark_ansi(self) -> bool:
+        """Whether Spark evaluates expressions in ANSI mode (Spark 4's default): the running
+        session's setting, else the configured one. The in-process engine's rules are ANSI
+        mode's; without it, Spark evaluates the expressions (see ``remote_evaluator``)."""
+        return self.context.spark_ansi()
+
+    def remote_evaluator(self) -> RemoteEvaluator:
+        """Evaluates on Spark the expressions the in-process engine has no exact rule for (see
+        :mod:`sketch_core.incremental.remote`); the session starts when one is first needed."""
+        return self.engines.remote_evaluator()
+
+    def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
+        """Computes an incremental engine's frontier aggregations' state on Spark, for
+        :func:`sketch_core.maintenance.build_engine`."""
+        return self.engines.spark_summarizer(definition)

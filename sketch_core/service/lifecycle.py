@@ -10,7 +10,8 @@ from pathlib import Path
 
 from sketch_core.errors import TableInUseError
 from sketch_core.metastore.table_drop import forget_table
-from sketch_core.service.core import ServiceCore
+from sketch_core.service.context import ServiceContext
+from sketch_core.service.engines import EngineCache
 from sketch_core.service.results import GarbageReport
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, collect_scratch
 from sketch_core.spark.views import referenced_tables
@@ -19,40 +20,49 @@ from sketch_core.tables.orphans import RemovedFiles
 log = logging.getLogger(__name__)
 
 
-class Lifecycle(ServiceCore):
+class Lifecycle:
     """Garbage collection and drops."""
 
-    def collect_garbage(self, names: Sequence[str] | None = None) -> GarbageReport:
-        """Expire old sketch versions and delete the state files nothing reads any more.
+    def __init__(self, context: ServiceContext, cache: EngineCache) -> None:
+        self.context = context
+        self.cache = cache
+        self.collected_at = float("-inf")  # monotonic time of the last collection
 
-        Each sketch (of ``names``, default all) keeps its newest ``settings.retain_versions``
-        versions and every version younger than ``settings.retain_seconds``: a query pinned to
-        an older snapshot may still be using one. State directories are deleted when no kept
-        version reads them (directly or as the base of its layers) and they are older than that
-        too, which also clears what runs that died before publishing left behind. With
-        ``settings.expire_table_snapshots``, the tables' snapshots that nothing kept reads are
-        expired, and then their files that no snapshot left reaches (and those of writes that
-        died) are deleted, past the same retention time.
-        """
-        self._collected_at = time.monotonic()  # the next automatic collection waits from here
+    def collect_after_maintenance(self, names: Sequence[str]) -> None:
+        """Collect garbage after maintenance runs that published versions, at most once per
+        tenth of the retention time (expired versions linger at most that much longer; a
+        collection lists every state directory). The runs stand if it fails."""
+        if time.monotonic() - self.collected_at < self.context.settings.retain_seconds / 10:
+            return
+        try:
+            self.collect_garbage(names)
+        except Exception as exc:  # garbage waits for the next collection
+            log.warning("garbage collection after maintenance failed: %s", exc)
+
+    def collect_garbage(self, names: Sequence[str] | None = None) -> GarbageReport:
+        """See :meth:`SketchService.collect_garbage`."""
+        ctx = self.context
+        self.collected_at = time.monotonic()  # the next automatic collection waits from here
         every_table = names is None
-        names = list(names) if names is not None else [d.name for d in self.sketches.definitions()]
+        names = list(names) if names is not None else [d.name for d in ctx.sketches.definitions()]
         expired = {
-            n: self.sketches.expire_versions(n, self.settings.retain_versions, self.settings.retain_seconds)
+            n: ctx.sketches.expire_versions(
+                n, self.context.settings.retain_versions, self.context.settings.retain_seconds
+            )
             for n in names
         }
-        live = [ref for refs in self.sketches.state_refs().values() for ref in refs]
-        older_than = time.time() - self.settings.retain_seconds
-        removed = self.state_store.collect(live, older_than=older_than)
-        removed += collect_scratch(self.settings.warehouse / SCRATCH_DIRECTORY, older_than)
+        live = [ref for refs in ctx.sketches.state_refs().values() for ref in refs]
+        older_than = time.time() - self.context.settings.retain_seconds
+        removed = ctx.state_store.collect(live, older_than=older_than)
+        removed += collect_scratch(self.context.settings.warehouse / SCRATCH_DIRECTORY, older_than)
         snapshots: dict[str, int] = {}
         files: dict[str, RemovedFiles] = {}
-        if self.settings.expire_table_snapshots:
+        if self.context.settings.expire_table_snapshots:
             tables = self._tables_of(None if every_table else names)
             snapshots = self._expire_table_snapshots(tables)
             # Then the files only the expired snapshots read, or that died with their writes.
             for table in tables:
-                gone = self.tables.remove_unreferenced_files(table, older_than)
+                gone = ctx.tables.remove_unreferenced_files(table, older_than)
                 if gone.files:
                     files[table] = gone
         report = GarbageReport({n: v for n, v in expired.items() if v}, removed, snapshots, files)
@@ -68,10 +78,11 @@ class Lifecycle(ServiceCore):
 
     def _tables_of(self, names: Sequence[str] | None) -> list[str]:
         """The tables the sketches ``names`` read (None: every table)."""
+        ctx = self.context
         if names is None:
-            return sorted(record.name for record in self.tables.list())
+            return sorted(record.name for record in ctx.tables.list())
         wanted = set(names)
-        definitions = self.sketches.definitions()
+        definitions = ctx.sketches.definitions()
         return sorted({t for d in definitions if d.name in wanted for t in referenced_tables(d.query_sql)})
 
     def _expire_table_snapshots(self, tables: Sequence[str]) -> dict[str, int]:
@@ -79,11 +90,12 @@ class Lifecycle(ServiceCore):
         query pinned within the retention time can still read: each table keeps its state as
         of the newest commit older than ``retain_seconds`` and as of its sketches' oldest kept
         versions, and all after them."""
-        recent = self.commit_log.sequence_older_than(self.settings.retain_seconds)
+        ctx = self.context
+        recent = ctx.commit_log.sequence_older_than(self.context.settings.retain_seconds)
         if recent == 0:
             return {}
         keep_from = dict.fromkeys(tables, recent)
-        for sql, oldest in self.sketches.oldest_sequences():
+        for sql, oldest in ctx.sketches.oldest_sequences():
             for table in referenced_tables(sql):
                 if table not in keep_from:
                     continue
@@ -93,35 +105,32 @@ class Lifecycle(ServiceCore):
                         "is not kept (the sketch is recaptured when brought up)",
                         table,
                         oldest,
-                        self.settings.stale_history_loads,
+                        self.context.settings.stale_history_loads,
                     )
                     continue
                 keep_from[table] = min(keep_from[table], oldest)
-        expired = {
-            table: self.tables.expire_snapshots(table, seq) for table, seq in sorted(keep_from.items())
-        }
+        expired = {table: ctx.tables.expire_snapshots(table, seq) for table, seq in sorted(keep_from.items())}
         return {table: count for table, count in expired.items() if count}
 
     def _left_far_behind(self, table: str, sequence: int) -> bool:
         """Whether a sketch version at ``sequence`` is more than ``stale_history_loads`` loads of
         ``table`` behind, and so no longer holds its history (see the setting)."""
-        limit = self.settings.stale_history_loads
-        return limit > 0 and len(self.commit_log.commits(table, after_seq=sequence)) > limit
+        ctx = self.context
+        limit = self.context.settings.stale_history_loads
+        return limit > 0 and len(ctx.commit_log.commits(table, after_seq=sequence)) > limit
 
     def drop_table(self, name: str, cascade: bool = False) -> int:
-        """Drop table ``name`` with its history, partitions, samples and validation results,
-        and delete its files; returns the sequence number of the drop. Refused with
-        :class:`TableInUseError` while sketches read it, unless ``cascade`` (then they are
-        dropped first). The name can be used again at once, for a table of its own."""
-        table = self.tables.record(name).name
-        readers = [d.name for d in self.sketches.definitions() if table in referenced_tables(d.query_sql)]
+        """See :meth:`SketchService.drop_table`."""
+        ctx = self.context
+        table = ctx.tables.record(name).name
+        readers = [d.name for d in ctx.sketches.definitions() if table in referenced_tables(d.query_sql)]
         if readers and not cascade:
             raise TableInUseError(table, readers)
         for reader in readers:
             self.drop_sketch(reader)
             log.info("dropped sketch %s, which read %s", reader, table)
         samples: list[str] = []
-        sequence = self.tables.drop(
+        sequence = ctx.tables.drop(
             table, lambda conn, table_id: samples.extend(forget_table(conn, table, table_id))
         )
         for path in samples:
@@ -129,8 +138,8 @@ class Lifecycle(ServiceCore):
         return sequence
 
     def drop_sketch(self, name: str) -> None:
-        """Delete a sketch and all its versions; queries stop using it at once."""
-        self.sketches.drop(name)
+        """See :meth:`SketchService.drop_sketch`."""
+        self.context.sketches.drop(name)
         # What this process remembers of it would pass for a sketch captured again under its name.
-        self._engines.pop(name, None)
-        self.advisor.forget(name)
+        self.cache.forget(name)
+        self.context.advisor.forget(name)

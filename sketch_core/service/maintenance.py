@@ -13,8 +13,7 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from sketch_core import faults
-from sketch_core.algebra.frontend import decode_params
-from sketch_core.costs.choose import Choice, Situation, choose
+from sketch_core.costs.choose import Choice, Situation, choose, stateless_choice
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
     DeltaQuarantinedError,
@@ -31,17 +30,18 @@ from sketch_core.maintenance import (
     MaintainedSketch,
     advance,
     big_delta_covered,
-    build_engine,
     store_state,
     summarizable,
 )
 from sketch_core.metastore.sketches import FinishedRun, SketchDefinition, VersionRecord
 from sketch_core.service.arguments import check_strategy
-from sketch_core.service.capture import Capturing
-from sketch_core.service.core import definition_identity
+from sketch_core.service.capture import Capturer
+from sketch_core.service.context import ServiceContext
+from sketch_core.service.engines import EngineCache, EngineFactory
 from sketch_core.service.lifecycle import Lifecycle
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun
-from sketch_core.service.validation import Validating
+from sketch_core.service.runner import SubmittedJobs
+from sketch_core.service.validation import DeltaChecks
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, delta_partials
 from sketch_core.spark.views import referenced_tables
 from sketch_core.tables.pinned import PinnedSnapshot
@@ -49,30 +49,37 @@ from sketch_core.tables.pinned import PinnedSnapshot
 log = logging.getLogger(__name__)
 
 
-class Maintaining(Capturing, Lifecycle, Validating):
+class Maintainer:
     """Planning and running maintenance."""
 
-    def maintain(self, name: str | None = None, strategy: str = "auto") -> list[MaintenanceRun]:
-        """Bring sketches (one, or all) to the latest commit, each as a new version.
+    def __init__(
+        self,
+        context: ServiceContext,
+        engines: EngineFactory,
+        cache: EngineCache,
+        capturer: Capturer,
+        checks: DeltaChecks,
+        lifecycle: Lifecycle,
+        jobs: SubmittedJobs | None = None,
+    ) -> None:
+        """``jobs``: where runs that need Spark go when not in this process (see
+        :mod:`.runner`)."""
+        self.context = context
+        self.engines = engines
+        self.cache = cache
+        self.capturer = capturer
+        self.checks = checks
+        self.lifecycle = lifecycle
+        self.jobs = jobs
 
-        ``incremental`` runs IMP's incremental operators over the table deltas, starting from
-        the operator state stored with the sketch's newest version (computed on Spark from the
-        snapshot when there is none yet), in-process; above ``settings.spark_delta_rows``
-        changed rows, the aggregations over stateless subtrees that join or keep min/max get
-        their deltas from Spark queries over the delta rows and the pinned snapshots (the rest
-        of the plan still runs in-process). ``full`` recaptures on Spark. ``auto`` goes
-        incremental up to ``settings.incremental_max_delta_rows`` changed rows, and above that
-        when every changed table is read only under aggregations that reduce a big delta
-        set-at-a-time (join-free ones with array state; the ones Spark takes), and recaptures
-        otherwise or for queries the incremental engine does not support. Earlier versions
-        stay, for queries pinned to older snapshots.
-        """
+    def maintain(self, name: str | None = None, strategy: str = "auto") -> list[MaintenanceRun]:
+        """See :meth:`SketchService.maintain`."""
         check_strategy(strategy)
-        names = [name] if name is not None else [d.name for d in self.sketches.definitions()]
+        names = [name] if name is not None else [d.name for d in self.context.sketches.definitions()]
         runs = []
         for each in names:
             try:
-                runs.append(self._maintain_one(each, strategy))
+                runs.append(self.maintain_one(each, strategy))
             except SketchNotFoundError:
                 if name is not None:
                     raise
@@ -82,26 +89,19 @@ class Maintaining(Capturing, Lifecycle, Validating):
                 if name is not None:
                     raise
                 log.warning("%s", exc)  # blocked at its last good version; the others go on
-        # Collected at most once per tenth of the retention time (expired versions linger at most
-        # that much longer); a collection lists every state directory.
-        due = time.monotonic() - self._collected_at >= self.settings.retain_seconds / 10
-        if due and any(r.published for r in runs):
-            try:
-                self.collect_garbage(names)
-            except Exception as exc:  # the runs stand; garbage waits for the next collection
-                log.warning("garbage collection after maintenance failed: %s", exc)
+        if any(r.published for r in runs):
+            self.lifecycle.collect_after_maintenance(names)
         return runs
 
     def plan_maintenance(
         self, name: str, strategy: str = "auto", target: int | None = None
     ) -> MaintenancePlan:
-        """What ``maintain(name, strategy)`` would do now, decided from the commit log and the
-        query plan alone (no state or data is read, and nothing runs on Spark)."""
+        """See :meth:`SketchService.plan_maintenance`."""
         check_strategy(strategy)
-        definition, record = self._definition_and_version(name)
-        return self._plan(definition, record, strategy, target)
+        definition, record = self.context.definition_and_version(name)
+        return self.plan(definition, record, strategy, target)
 
-    def _plan(
+    def plan(
         self,
         definition: SketchDefinition,
         record: VersionRecord,
@@ -109,27 +109,30 @@ class Maintaining(Capturing, Lifecycle, Validating):
         target: int | None,
         table_rows: int | None = None,
     ) -> MaintenancePlan:
-        """``table_rows``: the rows of the sketch's tables at ``target``, when known (for the
-        cost model; else read from the commit log)."""
-        target = self.latest_sequence() if target is None else target
+        """What maintaining the sketch from ``record`` to ``target`` (None: the latest commit)
+        with ``strategy`` would do. ``table_rows``: the rows of the sketch's tables at
+        ``target``, when known (for the cost model; else read from the commit log)."""
+        ctx = self.context
+        target = ctx.latest_sequence() if target is None else target
         tables = set(referenced_tables(definition.query_sql))
         pending = [
             c
-            for c in self.commit_log.commits(after_seq=record.sequence, until_seq=target)
+            for c in ctx.commit_log.commits(after_seq=record.sequence, until_seq=target)
             if c.table in tables
         ]
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
         changed = {c.table for c in pending}
-        on_spark = delta_rows > self.settings.spark_delta_rows
+        on_spark = delta_rows > self.context.settings.spark_delta_rows
         chosen = strategy if pending else "none"
         choice: Choice | None = None
         if chosen in ("auto", "cost"):
             options: tuple[str, ...] = ("full",)
-            if not self.budget.keeps_state(definition.name):
-                choice = self._stateless_choice(definition.name)
-            elif not all(self.tables.retains(t, record.sequence) for t in changed):
+            if not ctx.budget.keeps_state(definition.name):
+                mode = ctx.budget.mode(definition.name)
+                choice = stateless_choice(mode.reason if mode is not None else "no state")
+            elif not all(ctx.tables.retains(t, record.sequence) for t in changed):
                 pass  # the version's snapshots expired (left far behind): only a recapture
-            elif delta_rows <= self.settings.incremental_max_delta_rows or self._big_delta_covered(
+            elif delta_rows <= self.context.settings.incremental_max_delta_rows or self._big_delta_covered(
                 definition, record, changed, on_spark
             ):
                 options = ("incremental", "full")
@@ -137,15 +140,15 @@ class Maintaining(Capturing, Lifecycle, Validating):
                 # before the next load: at least the one this is for (a report, or the refresh
                 # ahead of one), however rarely the template ran per load so far; and the
                 # runs after them, at the rate it ran per load.
-                rate = self.advisor.expected_queries(definition.name)
+                rate = ctx.advisor.expected_queries(definition.name)
                 situation = Situation(
                     table_rows or 0,
                     delta_rows,
                     max(1.0, rate),
                     loads=len(pending),
                     rate=rate,
-                    horizon=self.settings.cost_horizon_queries,
-                    history_loads=self.settings.stale_history_loads,
+                    horizon=self.context.settings.cost_horizon_queries,
+                    history_loads=self.context.settings.stale_history_loads,
                 )
                 choice = self._cost_choice(definition, situation, (*options, "skip"), explore=True)
             elif len(options) > 1:  # within what incremental can take: the cheaper by the model
@@ -171,38 +174,44 @@ class Maintaining(Capturing, Lifecycle, Validating):
         """Whether an incremental run from ``record`` would first compute the state on Spark:
         no engine kept at that version and no usable stored state (the kept engine is checked
         first: the stored state's manifest is a read)."""
-        return self._kept_at(definition, record, take=False) is None and not self.budget.usable_state(
+        return self.cache.at(definition, record, take=False) is None and not self.context.budget.usable_state(
             definition.name, record
         )
-
-    def _stateless_choice(self, name: str) -> Choice:
-        mode = self.budget.mode(name)
-        why = mode.reason if mode is not None else "no state"
-        return Choice("full", {}, f"full: the state budget keeps no state for this sketch ({why})")
 
     def _spark_summarizes(
         self, definition: SketchDefinition, record: VersionRecord, changed: set[str]
     ) -> bool:
         """Whether an incremental run over a big delta of ``changed`` would compute some
         aggregations' deltas on Spark (True when the plan cannot be built here: it may)."""
-        engine = self.planned_engine(definition, record.sequence)
+        engine = self.engines.planned_engine(definition, record.sequence)
         if engine is None:
             return True
         return bool(summarizable(engine.frontier(), changed))
 
-    def _maintain_one(
+    def maintain_one(
         self,
         name: str,
         strategy: str,
+        *,
         target: int | None = None,
         context: str = "maintain",
         plan: MaintenancePlan | None = None,
         wait_seconds: float | None = None,
     ) -> MaintenanceRun:
-        """One sketch maintained to ``target``; ``plan``: already made for it (used while the
-        sketch's newest version is still the one it was made from); ``wait_seconds``: for
-        another run of the sketch to finish (default ``settings.work_wait_seconds``)."""
-        with self.coordinated(name, "a maintenance run", wait_seconds) as waited:
+        """One sketch maintained to ``target`` (None: the latest commit); ``context``: what
+        asked for it (recorded with the cost model's choice); ``plan``: already made for it
+        (used while the sketch's newest version is still the one it was made from);
+        ``wait_seconds``: for another run of the sketch to finish (default
+        ``settings.work_wait_seconds``). With submitted jobs, a run to the latest commit that
+        needs Spark is submitted (the job plans again, under the work lock)."""
+        if self.jobs is not None and target is None:
+            definition, record = self.context.definition_and_version(name)
+            submitted = self.plan(definition, record, strategy, None)
+            if submitted.needs_spark:
+                self.checks.check(name, record, submitted.target)  # a job would only fail on it
+                return self.jobs.maintain(submitted, strategy)
+            plan = submitted
+        with self.context.coordinated(name, "a maintenance run", wait_seconds) as waited:
             run = self._run_maintenance(name, strategy, target, context, plan)
         if waited and run.strategy == "none":
             log.info(
@@ -211,30 +220,31 @@ class Maintaining(Capturing, Lifecycle, Validating):
                 run.to_version,
             )
         if run.published:
-            self.advisor.observed(run.strategy, name)
+            self.context.advisor.observed(run.strategy, name)
         return run
 
     def _run_maintenance(
         self, name: str, strategy: str, target: int | None, context: str, plan: MaintenancePlan | None
     ) -> MaintenanceRun:
         started = time.perf_counter()  # an incremental run's checks before it are part of its cost
-        definition, record = self._definition_and_version(name)
+        advisor = self.context.advisor
+        definition, record = self.context.definition_and_version(name)
         if (
             plan is None
             or plan.from_version != record.version
             or (target is not None and plan.target != target)
         ):
-            plan = self._plan(definition, record, strategy, target)
+            plan = self.plan(definition, record, strategy, target)
         target, chosen, delta_rows = plan.target, plan.strategy, plan.delta_rows
         if chosen == "none":
             return MaintenanceRun(name, record.version, record.version, "none", 0, 0.0)
         faults.reached("maintenance-planned")
         if plan.choice is not None:
-            self.advisor.record(name, context, plan.choice)
+            advisor.record(name, context, plan.choice)
         if chosen == "skip":  # the queries read the plain tables until the model says otherwise
-            self.advisor.skip_from(name, record.version)
+            advisor.skip_from(name, record.version)
             return MaintenanceRun(name, record.version, record.version, "skip", delta_rows, 0.0)
-        self._check_deltas(name, record, target)
+        self.checks.check(name, record, target)
         if chosen == "incremental":
             try:
                 try:
@@ -256,18 +266,7 @@ class Maintaining(Capturing, Lifecycle, Validating):
                     raise
                 log.info("%s: recapturing instead of incremental maintenance: %s", name, exc)
         started = time.perf_counter()  # a recapture is timed as its capture
-        stored = {t: self._partition(pid)[0] for t, pid in definition.partition_ids.items()}
-        version = self._capture(
-            definition.query_sql,
-            name,
-            decode_params(definition.params),
-            {t: p.attribute for t, p in stored.items()},
-            {t: p.fragment_count for t, p in stored.items()},
-            target,
-            strategy="full",
-            from_version=record.version,
-            delta_rows=delta_rows,
-        )
+        version = self.capturer.recapture(definition, target, record.version, delta_rows)
         return MaintenanceRun(
             name, record.version, version.version, "full", delta_rows, time.perf_counter() - started
         )
@@ -278,14 +277,15 @@ class Maintaining(Capturing, Lifecycle, Validating):
         """Whether a big delta of these tables is reduced set-at-a-time (by Spark, or by
         aggregations with array state: see ``maintenance.big_delta_covered``). Decided on the
         plan alone: no state is read."""
-        engine = self.planned_engine(definition, record.sequence)
+        engine = self.engines.planned_engine(definition, record.sequence)
         if engine is None:
             return False
         return big_delta_covered(engine, changed, on_spark)
 
     def _delta_summarizer(self, definition: SketchDefinition, used: list[bool]) -> DeltaSummarizer:
         """Computes frontier aggregations' deltas on Spark; sets ``used[0]`` when it runs."""
-        identified = self._identified_partitions(definition)
+        ctx = self.context
+        identified = ctx.partitions.identified(definition)
         partitions = {t: p for t, (_, p) in identified.items()}
         attributes = {t: p.attribute for t, p in partitions.items()}
 
@@ -297,14 +297,14 @@ class Maintaining(Capturing, Lifecycle, Validating):
         ) -> dict[int, Partials]:
             used[0] = True
             return delta_partials(
-                self.spark,
+                ctx.spark,
                 frontier,
                 attributes,
                 partitions,
-                self._sources(before, identified),
-                self._sources(after, identified),
+                ctx.sources(before, identified),
+                ctx.sources(after, identified),
                 deltas,
-                self.settings.warehouse / SCRATCH_DIRECTORY,
+                self.context.settings.warehouse / SCRATCH_DIRECTORY,
             )
 
         return summarize
@@ -317,14 +317,14 @@ class Maintaining(Capturing, Lifecycle, Validating):
         the cost model is fitted and asked on. The rows the engine read, after selection
         push-down, are logged. Its seconds, recorded and returned, end before the transaction
         that publishes the version and records the run."""
-        name = definition.name
+        ctx, name = self.context, definition.name
         target, on_spark, delta_rows = plan.target, plan.on_spark, plan.delta_rows
         spark_used = [False]
         widened = {
-            t: w for t, sid in record.table_snapshots.items() if (w := self.tables.widened_since(t, sid))
+            t: w for t, sid in record.table_snapshots.items() if (w := ctx.tables.widened_since(t, sid))
         }
         if widened:  # the stored state (and a kept engine) hold the columns' old types
-            self._engines.pop(name, None)
+            self.cache.forget(name)
             shown = "; ".join(f"{t}: {', '.join(cols)}" for t, cols in sorted(widened.items()))
             raise StateMissingError(
                 record.state_ref or name, f"column types widened since it was stored ({shown})"
@@ -332,22 +332,22 @@ class Maintaining(Capturing, Lifecycle, Validating):
         try:
             maintained, built_state = self._engine_at(definition, record)
             _, read_rows, pins = advance(
-                self.tables,
+                ctx.tables,
                 maintained,
                 target,
-                self.settings.delta_pushdown,
-                self.settings.join_bloom,
+                self.context.settings.delta_pushdown,
+                self.context.settings.join_bloom,
                 self._delta_summarizer(definition, spark_used) if on_spark else None,
             )
             # Files first, then the one transaction that publishes the version (invariant 3),
             # which also records the run: it is too short to be worth a "running" row.
-            keeps = self.budget.keeps_state(name)
-            base = self.budget.usable_state(name, record)
-            ref = store_state(self.state_store, name, maintained.engine, base) if keeps else None
+            keeps = ctx.budget.keeps_state(name)
+            base = ctx.budget.usable_state(name, record)
+            ref = store_state(ctx.state_store, name, maintained.engine, base) if keeps else None
             faults.reached("state-written")
             sketch = maintained.engine.sketch()
             seconds = time.perf_counter() - started
-            published = self.sketches.publish_version(
+            published = ctx.sketches.publish_version(
                 name,
                 target,
                 {table: pin.snapshot_id for table, pin in pins.items()},
@@ -371,14 +371,13 @@ class Maintaining(Capturing, Lifecycle, Validating):
                 "incremental", record.version, "failed", delta_rows, time.perf_counter() - started, str(exc)
             )
             try:
-                self.sketches.record_run(name, failed, None)
+                ctx.sketches.record_run(name, failed, None)
             except Exception as unrecorded:  # the original error is the one to report
                 log.warning("could not record the failed run of %s: %s", name, unrecorded)
             raise
         faults.reached("published")
         if keeps:
-            identity = definition_identity(definition)
-            self._keep_engine(identity, name, published.version, maintained)
+            self.cache.keep(definition, published.version, maintained)
         where = "spark" if spark_used[0] else "in-process"
         log.info(
             "maintained %s incrementally (%s) to version %d in %.2fs (%d delta rows, %d read)",
@@ -399,35 +398,22 @@ class Maintaining(Capturing, Lifecycle, Validating):
         """The engine at ``record``'s version: the one this process kept, else restored from the
         stored state (else built from the snapshot: then True). A kept engine is taken out of
         the cache while it is advanced, so one that fails half-way is never used again."""
-        kept = self._kept_at(definition, record, take=True)
+        kept = self.cache.at(definition, record, take=True)
         if kept is not None:
             return kept, False
-        partitions = self._range_partitions(definition)
-        keep_top = self.budget.keep_top(definition.name)
-        stored = self.budget.usable_state(definition.name, record)
+        budget = self.context.budget
+        stored = budget.usable_state(definition.name, record)
         if stored:
-            state = self.state_store.read(stored)
-            sequence = record.sequence
-            remote = self.remote_evaluator()
-            engine = build_engine(
-                self.tables,
-                definition,
-                partitions,
-                sequence,
-                state,
-                keep_top=keep_top,
-                remote=remote,
-                ansi=self.spark_ansi(),
-            )
-            return engine, False
+            return self.engines.restored(definition, record, stored), False
         # No state yet (the version was captured), or state kept for another mode of the state
         # budget: computed from the snapshot (in-process for small tables, else on Spark).
-        return self.first_engine(definition, partitions, record.sequence, keep_top), True
+        partitions = self.context.partitions.of(definition)
+        keep_top = budget.keep_top(definition.name)
+        return self.engines.first_engine(definition, partitions, record.sequence, keep_top), True
 
     def cost_model(self, name: str, max_age: float = 0.0) -> CostModel:
-        """The sketch's five cost models, fitted from its recorded runs (priors until then);
-        one fitted at most ``max_age`` seconds ago is reused."""
-        return self.advisor.model(name, max_age)
+        """See :meth:`SketchService.cost_model`."""
+        return self.context.advisor.model(name, max_age)
 
     def _cost_choice(
         self,
@@ -440,6 +426,6 @@ class Maintaining(Capturing, Lifecycle, Validating):
         :func:`sketch_core.costs.choose.choose`); a situation's ``table_rows`` of 0 are read
         from the commit log (the rows of the sketch's tables)."""
         if not situation.table_rows:
-            rows = self.policies.table_rows(sorted(referenced_tables(definition.query_sql)))
+            rows = self.context.policies.table_rows(sorted(referenced_tables(definition.query_sql)))
             situation = dataclasses.replace(situation, table_rows=rows)
-        return choose(self.advisor.model(definition.name), situation, allowed, explore)
+        return choose(self.context.advisor.model(definition.name), situation, allowed, explore)

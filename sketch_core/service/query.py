@@ -19,8 +19,8 @@ from sketch_core import faults
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
 from sketch_core.algebra.ir import Relation, Scan, scans_below_joins
 from sketch_core.algebra.printer import to_sql
-from sketch_core.costs.choose import Choice, exploring_rule
-from sketch_core.costs.use import ScanFootprint, untimed_use_choice
+from sketch_core.costs.choose import Choice
+from sketch_core.costs.use import ScanFootprint, timed_use_choice, untimed_use_choice
 from sketch_core.errors import (
     DeltaQuarantinedError,
     NoSafeAttributeError,
@@ -35,7 +35,9 @@ from sketch_core.rewrites.reuse import can_reuse
 from sketch_core.rewrites.safety import Statistics
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.service.arguments import checked_mapping, checked_sketch_use, checked_snapshot, checked_sql
-from sketch_core.service.maintenance import Maintaining
+from sketch_core.service.capture import Capturer, CaptureRequest
+from sketch_core.service.context import ServiceContext
+from sketch_core.service.maintenance import Maintainer
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
 from sketch_core.spark.annotate import rows_in_fragments
 from sketch_core.spark.jobs import spark_job
@@ -51,11 +53,6 @@ from sketch_core.tables.pinned import PinnedSnapshot
 log = logging.getLogger(__name__)
 
 
-# A current sketch is left unused only when the query is expected to run this much faster
-# without it: estimates that close are noise, and flipping between them costs both ways.
-PLAIN_MARGIN = 0.05
-
-
 @dataclass
 class _UsableSketch:
     """A sketch version chosen for a query, resolved once: per table its partition, fragments,
@@ -66,7 +63,7 @@ class _UsableSketch:
     pruned: dict[str, PinnedSnapshot]
     # Brought to the query's snapshots for it: the choice to use it is made (and paid for).
     maintained: bool = False
-    # Per sketched table its attribute and row condition (see Querying._conditions), once made.
+    # Per sketched table its attribute and row condition (see QueryRunner._conditions), once made.
     conditions: dict[str, tuple[str, Condition | None]] | None = None
 
     @property
@@ -110,26 +107,25 @@ class _TimeAside:
             self.seconds += time.perf_counter() - started
 
 
-class Querying(Maintaining):
+class QueryRunner:
     """Running queries with sketches."""
 
+    def __init__(self, context: ServiceContext, capturer: Capturer, maintainer: Maintainer) -> None:
+        self.context = context
+        self.capturer = capturer
+        self.maintainer = maintainer
+
     def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
-        """Every table the sketch's query reads, pinned as of the sketch version; sketched tables
-        cut down to the data files that may hold the sketch's fragments."""
+        """See :meth:`SketchService.sketch_files`."""
         pins, usable = self._resolved_version(name, version)
         return {**pins, **usable.pruned}
 
     def sketch_rows(self, name: str, version: int | None = None) -> dict[str, DataFrame]:
-        """Every table the sketch's query reads, as of the sketch version: for a sketched table
-        exactly the rows of its fragments, other tables in full.
-
-        The sketch's query over these rows gives its result (the sketch is sound), and they
-        are the least that skipping with this sketch could read: a query over them alone
-        bounds the speedup the sketch can give (``benchmarks.capture_use`` measures it)."""
+        """See :meth:`SketchService.sketch_rows`."""
         pins, usable = self._resolved_version(name, version)
         frames: dict[str, DataFrame] = {}
         for table, pin in pins.items():
-            frame = pinned_dataframe(self.spark, usable.pruned.get(table, pin))
+            frame = pinned_dataframe(self.context.spark, usable.pruned.get(table, pin))
             if table in usable.sketched:
                 frame = rows_in_fragments(frame, *usable.sketched[table])
             frames[table] = frame
@@ -139,17 +135,18 @@ class Querying(Maintaining):
         self, name: str, version: int | None
     ) -> tuple[dict[str, PinnedSnapshot], _UsableSketch]:
         """The tables of a sketch's query pinned as of a version, and that version resolved."""
-        record = self.sketches.version(name, version=version)
+        sketches = self.context.sketches
+        record = sketches.version(name, version=version)
         if record is None:
             raise SketchNotFoundError(name)
-        pins = self._pin_query(self.sketches.definition(name).query_sql, record.sequence)
+        pins = self.context.pin_query(sketches.definition(name).query_sql, record.sequence)
         return pins, self._resolve(record, pins)
 
     def _resolve(self, record: VersionRecord, pins: Mapping[str, PinnedSnapshot]) -> _UsableSketch:
         sketched: dict[str, tuple[RangePartition, BitMap]] = {}
         pruned: dict[str, PinnedSnapshot] = {}
         for partition_id, bitmap in record.bitmaps.items():
-            stored, partition = self._partition(partition_id)
+            stored, partition = self.context.partitions.get(partition_id)
             fragments = BitMap.deserialize(bitmap)
             sketched[stored.table] = (partition, fragments)
             pin = pins[stored.table]
@@ -173,20 +170,21 @@ class Querying(Maintaining):
         encoded = encode_params(params)
         statistics: Statistics | None = None
         best: _UsableSketch | None = None
-        for definition in self.sketches.definitions(template):
+        ctx = self.context
+        for definition in ctx.sketches.definitions(template):
             if definition.params != encoded:
                 if statistics is None:
                     statistics = {table: pin.column_bounds() for table, pin in pins.items()}
-                captured = self._parsed.to_ir(
+                captured = ctx.parsed.to_ir(
                     definition.query_sql, table_schemas(pins), decode_params(definition.params)
                 )
                 verdict = can_reuse(captured.plan, plan, statistics)
                 if not verdict.reusable:
                     log.debug("sketch %s not reusable: %s", definition.name, verdict.reason)
                     continue
-            record = self.sketches.version_for_snapshots(definition.name, snapshots)
+            record = ctx.sketches.version_for_snapshots(definition.name, snapshots)
             maintained = False
-            if record is None and self.settings.maintain_on_query != "off":
+            if record is None and self.context.settings.maintain_on_query != "off":
                 record = self._maintained_for(definition, snapshots, sequence, pins, aside)
                 maintained = record is not None
             if record is None:
@@ -206,13 +204,13 @@ class Querying(Maintaining):
     ) -> VersionRecord | None:
         """The sketch maintained from its newest version to ``sequence``, when that version is
         older (a version is never maintained backwards: older snapshots need their own)."""
-        name = definition.name
-        strategy = self.settings.maintain_on_query
+        ctx, name = self.context, definition.name
+        strategy = self.context.settings.maintain_on_query
         if strategy == "cost":  # the model may have left it behind: then its fragments are not read
-            head = self.sketches.newest_head(name)
-            if head is None or head[1] >= sequence or self.advisor.skipping(name, head[0]):
+            head = ctx.sketches.newest_head(name)
+            if head is None or head[1] >= sequence or ctx.advisor.skipping(name, head[0]):
                 return None
-        newest = self.sketches.version(name)
+        newest = ctx.sketches.version(name)
         if newest is None or newest.sequence >= sequence:
             return None
         started = time.perf_counter()
@@ -225,7 +223,7 @@ class Querying(Maintaining):
             strategy = plan.strategy
         try:
             # A query does not wait for another run of the sketch: it reads without it.
-            run = self._maintain_one(
+            run = self.maintainer.maintain_one(
                 name, strategy, target=sequence, context="query", plan=plan, wait_seconds=0
             )
         except (DeltaQuarantinedError, SketchBusyError) as exc:  # run without it
@@ -239,7 +237,7 @@ class Querying(Maintaining):
             run.strategy,
             time.perf_counter() - started,
         )
-        return self.sketches.version_for_snapshots(name, snapshots)
+        return ctx.sketches.version_for_snapshots(name, snapshots)
 
     def _plan_for_query(
         self,
@@ -252,21 +250,21 @@ class Querying(Maintaining):
         incrementally, recapture, or (None) run without it, given the queries expected
         before the next load. Recorded with its reason; the reports that follow at the same
         snapshots reuse the choice."""
-        name = definition.name
-        if self.advisor.skipping(name, newest.version):
+        name, advisor = definition.name, self.context.advisor
+        if advisor.skipping(name, newest.version):
             return None
-        choice = self.advisor.query_choice(name, newest.version, sequence)
+        choice = advisor.query_choice(name, newest.version, sequence)
         if choice is not None:  # decided at these snapshots already (by another report)
-            plan = self._plan(definition, newest, choice.action, sequence)
+            plan = self.maintainer.plan(definition, newest, choice.action, sequence)
         else:
             tables = referenced_tables(definition.query_sql)
             table_rows = sum(pin.record_count for table, pin in pins.items() if table in tables)
-            plan = self._plan(definition, newest, "cost", sequence, table_rows)
+            plan = self.maintainer.plan(definition, newest, "cost", sequence, table_rows)
             if plan.choice is not None:
-                self.advisor.remember_query_choice(name, newest.version, sequence, plan.choice)
-                self.advisor.record(name, "query", plan.choice)
+                advisor.remember_query_choice(name, newest.version, sequence, plan.choice)
+                advisor.record(name, "query", plan.choice)
         if plan.strategy == "skip":
-            self.advisor.skip_from(name, newest.version)
+            advisor.skip_from(name, newest.version)
             return None
         return dataclasses.replace(plan, choice=None)  # recorded here, not again by the run
 
@@ -277,23 +275,14 @@ class Querying(Maintaining):
         snapshot: int | None = None,
         use_sketches: bool | str = True,
     ) -> QueryResult:
-        """Run Spark SQL over ``ns.table`` names, every table pinned at one commit sequence.
-
-        ``snapshot`` is a global commit sequence number; None reads the latest, fixed once when
-        the query starts so that commits landing meanwhile cannot change the answer. A sketch
-        version valid for exactly the pinned snapshots (for this query, or for another binding
-        of its template that the reuse check accepts) prunes the files Spark reads and adds its
-        range conditions. ``use_sketches``: True applies it as ``settings.sketch_use`` says
-        (``"cost"``: only when it is expected to make the query faster; the result's
-        ``sketch_reason`` says why or why not), ``"cost"`` or ``"always"`` so for this query,
-        False runs the plain query.
-        """
+        """See :meth:`SketchService.query`."""
         started = time.perf_counter()
         sql = checked_sql(sql)
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
-        how = checked_sketch_use(use_sketches, self.settings.sketch_use)
-        sequence = self._sequence(checked_snapshot(snapshot))
-        pins = self._pin_query(sql, sequence)
+        how = checked_sketch_use(use_sketches, self.context.settings.sketch_use)
+        ctx = self.context
+        sequence = ctx.sequence(checked_snapshot(snapshot))
+        pins = ctx.pin_query(sql, sequence)
         faults.reached("query-pinned")
         files_total = sum(len(pin.files) for pin in pins.values())
         aside = _TimeAside()
@@ -302,8 +291,8 @@ class Querying(Maintaining):
             chosen, decision = self._sketch_for_query(sql, params, pins, sequence, aside, how)
         with spark_job("the query"):
             if chosen is None:
-                views = {pin.table: register_view(self.spark, pin) for pin in pins.values()}
-                frame = self.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
+                views = {pin.table: register_view(ctx.spark, pin) for pin in pins.values()}
+                frame = ctx.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
                 sketch, files_read = None, files_total
             else:
                 parsed, usable = chosen
@@ -336,7 +325,7 @@ class Querying(Maintaining):
         """Record the run for the cost models; a query never fails for want of its record."""
         template = template_key(sql)
         try:
-            self.costs.record_query(
+            self.context.costs.record_query(
                 template,
                 sketch,
                 sum(pin.record_count for pin in pins.values()),
@@ -348,9 +337,9 @@ class Querying(Maintaining):
             log.warning("could not record the query's run: %s", exc)
             return
         if sketch is not None:
-            self.advisor.observed("use", name=sketch[0])
+            self.context.advisor.observed("use", name=sketch[0])
         else:
-            self.advisor.observed("plain", template=template)
+            self.context.advisor.observed("plain", template=template)
 
     def _sketch_for_query(
         self,
@@ -363,7 +352,7 @@ class Querying(Maintaining):
     ) -> tuple[tuple[ParsedQuery, _UsableSketch] | None, _UseDecision | None]:
         """The sketch the query runs with (None: plain), and why it was or was not applied."""
         try:
-            parsed = self._parsed.to_ir(sql, table_schemas(pins), params)
+            parsed = self.context.parsed.to_ir(sql, table_schemas(pins), params)
         except UnsupportedQueryError as exc:
             log.info("running without sketches: %s", exc)
             return None, None
@@ -372,13 +361,14 @@ class Querying(Maintaining):
         if usable is None:
             usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence, aside)
             return (None if usable is None else (parsed, usable)), None
-        if self.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
-            self.sketches.record_template_use(template, sql, hit=True)
+        if self.context.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
+            self.context.sketches.record_template_use(template, sql, hit=True)
         found = (usable.record.name, usable.record.version)
         if how == "always":
             return (parsed, usable), _UseDecision("use: sketch_use='always'")
         if usable.maintained:  # brought to these snapshots for this query: chosen over plain already
-            why = f"use: maintained for this query (maintain_on_query={self.settings.maintain_on_query!r})"
+            mode = self.context.settings.maintain_on_query
+            why = f"use: maintained for this query (maintain_on_query={mode!r})"
             return (parsed, usable), _UseDecision(why)
         with aside.timing():
             footprints = self._footprints(parsed, usable, pins)
@@ -418,37 +408,20 @@ class Querying(Maintaining):
     ) -> Choice:
         """Whether the query is expected to run faster with this valid sketch than without:
         until the sketch has been timed with the query, from what it skips
-        (:func:`sketch_core.costs.use.untimed_use_choice`); then by the cost model, skipping
-        it when running plain is expected faster by more than ``PLAIN_MARGIN``. Decided once
-        per version and snapshot, and recorded (``status`` shows the newest decision)."""
-        name = record.name
-        choice = self.advisor.query_choice(name, record.version, sequence)
+        (:func:`sketch_core.costs.use.untimed_use_choice`); then by the cost model
+        (:func:`sketch_core.costs.use.timed_use_choice`). Decided once per version and
+        snapshot, and recorded (``status`` shows the newest decision)."""
+        name, advisor = record.name, self.context.advisor
+        choice = advisor.query_choice(name, record.version, sequence)
         if choice is not None:
             return choice
-        model = self.advisor.model(name)
-        if model.costs["use"].runs == 0 and not self.advisor.pinned(name):
+        model = advisor.model(name)
+        if model.costs["use"].runs == 0 and not advisor.pinned(name):
             choice = untimed_use_choice(footprints)
         else:
-            rows = sum(pin.record_count for pin in pins.values())
-            estimates = {"use": model.estimate("use", rows), "plain": model.estimate("plain", rows)}
-            faster = estimates["plain"] * (1 + PLAIN_MARGIN) < estimates["use"]
-            figures = f"without it {estimates['plain']:.3g}s, with it {estimates['use']:.3g}s per run"
-            reason = (
-                f"skip: the query runs faster without the sketch ({figures})"
-                if faster
-                else f"use: the sketch is current and pays ({figures})"
-            )
-            # Exploring (see sketch_core.costs.choose): the other way, seldom timed and close.
-            other = "use" if faster else "plain"
-            best = "plain" if faster else "use"
-            rule = exploring_rule(model, other, estimates[other], estimates[best], best)
-            if rule is not None:
-                faster = not faster
-                runs = model.costs[other].runs
-                reason = f"{'skip' if faster else 'use'}, exploring: timed {runs} times ({rule}; {figures})"
-            choice = Choice("skip" if faster else "use", estimates, reason)
-        self.advisor.remember_query_choice(name, record.version, sequence, choice)
-        self.advisor.record(name, "query", choice)
+            choice = timed_use_choice(model, sum(pin.record_count for pin in pins.values()))
+        advisor.remember_query_choice(name, record.version, sequence, choice)
+        advisor.record(name, "query", choice)
         return choice
 
     def _conditions(
@@ -459,7 +432,7 @@ class Querying(Maintaining):
         use decision and the run both need them."""
         if usable.conditions is not None:
             return usable.conditions
-        max_intervals = self.settings.max_intervals
+        max_intervals = self.context.settings.max_intervals
         conditions: dict[str, tuple[str, Condition | None]] = {}
         joined = {scan.table for scan in scans_below_joins(parsed.plan)}
         for table, (partition, fragments) in usable.sketched.items():
@@ -487,10 +460,10 @@ class Querying(Maintaining):
             if key not in views:
                 pin = pruned[scan.table] if use_pruned else pins[scan.table]
                 name = f"{pin.view_name}__{record.name}_v{record.version}" if use_pruned else None
-                views[key] = register_view(self.spark, pin, name=name)
+                views[key] = register_view(self.context.spark, pin, name=name)
             return views[key]
 
-        frame = self.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
+        frame = self.context.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
         read_in_full = {table for table, use_pruned in views if not use_pruned}
         files_read = sum(
             len(pin.files) if table in read_in_full or table not in pruned else len(pruned[table].files)
@@ -509,21 +482,22 @@ class Querying(Maintaining):
         aside: _TimeAside,
     ) -> _UsableSketch | None:
         """PBDS Sec. 8: capture now (eager), or once the template has missed often enough (adaptive)."""
-        mode = self.settings.self_tuning
+        mode = self.context.settings.self_tuning
         if mode == "off":
             return None
-        misses = self.sketches.record_template_use(template, sql, hit=False)
-        if mode == "adaptive" and misses < self.settings.adaptive_after:
+        sketches = self.context.sketches
+        misses = sketches.record_template_use(template, sql, hit=False)
+        if mode == "adaptive" and misses < self.context.settings.adaptive_after:
             return None
-        if self.settings.maintain_on_query == "cost" and any(
-            d.params == encode_params(params) for d in self.sketches.definitions(template)
+        if self.context.settings.maintain_on_query == "cost" and any(
+            d.params == encode_params(params) for d in sketches.definitions(template)
         ):
             # This very query has a sketch that the cost model chose to leave behind: capturing
             # it again would overrule that choice at the highest price.
             return None
         try:
             with aside.timing():
-                self._capture(sql, None, params, None, None, sequence)
+                self.capturer.run(CaptureRequest(sql, sequence, params=params))
         except (NoSafeAttributeError, UnsupportedQueryError) as exc:
             log.info("self-tuning captured nothing: %s", exc)
             return None

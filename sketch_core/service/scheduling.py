@@ -13,7 +13,9 @@ from sketch_core.algebra.frontend import template_key
 from sketch_core.costs.arrivals import forecast_next, predict
 from sketch_core.errors import ConfigurationError, DeltaQuarantinedError, SketchNotFoundError
 from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy, PolicyFacts, effective_policy, evaluate
-from sketch_core.service.maintenance import Maintaining
+from sketch_core.service.context import ServiceContext
+from sketch_core.service.engines import EngineCache
+from sketch_core.service.maintenance import Maintainer
 from sketch_core.service.results import MaintenanceRun, PolicyCheck
 from sketch_core.spark.views import referenced_tables
 from sketch_core.state_budget import BudgetRun
@@ -28,52 +30,53 @@ def _check_report(report: object) -> None:
         )
 
 
-class Scheduling(Maintaining):
+class Scheduler:
     """Deciding when sketches are maintained."""
 
+    def __init__(self, context: ServiceContext, maintainer: Maintainer, cache: EngineCache) -> None:
+        self.context = context
+        self.maintainer = maintainer
+        self.cache = cache
+
     def allocate_state(self, names: Sequence[str] | None = None) -> BudgetRun | None:
-        """Choose, within ``settings.state_budget_bytes``, which sketches (``names``, default:
-        all) keep their state in full, cut to the top m, or not at all (see
-        :mod:`sketch_core.state_budget`); None when there is no budget. Engines kept in memory
-        for a sketch whose mode changed are dropped."""
-        run = self.budget.allocate(names)
+        """See :meth:`SketchService.allocate_state`."""
+        run = self.context.budget.allocate(names)
         for name in run.changed if run is not None else ():
-            self._engines.pop(name, None)
+            self.cache.forget(name)
         return run
 
     def set_policy(self, name: str, policy: Policy | Mapping[str, Any] | None) -> None:
-        """Attach a maintenance policy to a sketch (a :class:`Policy` or its JSON form); None
-        detaches it, and the sketch falls back to ``DEFAULT_POLICY`` (maintain when stale)."""
+        """See :meth:`SketchService.set_policy`."""
         if policy is not None and not isinstance(policy, Policy):
             policy = Policy.from_json(policy)
-        self.policies.set_policy(name, policy.to_json() if policy is not None else None)
+        self.context.policies.set_policy(name, policy.to_json() if policy is not None else None)
 
     def policy(self, name: str) -> tuple[Policy, bool]:
-        """The sketch's policy, and whether it is its own (False: ``DEFAULT_POLICY``)."""
-        return effective_policy(self.policies.policy(name))
+        """See :meth:`SketchService.policy`."""
+        return effective_policy(self.context.policies.policy(name))
 
     def check_policies(
         self, names: Sequence[str] | None = None, now: datetime | None = None, record: bool = True
     ) -> list[PolicyCheck]:
-        """Check the policies of these sketches (default: all) at ``now`` (default: the clock).
-        Metastore queries only, no Spark; each decision is logged with its reason (``record``)."""
+        """See :meth:`SketchService.check_policies`."""
+        ctx = self.context
         now = now if now is not None else datetime.now(UTC)
         if now.tzinfo is None:
             raise ConfigurationError(
                 f"now={now.isoformat()} has no time zone", hint="pass an aware datetime (e.g. UTC)"
             )
-        names = list(names) if names is not None else [d.name for d in self.sketches.definitions()]
-        if record and self.budget.due(names):  # new sketches, or the workload may have moved
+        names = list(names) if names is not None else [d.name for d in ctx.sketches.definitions()]
+        if record and ctx.budget.due(names):  # new sketches, or the workload may have moved
             self.allocate_state()
         checks = []
         for name in names:
             policy, explicit = self.policy(name)
-            facts = self.policies.facts(name, policy.before_reports)
+            facts = ctx.policies.facts(name, policy.before_reports)
             if facts.pending_commits and (policy.forecast_reports or policy.defer_in_bursts):
                 facts = self._predicted_facts(name, policy, facts, now)
             decision = evaluate(policy, facts, now)
             if record:
-                self.policies.record_decision(name, decision.fire, decision.reason, policy.to_json(), now)
+                ctx.policies.record_decision(name, decision.fire, decision.reason, policy.to_json(), now)
             checks.append(PolicyCheck(name, policy, explicit, decision, now))
         return checks
 
@@ -81,19 +84,20 @@ class Scheduling(Maintaining):
         """``facts`` with what the policy's predictions need: the arrival prediction of each of
         the sketch's tables, each named report's forecast next run, and the estimated seconds
         of maintaining now (the cheaper of incremental and recapture, by the cost model)."""
-        definition = self.sketches.definition(name)
+        ctx = self.context
+        definition = ctx.sketches.definition(name)
         tables = sorted(referenced_tables(definition.query_sql))
         moment = now.timestamp()
         arrivals = {
-            table: predict(history, moment) for table, history in self.policies.commit_history(tables).items()
+            table: predict(history, moment) for table, history in ctx.policies.commit_history(tables).items()
         }
         forecasts: dict[str, datetime | None] = {}
         for report in policy.before_reports if policy.forecast_reports else ():
-            times = [due.timestamp() for due in self.policies.report_due_times(report)]
+            times = [due.timestamp() for due in ctx.policies.report_due_times(report)]
             at = forecast_next(times, moment)
             forecasts[report] = datetime.fromtimestamp(at, UTC) if at is not None else None
-        model = self.advisor.model(name)  # within the advisor's ttl: a check per poke refits nothing
-        table_rows = self.policies.table_rows(tables)
+        model = ctx.advisor.model(name)  # within the advisor's ttl: a check per poke refits nothing
+        table_rows = ctx.policies.table_rows(tables)
         seconds = min(model.estimate("incremental", facts.delta_rows), model.estimate("full", table_rows))
         return dataclasses.replace(
             facts, arrivals=arrivals, report_forecasts=forecasts, maintenance_seconds=seconds
@@ -102,36 +106,32 @@ class Scheduling(Maintaining):
     def maintain_due(
         self, names: Sequence[str] | None = None, strategy: str = "auto", now: datetime | None = None
     ) -> list[MaintenanceRun]:
-        """Maintain the sketches (default: all) whose policy fires at ``now``."""
+        """See :meth:`SketchService.maintain_due`."""
         due = [c.name for c in self.check_policies(names, now) if c.fire]
         return self.maintain_each(due, strategy)
 
     def maintain_each(self, names: Sequence[str], strategy: str = "auto") -> list[MaintenanceRun]:
-        """Maintain each sketch of ``names``. One that a quarantined delta batch blocks is left
-        at its version with a warning (``status()`` says why), one defined but never published
-        (its capture died) is passed over, and the others go on; any other error stops the
-        run, as ``maintain(name)``'s would."""
+        """See :meth:`SketchService.maintain_each`."""
         runs = []
         for name in names:
             try:
-                runs.extend(self.maintain(name, strategy))
+                runs.extend(self.maintainer.maintain(name, strategy))
             except DeltaQuarantinedError as exc:
                 log.warning("%s", exc)
             except SketchNotFoundError:
-                self.sketches.definition(name)  # raises when the name is not a sketch at all
+                self.context.sketches.definition(name)  # raises when the name is not a sketch at all
                 log.warning("%s has no published version: not maintained", name)
         return runs
 
     def report_sketches(self, sql: str | None = None, report: str | None = None) -> list[str]:
-        """The sketches a report uses: those captured for its query's template (any binding of
-        its parameters), and those whose policy names the report."""
+        """See :meth:`SketchService.report_sketches`."""
         names: set[str] = set()
         if sql is not None:
-            names |= {d.name for d in self.sketches.definitions(template_key(sql))}
+            names |= {d.name for d in self.context.sketches.definitions(template_key(sql))}
         if report is not None:
             names |= {
                 name
-                for name, spec in self.policies.policies().items()
+                for name, spec in self.context.policies.policies().items()
                 if report in Policy.from_json(spec).before_reports
             }
         return sorted(names)
@@ -139,9 +139,7 @@ class Scheduling(Maintaining):
     def announce_report(
         self, report: str, due_at: datetime | None = None, window_seconds: float = REPORT_WINDOW_SECONDS
     ) -> datetime:
-        """Record that ``report`` is about to run (at ``due_at``, default now): the policies that
-        name it fire at their next check (see :class:`Policy`), until the report has run
-        (:meth:`report_finished`) or, if it never does, ``window_seconds`` after ``due_at``."""
+        """See :meth:`SketchService.announce_report`."""
         _check_report(report)
         if due_at is not None and due_at.tzinfo is None:
             raise ConfigurationError(
@@ -156,10 +154,9 @@ class Scheduling(Maintaining):
                 f"window_seconds={window_seconds} is not between 0 and a year",
                 hint="how long after it is due the report may still run, e.g. 3600",
             )
-        return self.policies.announce(report, due_at, float(window_seconds))
+        return self.context.policies.announce(report, due_at, float(window_seconds))
 
     def report_finished(self, report: str) -> int:
-        """Record that ``report`` has run: its announcements that were due end, so the policies
-        naming it stop firing for them (an announcement for a later run stays). How many ended."""
+        """See :meth:`SketchService.report_finished`."""
         _check_report(report)
-        return self.policies.finish_report(report)
+        return self.context.policies.finish_report(report)

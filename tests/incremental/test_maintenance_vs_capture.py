@@ -18,8 +18,7 @@ from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.maintenance import advance, build_engine
 from sketch_core.service import SketchService
-from sketch_core.service import capture as capture_module
-from sketch_core.service import core as core_module
+from sketch_core.service import engines as engines_module
 
 NAMESPACE = "tpch_imp"
 # The issue's benchmark queries, and Q4 and Q18 for semi joins (EXISTS, IN).
@@ -101,8 +100,7 @@ def test_a_capture_over_big_tables_takes_its_sketch_from_the_state_spark_compute
     assert svc.sketches.version(plain.name).state_ref is None  # type: ignore[union-attr]
     # The tables count as big (TPC-H SF1's lineitem has 6M rows): the state is computed on
     # Spark, and its job stands for the capture query's.
-    monkeypatch.setattr(capture_module, "LOCAL_STATE_ROWS", 0)
-    monkeypatch.setattr(core_module, "LOCAL_STATE_ROWS", 0)
+    monkeypatch.setattr(engines_module, "LOCAL_STATE_ROWS", 0)
     attributes = {t: a for t, (a, _) in plain.partitions.items()}
     from_state = svc.capture(sql, name=f"imp_state_q{number}", attributes=attributes, fragments=64)
     assert svc.sketches.version(from_state.name).state_ref is not None, "captured from the state"

@@ -58,7 +58,7 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def accuracy_svc(svc: SketchService, spark: SparkSession) -> Iterator[SketchService]:
-    svc._spark = spark
+    svc.context.spark_session = spark
     rng = np.random.default_rng(3)
     n = 3000
     facts = pa.table(

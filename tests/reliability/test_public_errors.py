@@ -77,7 +77,7 @@ CALLS: dict[str, Call] = {
 
 def with_table(svc: SketchService, spark: Any, table: str, rows: int = 2000) -> str:
     """The session's service on Spark, with ``table`` (created once) for hostile input."""
-    svc._spark = spark
+    svc.context.spark_session = spark
     if svc.commit_log.get_table(table) is None:
         svc.tables.create(table, synthetic_table(rows, 20, seed=1), sort_by=["key"])
     return table

@@ -246,7 +246,7 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
     monkeypatch.setattr(
         maintenance,
         "MAX_LAYERED_FRACTION",
-        layered / svc._engines[sketch_name].maintained.engine.state_entries(),
+        layered / svc.kept_state_entries(sketch_name),
     )
     deltas.mixed(40).apply(svc.tables)
     svc.maintain(sketch_name, strategy="incremental")
@@ -425,7 +425,7 @@ def test_a_capture_with_state_is_maintained_from_it(spark_svc: SketchService, ta
     def no_spark(definition: object) -> object:
         raise AssertionError("the stored state should have been used")
 
-    other.spark_summarizer = no_spark  # type: ignore[method-assign,assignment]
+    other.engines.spark_summarizer = no_spark  # type: ignore[method-assign,assignment]
     (run,) = other.maintain(sketch_name, strategy="incremental")
     assert run.strategy == "incremental" and run.to_version == 2
     assert maintained(other, sketch_name) == fresh_fragments(other, sql, sketch_name, other.latest_sequence())

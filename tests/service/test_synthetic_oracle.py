@@ -42,7 +42,7 @@ def synthetic(svc: SketchService, spark: SparkSession) -> str:
     c[rng.random(len(c)) < 0.02] = None
     data = data.set_column(data.schema.get_field_index("b"), "b", pa.array(list(b), pa.int64()))
     data = data.set_column(data.schema.get_field_index("c"), "c", pa.array(list(c), pa.float64()))
-    svc._spark = spark
+    svc.context.spark_session = spark
     name = "syn_oracle.events"
     if svc.commit_log.get_table(name) is None:
         svc.tables.create(name, data, sort_by=["key"])

@@ -43,7 +43,7 @@ def location(svc: SketchService, name: str) -> Path:
 
 def other_process(svc: SketchService) -> SketchService:
     """A second service on the same metastore and warehouse: its caches are its own."""
-    return SketchService(svc.settings, svc.engine, svc.catalog, svc._spark)
+    return SketchService(svc.settings, svc.engine, svc.catalog, svc.context.spark_session)
 
 
 def rows_of(svc: SketchService, store: Table, table_id: int) -> int:

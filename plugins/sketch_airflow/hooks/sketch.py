@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -28,6 +29,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from sqlalchemy import text
 
+from sketch_airflow.hooks.submit import submit_job
 from sketch_core.config import Settings
 from sketch_core.errors import ConfigurationError
 from sketch_core.metastore.engine import connect_metastore
@@ -94,11 +96,15 @@ class SketchMetastoreHook(BaseHook):
 
     # -- the service ---------------------------------------------------------------------------
     def get_conn(self) -> SketchService:
-        """The service over this connection's metastore and warehouse (one per hook)."""
+        """The service over this connection's metastore and warehouse (one per hook); with a
+        ``spark_submit_conn_id``, its Spark work is spark-submitted through that connection."""
         if self._service is None:
             from sketch_core.service import SketchService  # Spark and z3: when a task runs
 
-            self._service = SketchService.from_settings(self.get_settings())
+            settings = self.get_settings()
+            submit_conn = self.spark_submit_conn_id()
+            submit = partial(submit_job, settings, submit_conn) if submit_conn is not None else None
+            self._service = SketchService.from_settings(settings, submit=submit)
         return self._service
 
     def close(self) -> None:

@@ -20,7 +20,6 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from sketch_airflow.assets import SKETCH_VERSIONS, emit_version, sketch_asset
 from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
-from sketch_airflow.hooks.submit import maintain_submitting, submit_capture
 from sketch_core.algebra.frontend import check_supported
 from sketch_core.errors import ConfigurationError, SketchError
 from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy
@@ -54,6 +53,12 @@ def failing_without_retry_on_bad_input() -> Iterator[None]:
         if exc.transient:
             raise
         raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+
+def maintain_sketches(svc: SketchService, names: Sequence[str] | None, strategy: str) -> list[MaintenanceRun]:
+    """Every sketch as ``maintain()`` does (``names`` None), else each of ``names`` as
+    ``maintain_each`` does: a sketch a quarantined batch blocks waits, the others go on."""
+    return svc.maintain(None, strategy) if names is None else svc.maintain_each(names, strategy)
 
 
 class _SketchOperator(BaseOperator):
@@ -155,27 +160,14 @@ class CaptureSketchOperator(_SketchOperator):
         with failing_without_retry_on_bad_input():
             svc = self._service()
             check_supported(self.sql)
-            submit_conn = self._get_hook().spark_submit_conn_id()
-            if submit_conn is None:
-                version = svc.capture(
-                    self.sql,
-                    name=self.name,
-                    params=dict(self.parameters or {}),
-                    attributes=dict(self.attributes) if self.attributes else None,
-                    fragments=self._fragments(),
-                    with_state=self.with_state,
-                )
-            else:
-                version = submit_capture(
-                    svc,
-                    submit_conn,
-                    self.sql,
-                    self.name,
-                    self.parameters,
-                    self.attributes,
-                    self.fragments,
-                    with_state=self.with_state,
-                )
+            version = svc.capture(
+                self.sql,
+                name=self.name,
+                params=dict(self.parameters or {}),
+                attributes=dict(self.attributes) if self.attributes else None,
+                fragments=self._fragments(),
+                with_state=self.with_state,
+            )
             if self.policy is not None:
                 svc.set_policy(version.name, self.policy)
         emit_version(context, self.outlets, version.name, version.version, version.sequence)
@@ -225,7 +217,7 @@ class MaintainSketchesOperator(_SketchOperator):
             names = list(self.names) if self.names is not None else None
             if self.policy_driven:
                 names = [check.name for check in svc.check_policies(names) if check.fire]
-            runs = maintain_submitting(svc, self._get_hook().spark_submit_conn_id(), names, self.strategy)
+            runs = maintain_sketches(svc, names, self.strategy)
         summaries = _published(context, self.outlets, svc, runs)
         self.log.info("maintained %d sketches: %s", len(runs), summaries)
         return summaries
@@ -282,9 +274,7 @@ class RefreshSketchesOperator(_SketchOperator):
             if self.report:
                 svc.announce_report(self.report, window_seconds=self.report_window_seconds)
             names = set(self.names or ()) | set(svc.report_sketches(self.sql, self.report))
-            runs = maintain_submitting(
-                svc, self._get_hook().spark_submit_conn_id(), sorted(names), self.strategy
-            )
+            runs = maintain_sketches(svc, sorted(names), self.strategy)
         summaries = _published(context, self.outlets, svc, runs)
         self.log.info("refreshed %d sketches: %s", len(runs), summaries)
         return summaries

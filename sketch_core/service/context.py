@@ -1,0 +1,159 @@
+"""What every part of the service stands on: the settings, the metastore's repositories, the
+table service, the lazily started Spark session, the stored range partitions, and the lookups
+each job needs (the query's tables pinned at a commit, Spark views of them, sketch versions).
+
+One context is made per :class:`~sketch_core.service.facade.SketchService`; the job objects
+(capturer, maintainer, query runner, ...) are each given it in their constructor."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+
+from pyspark.sql import SparkSession
+from sqlalchemy import Engine
+
+from sketch_core.algebra.ir import Scan
+from sketch_core.algebra.parse_cache import ParsedQueryCache
+from sketch_core.arrow_pool import use_arrow_memory_pool
+from sketch_core.choice.store import SampleStore
+from sketch_core.config import Settings
+from sketch_core.cost_advisor import CostAdvisor
+from sketch_core.errors import SequenceOutOfRangeError, SketchNotFoundError
+from sketch_core.maintenance import StateStore
+from sketch_core.metastore.choices import AttributeChoiceRepository
+from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.costs import CostRecords
+from sketch_core.metastore.policies import PolicyRepository
+from sketch_core.metastore.samples import SampleRepository
+from sketch_core.metastore.sketches import SketchDefinition, SketchRepository, VersionRecord
+from sketch_core.metastore.state_modes import StateModeRepository
+from sketch_core.metastore.validations import ValidationRepository
+from sketch_core.metastore.work_locks import WorkLocks
+from sketch_core.partitions import RangePartition
+from sketch_core.rewrites.capture import FRAGMENT_COLUMN
+from sketch_core.service.partition_store import PartitionStore
+from sketch_core.spark.capture import register_annotated_view
+from sketch_core.spark.session import build_session
+from sketch_core.spark.views import referenced_tables, register_view
+from sketch_core.state_budget import StateBudget
+from sketch_core.tables.catalog import RecordingSqlCatalog
+from sketch_core.tables.pinned import PinnedSnapshot
+from sketch_core.tables.service import TableService
+from sketch_core.validation.gate import DeltaGate
+
+
+class ServiceContext:
+    """The service's state: settings, repositories, tables, partitions and Spark."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        catalog: RecordingSqlCatalog,
+        spark: SparkSession | None = None,
+    ) -> None:
+        self.settings = settings
+        use_arrow_memory_pool(settings.arrow_memory_pool)
+        self.engine = engine
+        self.catalog = catalog
+        self.commit_log = CommitLog(engine)
+        self.tables = TableService(catalog, self.commit_log, settings)
+        self.sketches = SketchRepository(engine)
+        self.work_locks = WorkLocks(engine)
+        self.policies = PolicyRepository(engine)
+        self.costs = CostRecords(engine)
+        self.state_store = StateStore(settings.warehouse / "_sketch_state")
+        self.choices = AttributeChoiceRepository(engine)
+        self.spark_session = spark
+        self.samples = SampleStore(
+            SampleRepository(engine),
+            self.commit_log,
+            settings.warehouse,
+            lambda: self.spark,
+            rate=settings.sample_rate,
+            max_drift=settings.sample_max_drift,
+        )
+        self.partitions = PartitionStore(self.sketches, self.tables, lambda: self.spark)
+        self.advisor = CostAdvisor(self.costs, self.partitions.sketch_share)
+        self.state_modes = StateModeRepository(engine)
+        self.budget = StateBudget(
+            settings,
+            self.sketches,
+            self.policies,
+            self.state_modes,
+            self.state_store,
+            self.advisor,
+            lambda name: sorted(referenced_tables(self.sketches.definition(name).query_sql)),
+        )
+        self.parsed = ParsedQueryCache()
+        self.validations = ValidationRepository(engine)
+        self.gate = DeltaGate(self.tables, self.commit_log, self.validations, settings.validation_slack)
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session given to the service, else one built from the settings on first use."""
+        if self.spark_session is None:
+            self.spark_session = build_session(self.settings)
+        return self.spark_session
+
+    def spark_ansi(self) -> bool:
+        """Whether Spark evaluates expressions in ANSI mode (Spark 4's default): the running
+        session's setting, else the configured one (a session is not started to ask)."""
+        key = "spark.sql.ansi.enabled"
+        value = (
+            self.spark_session.conf.get(key, "true")
+            if self.spark_session is not None
+            else self.settings.extra.get(key, "true")
+        )
+        return str(value).strip().lower() == "true"
+
+    def latest_sequence(self) -> int:
+        return self.commit_log.latest_sequence()
+
+    def sequence(self, snapshot: int | None) -> int:
+        """``snapshot``, or the latest commit for None; out of range: SequenceOutOfRangeError."""
+        latest = self.latest_sequence()
+        sequence = latest if snapshot is None else snapshot
+        if not 0 < sequence <= latest:
+            raise SequenceOutOfRangeError(sequence, latest)
+        return sequence
+
+    def pin_query(self, sql: str, sequence: int) -> dict[str, PinnedSnapshot]:
+        """Every table ``sql`` reads, pinned as of commit ``sequence``."""
+        return {name: self.tables.pin(name, sequence) for name in referenced_tables(sql)}
+
+    def coordinated(
+        self, name: str, what: str, wait_seconds: float | None = None
+    ) -> contextlib.AbstractContextManager[bool]:
+        """See :meth:`SketchService.coordinated`."""
+        wait = self.settings.work_wait_seconds if wait_seconds is None else wait_seconds
+        # str(): a name of another type is refused, with its hint, where it is looked up.
+        return self.work_locks.holding(str(name), what, float(wait))
+
+    def sources(
+        self, pins: Mapping[str, PinnedSnapshot], partitions: Mapping[str, tuple[int, RangePartition]]
+    ) -> Callable[[Scan], str]:
+        """Spark views of the pinned tables; a scan with the fragment column reads the table's
+        annotated view (each row's fragment id in ``partitions``' partition)."""
+        views = {table: register_view(self.spark, pin) for table, pin in pins.items()}
+        annotated = {
+            table: register_annotated_view(self.spark, pins[table], partition, str(pid))
+            for table, (pid, partition) in partitions.items()
+        }
+
+        def source(scan: Scan) -> str:
+            return annotated[scan.table] if FRAGMENT_COLUMN in scan.source_columns else views[scan.table]
+
+        return source
+
+    def definition_and_version(self, name: str) -> tuple[SketchDefinition, VersionRecord]:
+        """The sketch's definition and newest version (SketchNotFoundError: none published)."""
+        definition, record = self.sketches.definition_and_version(name)
+        if record is None:
+            raise SketchNotFoundError(name)
+        return definition, record
+
+    def close(self) -> None:
+        self.engine.dispose()
+        self.catalog.engine.dispose()

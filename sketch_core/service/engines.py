@@ -1,0 +1,182 @@
+"""Incremental engines: building them (from the snapshot, from stored state, or plan only) and
+keeping the newest ones in memory between maintenance runs.
+
+:class:`EngineCache` is the one owner of the engines kept in memory: every other part asks it
+to keep, take, look up or forget one."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+
+from sketch_core.errors import UnsupportedQueryError
+from sketch_core.incremental.engine import Frontier, IncrementalSketch
+from sketch_core.incremental.partials import Partials
+from sketch_core.incremental.remote import RemoteEvaluator
+from sketch_core.maintenance import MaintainedSketch, Summarizer, build_engine, plan_engine
+from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
+from sketch_core.partitions import RangePartition
+from sketch_core.service.context import ServiceContext
+from sketch_core.spark.expressions import evaluate_on_spark
+from sketch_core.spark.state_init import compute_frontier_partials
+from sketch_core.spark.views import referenced_tables
+from sketch_core.tables.pinned import PinnedSnapshot
+
+log = logging.getLogger(__name__)
+
+# The first state of an engine is computed in-process, from the snapshot's rows, when the
+# sketch's tables hold at most this many rows together; on Spark above.
+LOCAL_STATE_ROWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class _KeptEngine:
+    identity: str
+    version: int
+    maintained: MaintainedSketch
+
+
+class EngineCache:
+    """sketch name -> its engine at a version, the ``entries()`` most recently kept (read on
+    each keep: see ``Settings.engine_cache_entries``)."""
+
+    def __init__(self, entries: Callable[[], int]) -> None:
+        self.entries = entries
+        self._kept: OrderedDict[str, _KeptEngine] = OrderedDict()
+
+    def keep(self, definition: SketchDefinition, version: int, maintained: MaintainedSketch) -> None:
+        entries = self.entries()
+        if entries == 0:
+            return
+        self._kept[definition.name] = _KeptEngine(definition.identity(), version, maintained)
+        while len(self._kept) > entries:
+            self._kept.popitem(last=False)
+
+    def at(
+        self, definition: SketchDefinition, record: VersionRecord, *, take: bool
+    ) -> MaintainedSketch | None:
+        """The engine kept for ``definition`` at ``record``'s version (None: none kept, or one
+        kept for another version or another sketch of the same name); ``take`` removes
+        whatever was kept for the name."""
+        kept = self._kept.pop(definition.name, None) if take else self._kept.get(definition.name)
+        if kept is None or kept.version != record.version or kept.identity != definition.identity():
+            return None
+        return kept.maintained
+
+    def engine(self, name: str) -> IncrementalSketch | None:
+        """The engine kept for ``name``, whatever its version (None: none kept)."""
+        kept = self._kept.get(name)
+        return kept.maintained.engine if kept is not None else None
+
+    def forget(self, name: str) -> None:
+        self._kept.pop(name, None)
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+
+class EngineFactory:
+    """Builds a sketch's incremental engine, with its state or for its plan alone."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+    @staticmethod
+    def computes_state_locally(rows: int) -> bool:
+        """Whether an engine's first state over tables of ``rows`` rows is computed in-process."""
+        return rows <= LOCAL_STATE_ROWS
+
+    def first_engine(
+        self,
+        definition: SketchDefinition,
+        partitions: Mapping[str, RangePartition],
+        sequence: int,
+        keep_top: int | None,
+    ) -> MaintainedSketch:
+        """See :meth:`SketchService.first_engine`."""
+        ctx = self.context
+        tables = referenced_tables(definition.query_sql)
+        rows = sum(ctx.tables.pin(table, sequence).record_count for table in tables)
+        remote = self.remote_evaluator()
+        if self.computes_state_locally(rows):
+            try:
+                return build_engine(
+                    ctx.tables,
+                    definition,
+                    partitions,
+                    sequence,
+                    keep_top=keep_top,
+                    remote=remote,
+                    ansi=ctx.spark_ansi(),
+                )
+            except UnsupportedQueryError as exc:
+                log.info("%s: state computed on Spark (in-process: %s)", definition.name, exc)
+        return build_engine(
+            ctx.tables,
+            definition,
+            partitions,
+            sequence,
+            summarize=self.spark_summarizer(definition),
+            keep_top=keep_top,
+            remote=remote,
+            ansi=ctx.spark_ansi(),
+        )
+
+    def planned_engine(self, definition: SketchDefinition, sequence: int) -> IncrementalSketch | None:
+        """See :meth:`SketchService.planned_engine`."""
+        try:
+            engine, _ = plan_engine(
+                self.context.tables,
+                definition,
+                self.context.partitions.of(definition),
+                sequence,
+                remote=self.remote_evaluator(),
+                ansi=self.context.spark_ansi(),
+            )
+        except UnsupportedQueryError:
+            return None
+        return engine
+
+    def restored(
+        self, definition: SketchDefinition, record: VersionRecord, state_ref: str
+    ) -> MaintainedSketch:
+        """The engine at ``record``'s version, its state read from ``state_ref``."""
+        ctx = self.context
+        return build_engine(
+            ctx.tables,
+            definition,
+            ctx.partitions.of(definition),
+            record.sequence,
+            ctx.state_store.read(state_ref),
+            keep_top=ctx.budget.keep_top(definition.name),
+            remote=self.remote_evaluator(),
+            ansi=ctx.spark_ansi(),
+        )
+
+    def remote_evaluator(self) -> RemoteEvaluator:
+        """See :meth:`SketchService.remote_evaluator`."""
+
+        def evaluate(table: pa.Table, expressions: Mapping[str, exp.Expr]) -> pa.Table:
+            log.info("evaluating %d expression(s) on Spark over %d rows", len(expressions), table.num_rows)
+            return evaluate_on_spark(self.context.spark, table, expressions)
+
+        return evaluate
+
+    def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
+        """See :meth:`SketchService.spark_summarizer`."""
+        ctx = self.context
+        identified = ctx.partitions.identified(definition)
+        attributes = {t: p.attribute for t, (_, p) in identified.items()}
+
+        def summarize(frontier: list[Frontier], pins: Mapping[str, PinnedSnapshot]) -> dict[int, Partials]:
+            source = ctx.sources(pins, identified)
+            return compute_frontier_partials(
+                ctx.spark, frontier, attributes, source, ctx.budget.keep_top(definition.name)
+            )
+
+        return summarize
