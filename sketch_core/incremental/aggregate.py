@@ -235,10 +235,11 @@ class AggregateOperator(AggregateShape):
         self.dirty: set[tuple[Any, ...]] = set()
         self._announced = bool(node.groups)
         if not node.groups:  # a global aggregate has its one row even over no input
-            self.groups[()] = self._new_group()
+            self.groups[()] = self.new_group()
 
     # -- state ---------------------------------------------------------------------------------
-    def _new_group(self) -> GroupState:
+    def new_group(self) -> GroupState:
+        """The empty state of a group: one seen for the first time, or the global aggregate's."""
         return GroupState(
             accumulators=[
                 Accumulator(
@@ -371,7 +372,7 @@ class AggregateOperator(AggregateShape):
                 touched[key] = self.output_row(key)
             group = self.groups.get(key)
             if group is None:
-                group = self.groups[key] = self._new_group()
+                group = self.groups[key] = self.new_group()
             group.rows += added_rows[i]
             for j, columns in sums.items():
                 accumulator = group.accumulators[j]

@@ -83,7 +83,7 @@ def aggregate_state(op: AggregateOperator, changes_only: bool = False) -> pa.Tab
     columns: dict[str, pa.Array] = {}
     stored = op.groups if isinstance(op.groups, StoredGroups) and not changes_only else None
     if changes_only:
-        groups = [(k, op.groups.get(k) or op._new_group()) for k in op.dirty]
+        groups = [(k, op.groups.get(k) or op.new_group()) for k in op.dirty]
     elif stored is not None:  # the groups never read are written back as they were stored
         groups = list(stored.loaded.items())
     else:
@@ -141,7 +141,7 @@ def _stored_keys(op: AggregateOperator, table: pa.Table) -> list[tuple[Any, ...]
 
 
 def _group_from_record(op: AggregateOperator, record: dict[str, Any]) -> GroupState:
-    group: GroupState = op._new_group()
+    group: GroupState = op.new_group()
     group.rows = record["rows"]
     for j, kind in enumerate(op.argument_types):
         accumulator = group.accumulators[j]
