@@ -14,9 +14,27 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sketch_core.errors import TableNotFoundError
 from sketch_core.metastore import schema as t
 from sketch_core.metastore.commits import CommitLog
-from sketch_core.validation.suite import Failure, TableSuite
 
 PASSED, FAILED, FIXED, OVERRIDDEN, UNCHECKED = "passed", "failed", "fixed", "overridden", "unchecked"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One expectation a batch did not meet."""
+
+    expectation: str  # Great Expectations' name for it (or "expect_column_type" for types)
+    column: str | None
+    detail: str  # what was expected and what was found
+
+    def to_json(self) -> dict[str, Any]:
+        return {"expectation": self.expectation, "column": self.column, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Failure:
+        return cls(str(data["expectation"]), data.get("column"), str(data["detail"]))
+
+    def __str__(self) -> str:
+        return f"{self.column + ': ' if self.column else ''}{self.detail}"
 
 
 @dataclass(frozen=True)
@@ -52,18 +70,20 @@ class ValidationRepository:
         self.engine = engine
 
     # -- suites ----------------------------------------------------------------------------
-    def suite(self, table: str) -> tuple[TableSuite, int] | None:
-        """The table's suite and the newest commit its domains include."""
+    def suite(self, table: str) -> tuple[dict[str, Any], int] | None:
+        """The table's suite (its JSON form: see ``validation.suite.TableSuite``) and the
+        newest commit its domains include."""
         s = t.table_suites.c
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(s.suite, s.learned_seq).where(s.table_id == _table_id(conn, table))
             ).first()
-        return (TableSuite.from_json(row.suite), int(row.learned_seq)) if row is not None else None
+        return (dict(row.suite), int(row.learned_seq)) if row is not None else None
 
-    def save_suite(self, table: str, suite: TableSuite, learned_seq: int) -> None:
+    def save_suite(self, table: str, suite: dict[str, Any], learned_seq: int) -> None:
+        """Keep the table's suite (its JSON form), learned from commits through ``learned_seq``."""
         with self.engine.begin() as conn:
-            values = {"suite": suite.to_json(), "learned_seq": learned_seq, "updated_at": func.now()}
+            values = {"suite": suite, "learned_seq": learned_seq, "updated_at": func.now()}
             conn.execute(
                 pg_insert(t.table_suites)
                 .values(table_id=_table_id(conn, table), **values)

@@ -23,8 +23,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from sketch_core.metastore.validations import Failure
 from sketch_core.validation.screen import certainly_passes
-from sketch_core.validation.suite import Failure, TableSuite, domain_bounds
+from sketch_core.validation.suite import TableSuite, domain_bounds
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ import pyarrow as pa
 
 from sketch_core.errors import SnapshotExpiredError
 from sketch_core.metastore.commits import CommitLog, CommitRecord
-from sketch_core.metastore.validations import BatchValidation, ValidationRepository
+from sketch_core.metastore.validations import BatchValidation, Failure, ValidationRepository
 from sketch_core.tables.deltas import TableDelta, read_files
 from sketch_core.tables.service import TableService
 from sketch_core.validation.expectations import validate_batch
-from sketch_core.validation.suite import Failure, TableSuite, column_kind, identifier_columns, learn_suite
+from sketch_core.validation.suite import TableSuite, column_kind, identifier_columns, learn_suite
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +94,14 @@ class DeltaGate:
         if commit is not None and commit.seq == seq:
             suite, learned = self._suite(table, before if before is not None else seq)
             delta = self.tables.delta(table, before, seq)
-            self.repository.save_suite(table, suite.widened(delta.inserted), max(learned, seq))
+            self._save_suite(table, suite.widened(delta.inserted), max(learned, seq))
         log.warning("%s: batch at commit %d accepted by override: %s", table, seq, reason)
         return True
 
     def declare_nullable(self, table: str, columns: set[str]) -> TableSuite:
         suite, learned = self._suite(table, self.commit_log.latest_sequence())
         declared = suite.declaring_nullable(columns)
-        self.repository.save_suite(table, declared, learned)
+        self._save_suite(table, declared, learned)
         return declared
 
     # -- internals ----------------------------------------------------------------------------
@@ -128,9 +128,12 @@ class DeltaGate:
                 "%s: batch at commit %d quarantined: %s", table, commit.seq, "; ".join(map(str, failures))
             )
         elif delta.inserted.num_rows and commit.seq > learned:
-            self.repository.save_suite(table, suite.widened(delta.inserted), commit.seq)
+            self._save_suite(table, suite.widened(delta.inserted), commit.seq)
         (stored,) = self.repository.results(table, commit.seq - 1, commit.seq)
         return stored
+
+    def _save_suite(self, table: str, suite: TableSuite, learned_seq: int) -> None:
+        self.repository.save_suite(table, suite.to_json(), learned_seq)
 
     def _net_delta_passes(self, table: str, start: int, last: CommitRecord) -> bool:
         """Whether the net delta from ``start`` through ``last`` passes: its inserted rows meet
@@ -156,12 +159,12 @@ class DeltaGate:
         adapted to ``schema`` (the table's, as batches are read) after a schema evolution."""
         stored = self.repository.suite(table)
         if stored is not None:
-            suite, learned = stored
+            suite, learned = TableSuite.from_json(stored[0]), stored[1]
             if schema is not None and [(f.name, str(f.type)) for f in schema] != [
                 (c.name, c.type) for c in suite.columns
             ]:
                 suite = suite.adapted_to(schema)
-                self.repository.save_suite(table, suite, learned)
+                self._save_suite(table, suite, learned)
                 log.info("%s: the expectation suite follows the table's new schema", table)
             return suite, learned
         pinned = self.tables.pin(table, at)
@@ -170,7 +173,7 @@ class DeltaGate:
         sample = read_files(pinned.files[:1], pinned.schema, integers) if integers else None
         identifiers = identifier_columns(sample) if sample is not None else frozenset()
         suite = learn_suite(table, pinned.schema, pinned.column_bounds(), identifiers)
-        self.repository.save_suite(table, suite, pinned.sequence)
+        self._save_suite(table, suite, pinned.sequence)
         return suite, pinned.sequence
 
     def _previous(self, table: str, seq: int) -> int | None:

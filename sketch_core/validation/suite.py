@@ -152,25 +152,6 @@ class TableSuite:
         return replace(self, nullable=self.nullable | frozenset(columns))
 
 
-@dataclass(frozen=True)
-class Failure:
-    """One expectation a batch did not meet."""
-
-    expectation: str  # Great Expectations' name for it (or "expect_column_type" for types)
-    column: str | None
-    detail: str  # what was expected and what was found
-
-    def to_json(self) -> dict[str, Any]:
-        return {"expectation": self.expectation, "column": self.column, "detail": self.detail}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Failure:
-        return cls(str(data["expectation"]), data.get("column"), str(data["detail"]))
-
-    def __str__(self) -> str:
-        return f"{self.column + ': ' if self.column else ''}{self.detail}"
-
-
 def column_kind(arrow_type: str) -> str:
     """``int``, ``float``, ``decimal``, ``date``, ``timestamp`` or ``other``."""
     for prefix, kind in (
