@@ -1,5 +1,9 @@
 """A small migration runner for the numbered SQL files in ``sql/``.
 
+The files are the project's top-level ``sql/``; the package reaches them as
+``sketch_core/metastore/sql`` (a link in the source tree, the files themselves in a built
+wheel), read with :mod:`importlib.resources`, so an installed package carries its schema.
+
 Each file ``NNNN_name.sql`` runs once, in its own transaction, and is recorded with its
 checksum in ``sketch.schema_migrations``. A session-level advisory lock serializes runners, so
 two processes starting at once apply each migration exactly once. A database migrated by a
@@ -12,6 +16,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, text
@@ -41,10 +46,12 @@ class MigrationReport:
 
 
 def default_migrations_dir() -> Path:
+    """``SKETCH_MIGRATIONS_DIR`` when set, else the migrations the package ships."""
     explicit = os.environ.get("SKETCH_MIGRATIONS_DIR")
     if explicit:
         return Path(explicit)
-    return Path(__file__).resolve().parents[2] / "sql"
+    # An installed package is a directory (wheels are unpacked), so its resources are paths.
+    return Path(str(resources.files("sketch_core.metastore").joinpath("sql")))
 
 
 def discover(directory: Path | None = None) -> list[Migration]:
