@@ -14,7 +14,7 @@ setup:
 # maintenance, refresh before the report, the report with skipping (`sketch demo` tells the
 # core's story on TPC-H without Airflow).
 demo: setup
-	$(BIN)/python -m sketch_airflow.demo
+	$(BIN)/python -m examples.airflow_demo
 
 # Quick benchmarks by default; `make bench SF=1 SYNTHETIC_ROWS=10000000` for the sizes the
 # issues' targets use.
@@ -40,11 +40,11 @@ bench-workload: setup
 # commits, every version checked against a fresh capture (docs/reliability.md).
 LONG_RUN_FLAGS ?= --sketches 50 --tables 5 --commits 200
 long-run: setup
-	$(BIN)/python -m sketch_airflow.long_run $(LONG_RUN_FLAGS)
+	$(BIN)/python -m benchmarks.long_run $(LONG_RUN_FLAGS)
 
 lint: setup
-	$(BIN)/ruff check sketch_core plugins dags tests benchmarks
-	$(BIN)/ruff format --check sketch_core plugins dags tests benchmarks
+	$(BIN)/ruff check sketch_core plugins dags tests benchmarks examples scripts
+	$(BIN)/ruff format --check sketch_core plugins dags tests benchmarks examples scripts
 	$(BIN)/mypy
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.stack import bench_service
-from sketch_core.choice.strategies import STRATEGIES, preferences
+from sketch_core.attribute_choice.strategies import STRATEGIES, preferences
 from sketch_core.config import Settings
 from sketch_core.datasets.synthetic import skewed_groups_table
 from sketch_core.durations import median_seconds

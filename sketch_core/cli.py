@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sketch_core.choice.strategies import heuristic_fallbacks, preferences
+from sketch_core.attribute_choice.strategies import heuristic_fallbacks, preferences
 from sketch_core.config import Settings
 from sketch_core.errors import QueryError, SketchError
 from sketch_core.localstack.postgres import PrivatePostgres

@@ -33,7 +33,7 @@ MAINTAIN_ON_QUERY = ("off", "incremental", "full", "auto", "cost")
 # When a query uses a valid sketch: "cost" when it is expected to make the query faster (from
 # the files it skips until timed, then from the recorded runs), "always" whenever one is valid.
 SKETCH_USE = ("cost", "always")
-# sketch_core.choice.strategies describes them.
+# sketch_core.attribute_choice.strategies describes them.
 ATTRIBUTE_STRATEGIES = (
     "heuristic",
     "random-all",
@@ -110,7 +110,7 @@ class Settings:
     spark_driver_memory: str = "4g"
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
-    # Arrow's allocator in a process running the service (see sketch_core/arrow_pool.py:
+    # Arrow's allocator in a process running the service (see sketch_core/arrow/pool.py:
     # mimalloc, pyarrow's default, made the reads after a garbage collection ~20x slower).
     arrow_memory_pool: str = "system"
     commit_attempts: int = 8
@@ -182,7 +182,7 @@ class Settings:
     # and 10%), drawn again once more than `sample_max_drift` of the table has changed.
     sample_rate: float = 0.05
     sample_max_drift: float = 0.1
-    # How a capture without explicit attributes picks them (sketch_core.choice.strategies):
+    # How a capture without explicit attributes picks them (sketch_core.attribute_choice.strategies):
     # by default the smallest estimated sketch (the attribute-choice benchmark's best).
     attribute_strategy: str = DEFAULT_ATTRIBUTE_STRATEGY
     # Delta validation (sketch_core.validation): each commit a maintenance would use is checked

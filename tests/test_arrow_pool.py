@@ -1,11 +1,11 @@
-"""The service's choice of Arrow allocator (see sketch_core/arrow_pool.py)."""
+"""The service's choice of Arrow allocator (see sketch_core/arrow/pool.py)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 
-from sketch_core.arrow_pool import use_arrow_memory_pool
+from sketch_core.arrow.pool import use_arrow_memory_pool
 from sketch_core.config import Settings
 from sketch_core.errors import ConfigurationError
 

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from sketch_core.algebra.ir import COMPARISON_OPERATORS
-from sketch_core.arrow_plans import filter_table, project_table
+from sketch_core.arrow.plans import filter_table, project_table
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.dates import add_months
 from sketch_core.incremental.functions import translate_function

@@ -13,24 +13,29 @@ import pyarrow as pa
 
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
-from sketch_core.choice.candidates import table_candidates
-from sketch_core.choice.estimation import DEFAULT_REPLICATES
-from sketch_core.choice.layout import files_read_on
-from sketch_core.choice.local_plan import evaluate_plan
-from sketch_core.choice.query import AttributeEstimates, NotEstimable, SampledTable, estimate_candidates
-from sketch_core.choice.shape import aggregation_shape
-from sketch_core.choice.store import StoredSample
-from sketch_core.choice.strategies import TableCandidates, heuristic_fallbacks, preferences
-from sketch_core.errors import NoSafeAttributeError, QueryError, UnsafeAttributeError, UnsupportedQueryError
-from sketch_core.partitions import RangePartition
-from sketch_core.rewrites.push_selections import push_selections
-from sketch_core.rewrites.safety import (
+from sketch_core.analysis.safety import (
     SafetyResult,
     Statistics,
     check_safety,
     choose_attributes,
     group_by_attributes,
 )
+from sketch_core.attribute_choice.candidates import table_candidates
+from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES
+from sketch_core.attribute_choice.layout import files_read_on
+from sketch_core.attribute_choice.local_plan import evaluate_plan
+from sketch_core.attribute_choice.query import (
+    AttributeEstimates,
+    NotEstimable,
+    SampledTable,
+    estimate_candidates,
+)
+from sketch_core.attribute_choice.shape import aggregation_shape
+from sketch_core.attribute_choice.store import StoredSample
+from sketch_core.attribute_choice.strategies import TableCandidates, heuristic_fallbacks, preferences
+from sketch_core.errors import NoSafeAttributeError, QueryError, UnsafeAttributeError, UnsupportedQueryError
+from sketch_core.partitions import RangePartition
+from sketch_core.rewrites.push_selections import push_selections
 from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
 from sketch_core.service.context import ServiceContext
 from sketch_core.spark.views import keep_view, register_view, table_schemas
@@ -148,7 +153,7 @@ class AttributeChooser:
         self, plan: Relation, pins: Mapping[str, PinnedSnapshot], sampled: str, stored: StoredSample
     ) -> pa.Table:
         """``plan``'s rows with ``sampled``'s scans reading its sample: in-process when
-        :mod:`~sketch_core.choice.local_plan` covers the plan (no Spark job: most of an estimate's
+        :mod:`~sketch_core.attribute_choice.local_plan` covers the plan (no Spark job: most of an estimate's
         time otherwise), else on Spark."""
 
         def read(scan: Scan, keys: Mapping[str, pa.Array] | None) -> pa.Table:

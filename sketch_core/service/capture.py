@@ -16,10 +16,11 @@ from pyroaring import BitMap
 
 from sketch_core import faults
 from sketch_core.algebra.frontend import decode_params, encode_params, template_key
-from sketch_core.choice.query import AttributeEstimates
+from sketch_core.attribute_choice.query import AttributeEstimates
 from sketch_core.config import Settings
 from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
-from sketch_core.maintenance import MaintainedSketch, store_state
+from sketch_core.maintenance.driver import MaintainedSketch
+from sketch_core.maintenance.state_store import store_state
 from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError, RangePartition
 from sketch_core.rewrites.capture import CapturePlan, instrument_capture

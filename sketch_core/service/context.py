@@ -15,12 +15,13 @@ from sqlalchemy import Engine
 
 from sketch_core.algebra.ir import Scan
 from sketch_core.algebra.parse_cache import ParsedQueryCache
-from sketch_core.arrow_pool import use_arrow_memory_pool
-from sketch_core.choice.store import SampleStore
+from sketch_core.arrow.pool import use_arrow_memory_pool
+from sketch_core.attribute_choice.store import SampleStore
 from sketch_core.config import Settings
-from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.errors import SequenceOutOfRangeError, SketchNotFoundError
-from sketch_core.maintenance import StateStore
+from sketch_core.maintenance.advisor import CostAdvisor
+from sketch_core.maintenance.budget import StateBudget
+from sketch_core.maintenance.state_store import StateStore
 from sketch_core.metastore.choices import AttributeChoiceRepository
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.costs import CostRecords
@@ -36,7 +37,6 @@ from sketch_core.service.partition_store import PartitionStore
 from sketch_core.spark.capture import register_annotated_view
 from sketch_core.spark.session import build_session
 from sketch_core.spark.views import referenced_tables, register_view
-from sketch_core.state_budget import StateBudget
 from sketch_core.tables.catalog import RecordingSqlCatalog
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService

@@ -18,7 +18,7 @@ from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
 from sketch_core.incremental.remote import RemoteEvaluator
-from sketch_core.maintenance import MaintainedSketch, Summarizer, build_engine, plan_engine
+from sketch_core.maintenance.driver import MaintainedSketch, Summarizer, build_engine, plan_engine
 from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
 from sketch_core.partitions import RangePartition
 from sketch_core.service.context import ServiceContext

@@ -23,14 +23,15 @@ from typing import Any, Self
 from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import Engine
 
-from sketch_core.choice.estimation import DEFAULT_REPLICATES
-from sketch_core.choice.query import AttributeEstimates
+from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES
+from sketch_core.attribute_choice.query import AttributeEstimates
 from sketch_core.config import Settings
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import DeltaQuarantinedError, SketchNotFoundError
 from sketch_core.incremental.engine import IncrementalSketch
 from sketch_core.incremental.remote import RemoteEvaluator
-from sketch_core.maintenance import MaintainedSketch, Summarizer
+from sketch_core.maintenance.budget import BudgetRun
+from sketch_core.maintenance.driver import MaintainedSketch, Summarizer
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
 from sketch_core.metastore.sketches import SketchDefinition
@@ -55,7 +56,6 @@ from sketch_core.service.results import (
 from sketch_core.service.runner import Submit, SubmittedJobs
 from sketch_core.service.scheduling import Scheduler
 from sketch_core.service.validation import DeltaChecks
-from sketch_core.state_budget import BudgetRun
 from sketch_core.status import SketchStatus, sketch_status
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
 from sketch_core.tables.pinned import PinnedSnapshot
@@ -225,7 +225,7 @@ class SketchService:
         ``snapshot`` (default: the latest), with the expected selectivity of a sketch of
         ``fragments`` fragments (default ``settings.fragments``) on it, estimated from a
         stratified sample of the query's largest table over ``replicates`` bootstrap
-        replicates (CBS; see :mod:`sketch_core.choice.query`); the unsafe ones with the reason.
+        replicates (CBS; see :mod:`sketch_core.attribute_choice.query`); the unsafe ones with the reason.
         Raises QueryError (UnsupportedQueryError), ConfigurationError or
         SequenceOutOfRangeError."""
         return self.chooser.estimate_attributes(
@@ -427,7 +427,7 @@ class SketchService:
     def allocate_state(self, names: Sequence[str] | None = None) -> BudgetRun | None:
         """Choose, within ``settings.state_budget_bytes``, which sketches (``names``, default:
         all) keep their state in full, cut to the top m, or not at all (see
-        :mod:`sketch_core.state_budget`); None when there is no budget. Engines kept in memory
+        :mod:`sketch_core.maintenance.budget`); None when there is no budget. Engines kept in memory
         for a sketch whose mode changed are dropped."""
         return self.scheduler.allocate_state(names)
 
@@ -544,5 +544,5 @@ class SketchService:
 
     def spark_summarizer(self, definition: SketchDefinition) -> Summarizer:
         """Computes an incremental engine's frontier aggregations' state on Spark, for
-        :func:`sketch_core.maintenance.build_engine`."""
+        :func:`sketch_core.maintenance.driver.build_engine`."""
         return self.engines.spark_summarizer(definition)

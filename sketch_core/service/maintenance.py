@@ -25,14 +25,14 @@ from sketch_core.errors import (
 )
 from sketch_core.incremental.engine import Frontier, RowDelta
 from sketch_core.incremental.partials import Partials
-from sketch_core.maintenance import (
+from sketch_core.maintenance.driver import (
     DeltaSummarizer,
     MaintainedSketch,
     advance,
     big_delta_covered,
-    store_state,
     summarizable,
 )
+from sketch_core.maintenance.state_store import store_state
 from sketch_core.metastore.sketches import FinishedRun, SketchDefinition, VersionRecord
 from sketch_core.service.arguments import check_strategy
 from sketch_core.service.capture import Capturer

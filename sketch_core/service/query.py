@@ -19,6 +19,8 @@ from sketch_core import faults
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
 from sketch_core.algebra.ir import Relation, Scan, scans_below_joins
 from sketch_core.algebra.printer import to_sql
+from sketch_core.analysis.reuse import can_reuse
+from sketch_core.analysis.safety import Statistics
 from sketch_core.costs.choose import Choice
 from sketch_core.costs.use import ScanFootprint, timed_use_choice, untimed_use_choice
 from sketch_core.errors import (
@@ -31,8 +33,6 @@ from sketch_core.errors import (
 from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, row_condition_pays
-from sketch_core.rewrites.reuse import can_reuse
-from sketch_core.rewrites.safety import Statistics
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.service.arguments import checked_mapping, checked_sketch_use, checked_snapshot, checked_sql
 from sketch_core.service.capture import Capturer, CaptureRequest

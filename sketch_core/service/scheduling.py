@@ -12,13 +12,13 @@ from typing import Any
 from sketch_core.algebra.frontend import template_key
 from sketch_core.costs.arrivals import forecast_next, predict
 from sketch_core.errors import ConfigurationError, DeltaQuarantinedError, SketchNotFoundError
+from sketch_core.maintenance.budget import BudgetRun
 from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy, PolicyFacts, effective_policy, evaluate
 from sketch_core.service.context import ServiceContext
 from sketch_core.service.engines import EngineCache
 from sketch_core.service.maintenance import Maintainer
 from sketch_core.service.results import MaintenanceRun, PolicyCheck
 from sketch_core.spark.views import referenced_tables
-from sketch_core.state_budget import BudgetRun
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """Drawing a stratified sample of a table on Spark (CBS Sec. 7.1).
 
 Each group of ``group_columns`` is a stratum that keeps ``max(1, ceil(rate * n_g))`` of its
-``n_g`` rows, chosen uniformly (as :func:`sketch_core.choice.sampling.draw_stratified` does in
+``n_g`` rows, chosen uniformly (as :func:`sketch_core.attribute_choice.sampling.draw_stratified` does in
 memory). Ranking every row of the table within its group would shuffle the whole table; instead
 each row gets a uniform random key, only rows whose key is below a few times the group's quota
 share survive (a cheap filter), and the quota rows with the smallest keys among those are kept:
 still a uniform sample of the group, from about three times the sample's rows. When the groups
 outnumber the rows a sample at ``rate`` may hold, whole groups are kept, each with probability
-``rate`` (see :mod:`sketch_core.choice.sampling`).
+``rate`` (see :mod:`sketch_core.attribute_choice.sampling`).
 
 The result is the sampled rows plus :data:`STRATUM_ROWS`, the table rows of each row's stratum.
 """

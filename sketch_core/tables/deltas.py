@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sketch_core.arrow_files import read_arrow, write_arrow
-from sketch_core.arrow_plans import filter_table
+from sketch_core.arrow.files import read_arrow, write_arrow
+from sketch_core.arrow.plans import filter_table
 from sketch_core.tables.file_cache import FileCache
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 

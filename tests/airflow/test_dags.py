@@ -13,9 +13,9 @@ from airflow.dag_processing.dagbag import DagBag
 from airflow.utils.session import create_session
 from pyspark.sql import SparkSession
 from sketch_airflow.assets import sketch_asset, table_asset
-from sketch_airflow.demo import read_xcom
 from sketch_airflow.example import DEMO_SKETCH, DEMO_TABLE, REPORT_PARAMETERS, REPORT_SQL
 
+from examples.airflow_demo import read_xcom
 from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.service import SketchService
 from tests.airflow.conftest import REPO

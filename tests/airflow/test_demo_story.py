@@ -1,4 +1,4 @@
-"""`make demo`'s story (sketch_airflow.demo.run_story) on small data, through the example DAGs,
+"""`make demo`'s story (examples.airflow_demo.run_story) on small data, through the example DAGs,
 against a metastore and warehouse of its own."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from airflow.dag_processing.dagbag import DagBag
 from pyspark.sql import SparkSession
 from rich.console import Console
-from sketch_airflow.demo import read_xcom, run_story
 
+from examples.airflow_demo import read_xcom, run_story
 from sketch_core.config import Settings
 from sketch_core.service import SketchService
 from tests.airflow.conftest import REPO, connection_json

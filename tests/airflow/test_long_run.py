@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow.dag_processing.dagbag import DagBag
-from sketch_airflow.long_run import run_long
 
+from benchmarks.long_run import run_long
 from sketch_core.service import SketchService
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sketch_core.arrow_plans import project_table
+from sketch_core.arrow.plans import project_table
 from sketch_core.incremental.dates import add_months, last_day, trunc_date
 
 

@@ -16,7 +16,7 @@ import pytest
 from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator, load_tpch
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import UnsupportedQueryError
-from sketch_core.maintenance import advance, build_engine
+from sketch_core.maintenance.driver import advance, build_engine
 from sketch_core.service import SketchService
 from sketch_core.service import engines as engines_module
 

@@ -12,7 +12,7 @@ import pytest
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import InvalidSketchNameError, InvalidTableNameError, QueryError, SketchError
-from sketch_core.maintenance import state_directory_name
+from sketch_core.maintenance.state_store import state_directory_name
 from sketch_core.partitions.range_partition import PartitionError
 from sketch_core.service import SketchService
 from tests.service.test_maintain import fresh_fragments, maintained, sibling

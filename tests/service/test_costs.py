@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from sketch_core.algebra.frontend import template_key
-from sketch_core.cost_advisor import RECHECK_SKIP_AFTER
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.errors import SketchNotFoundError
+from sketch_core.maintenance.advisor import RECHECK_SKIP_AFTER
 from sketch_core.service import SketchService
 from tests.oracles.results import sorted_rows
 from tests.service.test_maintain import HAVING, captured, fresh_fragments, maintained, sibling

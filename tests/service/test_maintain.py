@@ -20,7 +20,7 @@ from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.errors import SnapshotExpiredError, UnsupportedQueryError
 from sketch_core.incremental.engine import IncrementalSketch
-from sketch_core.maintenance import build_engine
+from sketch_core.maintenance.driver import build_engine
 from sketch_core.service import MaintenanceRun, SketchService
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY
 from tests.oracles.results import sorted_rows
@@ -120,20 +120,20 @@ def test_state_is_written_with_each_version_and_reused(spark_svc: SketchService,
     assert ref is not None and (Path(ref) / "manifest.json").exists()
     generator.deletes(30).apply(svc.tables)
     # The second run must start from the stored state, not from the table.
-    from sketch_core import maintenance
+    from sketch_core.maintenance import driver
 
-    real = maintenance.read_matching
+    real = driver.read_matching
     calls: list[int] = []
 
     def counting(pin, columns, keys=None):  # type: ignore[no-untyped-def]
         calls.append(len(pin.files))
         return real(pin, columns, keys)
 
-    maintenance.read_matching = counting  # type: ignore[assignment]
+    driver.read_matching = counting  # type: ignore[assignment]
     try:
         svc.maintain(sketch_name, strategy="incremental")
     finally:
-        maintenance.read_matching = real  # type: ignore[assignment]
+        driver.read_matching = real  # type: ignore[assignment]
     assert calls == [], "a single-table aggregate needs no table reads once state exists"
     assert maintained(svc, sketch_name) == fresh_fragments(svc, sql, sketch_name, svc.latest_sequence())
 
@@ -209,11 +209,11 @@ def test_a_run_that_dies_before_publishing_leaves_the_last_version_intact(
 def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
     spark_svc: SketchService, table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sketch_core import maintenance
+    from sketch_core.maintenance import state_store
 
     svc = spark_svc
     # Layers of changes, however much of this small state they change (the rule is checked last).
-    monkeypatch.setattr(maintenance, "MAX_LAYERED_FRACTION", 100.0)
+    monkeypatch.setattr(state_store, "MAX_LAYERED_FRACTION", 100.0)
     sketch_name, sql = captured(svc, table, "kept")
     deltas = DeltaGenerator(svc.tables, table, ("key",), seed=12)
     reads: list[str] = []
@@ -244,7 +244,7 @@ def test_a_kept_engine_is_reused_and_a_stale_one_is_not(
 
     # Once the layers hold more than the set fraction of the state, the whole state is written.
     monkeypatch.setattr(
-        maintenance,
+        state_store,
         "MAX_LAYERED_FRACTION",
         layered / svc.kept_state_entries(sketch_name),
     )

@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sketch_core.config import Settings
-from sketch_core.cost_advisor import CostAdvisor
 from sketch_core.costs.arrivals import load_rate
 from sketch_core.costs.budget import (
     Allocation,
@@ -36,7 +35,8 @@ from sketch_core.costs.budget import (
 )
 from sketch_core.costs.footprint import Footprint, state_footprint
 from sketch_core.errors import StateMissingError
-from sketch_core.maintenance import StateStore
+from sketch_core.maintenance.advisor import CostAdvisor
+from sketch_core.maintenance.state_store import StateStore
 from sketch_core.metastore.policies import PolicyRepository
 from sketch_core.metastore.sketches import SketchRepository, VersionRecord
 from sketch_core.metastore.state_modes import StateMode, StateModeRepository

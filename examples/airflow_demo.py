@@ -35,7 +35,7 @@ from sketch_core.durations import median_seconds
 from sketch_core.localstack.stack import LocalStack, resolve
 from sketch_core.service import SketchService
 
-DAGS = Path(__file__).resolve().parents[2] / "dags"
+DAGS = Path(__file__).resolve().parents[1] / "dags"
 TIMED_RUNS = 3
 
 
@@ -245,7 +245,7 @@ def _drop_database(metastore_url: str, name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sketch_airflow.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m examples.airflow_demo", description=__doc__)
     parser.add_argument("--rows", type=int, default=3_000_000, help="rows of the first load")
     parser.add_argument("--loads", type=int, default=4, help="loads with inserts and deletes")
     args = parser.parse_args(argv)
@@ -299,7 +299,6 @@ def airflow_stack(
                 console.print(done.stdout[-2000:], done.stderr[-2000:])
                 raise AirflowSetupError("airflow db migrate failed")
         from airflow.dag_processing.dagbag import DagBag
-
         from sketch_airflow.hooks.sketch import SketchMetastoreHook
 
         bag = DagBag(dag_folder=str(DAGS))

@@ -16,7 +16,7 @@ from sqlglot import exp
 from sketch_core.algebra.frontend import to_ir
 from sketch_core.algebra.ir import Aggregate, Join, Relation, Scan, Select
 from sketch_core.algebra.printer import to_sql
-from sketch_core.choice.local_plan import evaluate_plan
+from sketch_core.attribute_choice.local_plan import evaluate_plan
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.rewrites.push_selections import push_selections

@@ -8,15 +8,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sketch_core.choice.estimation import (
+from sketch_core.attribute_choice.estimation import (
     AggregateInput,
     CandidateFragments,
     ResultSelection,
     SampleEstimator,
     SelectivityEstimate,
 )
-from sketch_core.choice.query import sample_partition
-from sketch_core.choice.sampling import StratifiedSample, draw_stratified, quota, stratum_ids
+from sketch_core.attribute_choice.query import sample_partition
+from sketch_core.attribute_choice.sampling import StratifiedSample, draw_stratified, quota, stratum_ids
 from sketch_core.errors import SamplingError
 from sketch_core.partitions import RangePartition
 

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sketch_core.choice.sampling import quota
+from sketch_core.attribute_choice.sampling import quota
 from sketch_core.service import SketchService
 
 pytestmark = pytest.mark.spark

@@ -41,7 +41,7 @@ from sketch_core.algebra.ir import (
     conjuncts,
     referenced,
 )
-from sketch_core.rewrites.smt import Term, Translator, proves, sort_for, within_bounds
+from sketch_core.analysis.smt import Term, Translator, proves, sort_for, within_bounds
 
 # table -> column -> (min, max), from Iceberg's per-file statistics
 Statistics = Mapping[str, Mapping[str, tuple[Any, Any]]]

@@ -36,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-from sketch_core.choice.sampling import StratifiedSample
+from sketch_core.attribute_choice.sampling import StratifiedSample
 from sketch_core.errors import SamplingError
 
 AggregateFunction = Literal["count", "sum", "avg", "min", "max"]

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from sketch_core.choice.sampling import (
+from sketch_core.attribute_choice.sampling import (
     SAMPLE_ROW,
     StratifiedSample,
     sample_from_rows,

@@ -8,9 +8,9 @@ import pytest
 
 from sketch_core.algebra.frontend import to_ir
 from sketch_core.algebra.ir import Project
-from sketch_core.choice.query import NotEstimable, _widened
-from sketch_core.choice.sampling import SAMPLE_ROW
-from sketch_core.choice.shape import aggregation_shape
+from sketch_core.attribute_choice.query import NotEstimable, _widened
+from sketch_core.attribute_choice.sampling import SAMPLE_ROW
+from sketch_core.attribute_choice.shape import aggregation_shape
 
 SCHEMAS = {
     "s.sales": [("sale_id", "bigint"), ("store_id", "bigint"), ("amount", "double"), ("day", "date")],

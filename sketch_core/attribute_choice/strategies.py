@@ -1,7 +1,7 @@
 """Strategies that pick the attribute a table's sketch is built on (pure; CBS Sec. 9).
 
 Each strategy orders a table's safe candidates; the capture takes, table by table, the first one
-that keeps the whole set of sketches safe (:func:`sketch_core.rewrites.safety.choose_attributes`).
+that keeps the whole set of sketches safe (:func:`sketch_core.analysis.safety.choose_attributes`).
 
 - ``heuristic``: the sort key, then the group-by attributes (PBDS Sec. 9.2's practice; the
   default before cost-based choice).
@@ -10,7 +10,7 @@ that keeps the whole set of sketches safe (:func:`sketch_core.rewrites.safety.ch
   (CBS's RAND-ALL, RAND-REL, RAND-GB, RAND-PK).
 - ``cost-all``, ``cost-group-by``: among all safe attributes, or among the group-by attributes
   (CBS's CB-OPT-REL and CB-OPT-GB), the one whose estimated sketch reads the fewest data files
-  (:mod:`~sketch_core.choice.layout`: a small sketch on an attribute the files scatter skips
+  (:mod:`~sketch_core.attribute_choice.layout`: a small sketch on an attribute the files scatter skips
   nothing), then the smallest estimated sketch. Remaining ties go to the sort key.
 """
 
@@ -58,7 +58,7 @@ def preferences(
     """Per table, its candidates in the order ``strategy`` prefers them. ``estimates`` maps
     ``table.attribute`` to the expected selectivity, ``files_read`` to the expected share of the
     table's files a sketch on it reads (cost-based strategies rank by files read, then by
-    selectivity; :mod:`~sketch_core.choice.layout`; without estimates, or
+    selectivity; :mod:`~sketch_core.attribute_choice.layout`; without estimates, or
     for a table none of whose candidates could be estimated, they fall back to ``heuristic``).
     A table with no candidate in the strategy's pool gets none."""
     check_strategy(strategy)

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from sketch_core.choice.layout import expected_files_read
+from sketch_core.attribute_choice.layout import expected_files_read
 
 SORTED = ([0, 100, 200, 300], [99, 199, 299, 399])  # four files cut along the attribute
 SCATTERED = ([0, 1, 0, 2], [398, 399, 397, 399])  # four files each holding the whole range

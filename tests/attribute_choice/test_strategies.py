@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from sketch_core.choice.strategies import STRATEGIES, TableCandidates, heuristic_fallbacks, preferences
+from sketch_core.attribute_choice.strategies import (
+    STRATEGIES,
+    TableCandidates,
+    heuristic_fallbacks,
+    preferences,
+)
 from sketch_core.errors import ConfigurationError
 
 T = "s.sales"

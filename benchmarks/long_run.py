@@ -10,7 +10,7 @@ has, the captured ones too) with a fresh capture at its snapshot. Figures are pr
 written to ``benchmarks/results/long_run_*.{json,md}``; the run fails if any version or report
 differed.
 
-``python -m sketch_airflow.long_run`` (50 sketches, 5 tables, 200 commits; ``make long-run``).
+``python -m benchmarks.long_run`` (50 sketches, 5 tables, 200 commits; ``make long-run``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.policy import Policy
 from sketch_core.service import SketchService
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 TEMPLATES = (
     "SELECT a, SUM(b) AS s, COUNT(*) AS n FROM {t} WHERE c > {low} GROUP BY a HAVING SUM(b) > {high}",
     "SELECT a, MIN(d) AS lo, MAX(e) AS hi FROM {t} WHERE c > {low} GROUP BY a ORDER BY hi DESC, a LIMIT {k}",
@@ -174,7 +174,7 @@ def write_results(figures: LongRunFigures) -> Path:
         "",
         "Kept up by the `intermittent_maintenance` DAG (Airflow, `dag.test()`); after every DAG run",
         "each sketch's newest version is compared with a fresh capture at its snapshot, and five",
-        "reports with the sketches with the plain query. Command: `python -m sketch_airflow.long_run`.",
+        "reports with the sketches with the plain query. Command: `python -m benchmarks.long_run`.",
         "",
         "| figure | value |",
         "| --- | ---: |",
@@ -195,9 +195,9 @@ def write_results(figures: LongRunFigures) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sketch_airflow.demo import AirflowSetupError, airflow_stack
+    from examples.airflow_demo import AirflowSetupError, airflow_stack
 
-    parser = argparse.ArgumentParser(prog="python -m sketch_airflow.long_run", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.long_run", description=__doc__)
     parser.add_argument("--sketches", type=int, default=50)
     parser.add_argument("--tables", type=int, default=5)
     parser.add_argument("--commits", type=int, default=200)

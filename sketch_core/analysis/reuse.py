@@ -36,8 +36,8 @@ from sketch_core.algebra.ir import (
     referenced,
 )
 from sketch_core.algebra.printer import to_sql
-from sketch_core.rewrites.safety import Statistics
-from sketch_core.rewrites.smt import Term, Translator, proves, sort_for, within_bounds
+from sketch_core.analysis.safety import Statistics
+from sketch_core.analysis.smt import Term, Translator, proves, sort_for, within_bounds
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sketch_core.algebra.frontend import to_ir
-from sketch_core.rewrites.reuse import can_reuse
-from sketch_core.rewrites.safety import check_safety, choose_attributes
+from sketch_core.analysis.reuse import can_reuse
+from sketch_core.analysis.safety import check_safety, choose_attributes
 
 CITIES = {"t.cities": [("popden", "bigint"), ("city", "string"), ("state", "string")]}
 # Population densities are positive (Iceberg min/max statistics).

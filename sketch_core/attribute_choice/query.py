@@ -3,10 +3,10 @@
 The query's largest table is replaced by its stratified sample (the other tables are read in
 full: joined with a sample of the fact table they give a sample of the join, as CBS's join
 templates need). The aggregation's input is evaluated over it (in-process with Arrow where
-:mod:`~sketch_core.choice.local_plan` covers the plan, else as a Spark job), with per row: the
+:mod:`~sketch_core.attribute_choice.local_plan` covers the plan, else as a Spark job), with per row: the
 group-by values, the aggregates' arguments, the values of every candidate attribute of every
 table, and which sampled row it came from. Everything after that is in-process
-(:class:`~sketch_core.choice.estimation.SampleEstimator`): group estimates, the chain above the
+(:class:`~sketch_core.attribute_choice.estimation.SampleEstimator`): group estimates, the chain above the
 aggregation (HAVING, top-k) on them, fragments per candidate, bootstrap.
 
 A candidate's values map to fragments through its range partition: the stored one when there
@@ -41,7 +41,7 @@ from sketch_core.algebra.ir import (
     replace_children,
     scans,
 )
-from sketch_core.choice.estimation import (
+from sketch_core.attribute_choice.estimation import (
     DEFAULT_SETTLE,
     AggregateInput,
     CandidateFragments,
@@ -49,9 +49,9 @@ from sketch_core.choice.estimation import (
     ResultSelection,
     SampleEstimator,
 )
-from sketch_core.choice.sampling import SAMPLE_ROW, StratifiedSample, stratum_ids
-from sketch_core.choice.shape import GROUP, AggregationShape, result_groups
-from sketch_core.choice.strategies import TableCandidates
+from sketch_core.attribute_choice.sampling import SAMPLE_ROW, StratifiedSample, stratum_ids
+from sketch_core.attribute_choice.shape import GROUP, AggregationShape, result_groups
+from sketch_core.attribute_choice.strategies import TableCandidates
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.range_partition import null_mask
@@ -174,7 +174,7 @@ def _widened(
     A candidate's value per output row is only defined where each output row comes from one row
     of its table: through selections, projections, inner joins and orderings. Below an
     aggregation, a DISTINCT, a UNION or on a semi/anti join's right side it is not, and such a
-    candidate is left to the fallback (:func:`~sketch_core.choice.strategies.preferences`).
+    candidate is left to the fallback (:func:`~sketch_core.attribute_choice.strategies.preferences`).
     Raises :class:`NotEstimable` when the sampled table itself does not reach the output.
     """
     counter = iter(range(1_000_000))

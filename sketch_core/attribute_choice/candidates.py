@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from sketch_core.algebra.ir import Relation, positive_scans
-from sketch_core.choice.strategies import TableCandidates
-from sketch_core.rewrites.safety import group_by_attributes
+from sketch_core.analysis.safety import group_by_attributes
+from sketch_core.attribute_choice.strategies import TableCandidates
 
 # (table, attribute) -> None when a sketch on it alone is safe for the query, else the reason.
 SafetyCheck = Callable[[str, str], str | None]
