@@ -18,24 +18,33 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar, cast, overload
 
 from pyspark.sql import DataFrame, SparkSession
 from sqlalchemy import Engine
 
 from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES
 from sketch_core.attribute_choice.query import AttributeEstimates
+from sketch_core.attribute_choice.store import SampleStore
 from sketch_core.config import Settings
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import DeltaQuarantinedError, SketchNotFoundError
 from sketch_core.incremental.engine import IncrementalSketch
 from sketch_core.incremental.remote import RemoteEvaluator
-from sketch_core.maintenance.budget import BudgetRun
+from sketch_core.maintenance.advisor import CostAdvisor
+from sketch_core.maintenance.budget import BudgetRun, StateBudget
 from sketch_core.maintenance.driver import MaintainedSketch, Summarizer
+from sketch_core.maintenance.state_store import StateStore
+from sketch_core.metastore.choices import AttributeChoiceRepository
+from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.costs import CostRecords
 from sketch_core.metastore.engine import connect_metastore
 from sketch_core.metastore.migrations import migrate
-from sketch_core.metastore.sketches import SketchDefinition
-from sketch_core.metastore.validations import BatchValidation
+from sketch_core.metastore.policies import PolicyRepository
+from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
+from sketch_core.metastore.state_modes import StateModeRepository
+from sketch_core.metastore.validations import BatchValidation, ValidationRepository
+from sketch_core.metastore.work_locks import WorkLocks
 from sketch_core.partitions import RangePartition
 from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy
 from sketch_core.service.attributes import AttributeChooser
@@ -59,6 +68,28 @@ from sketch_core.service.validation import DeltaChecks
 from sketch_core.status import SketchStatus, sketch_status
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
 from sketch_core.tables.pinned import PinnedSnapshot
+from sketch_core.tables.service import TableService
+from sketch_core.validation.gate import DeltaGate
+
+T = TypeVar("T")
+
+
+class _Shared(Generic[T]):
+    """A facade attribute that is the context's: read from it, and assigned to it, so that
+    every part sees what a caller puts there (a repository wrapped for a test, say)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, service: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, service: SketchService, owner: type) -> T: ...
+    def __get__(self, service: SketchService | None, owner: type) -> T | Self:
+        return self if service is None else cast(T, getattr(service.context, self.name))
+
+    def __set__(self, service: SketchService, value: T) -> None:
+        setattr(service.context, self.name, value)
 
 
 class SketchService:
@@ -67,6 +98,24 @@ class SketchService:
 
     Every error a method raises is a :class:`sketch_core.errors.SketchError` with a ``hint``
     (what to do) and ``transient`` (whether retrying may help)."""
+
+    # The context's connections, repositories and stores, for callers that use them directly.
+    engine: _Shared[Engine] = _Shared()
+    catalog: _Shared[RecordingSqlCatalog] = _Shared()
+    tables: _Shared[TableService] = _Shared()
+    commit_log: _Shared[CommitLog] = _Shared()
+    sketches: _Shared[SketchRepository] = _Shared()
+    work_locks: _Shared[WorkLocks] = _Shared()
+    policies: _Shared[PolicyRepository] = _Shared()
+    costs: _Shared[CostRecords] = _Shared()
+    state_store: _Shared[StateStore] = _Shared()
+    choices: _Shared[AttributeChoiceRepository] = _Shared()
+    samples: _Shared[SampleStore] = _Shared()
+    advisor: _Shared[CostAdvisor] = _Shared()
+    state_modes: _Shared[StateModeRepository] = _Shared()
+    budget: _Shared[StateBudget] = _Shared()
+    validations: _Shared[ValidationRepository] = _Shared()
+    gate: _Shared[DeltaGate] = _Shared()
 
     def __init__(
         self,
@@ -81,23 +130,6 @@ class SketchService:
         maintenance runs that need Spark as jobs started by this function instead of in this
         process (see :mod:`sketch_core.service.runner`)."""
         self.context = context = ServiceContext(settings, engine, catalog, spark)
-        # The repositories and stores, for callers that read them directly.
-        self.engine = engine
-        self.catalog = catalog
-        self.tables = context.tables
-        self.commit_log = context.commit_log
-        self.sketches = context.sketches
-        self.work_locks = context.work_locks
-        self.policies = context.policies
-        self.costs = context.costs
-        self.state_store = context.state_store
-        self.choices = context.choices
-        self.samples = context.samples
-        self.advisor = context.advisor
-        self.state_modes = context.state_modes
-        self.budget = context.budget
-        self.validations = context.validations
-        self.gate = context.gate
         # The parts.
         self.engine_cache = EngineCache(lambda: context.settings.engine_cache_entries)
         self.engines = EngineFactory(context)
