@@ -31,13 +31,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.stack import bench_service
-from sketch_core.algebra.frontend import template_key
+from sketch_core.algebra.query_text import bind_tables, template_key
 from sketch_core.config import DEFAULT_ATTRIBUTE_STRATEGY, Settings
 from sketch_core.datasets.synthetic import synthetic_table
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.durations import median_seconds
 from sketch_core.service import SketchService
-from sketch_core.spark.views import bind_tables, register_view
+from sketch_core.spark.views import register_view
 from sketch_core.tables.pinned import PinnedSnapshot
 
 RESULTS = Path(__file__).parent / "results"

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.stack import bench_service
+from sketch_core.algebra.query_text import referenced_tables
 from sketch_core.config import Settings
 from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
-from sketch_core.spark.views import referenced_tables
 
 RESULTS = Path(__file__).parent / "results"
 QUERIES = (1, 3, 5, 6, 7, 9, 10, 12, 14, 19)

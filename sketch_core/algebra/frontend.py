@@ -10,8 +10,6 @@ Anything without a rule raises :class:`UnsupportedQueryError` naming the constru
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,13 +67,25 @@ class ParsedQuery:
 
 
 def parse_sql(sql: str) -> exp.Expr:
+    """One Spark SQL query's tree (QueryError: it does not parse as one statement;
+    UnsupportedQueryError: the statement is not a query). Not kept: see
+    :mod:`sketch_core.algebra.query_text` for the parse the service keeps."""
+    return as_query(parse_statement(sql))
+
+
+def parse_statement(sql: str) -> exp.Expr:
+    """One Spark SQL statement's tree (QueryError: it does not parse as exactly one)."""
     try:
         statements = sqlglot.parse(sql, read="spark")
     except ParseError as exc:
         raise QueryError(f"the query does not parse: {exc}", hint="check the Spark SQL syntax") from exc
     if len(statements) != 1 or statements[0] is None:
         raise QueryError("expected exactly one SQL statement", hint="remove extra statements")
-    tree = statements[0]
+    return statements[0]
+
+
+def as_query(tree: exp.Expr) -> exp.Expr:
+    """``tree`` when it is a query; UnsupportedQueryError for any other statement."""
     if not isinstance(tree, exp.Query):
         raise UnsupportedQueryError(
             f"{type(tree).__name__} statement", tree.sql("spark"), hint="only queries can use sketches"
@@ -152,13 +162,6 @@ def decode_params(encoded: Mapping[str, Any]) -> dict[str, Any]:
         else:
             decoded[name] = value
     return decoded
-
-
-@functools.lru_cache(maxsize=1024)  # asked twice per query run, for a few report texts
-def template_key(sql: str) -> str:
-    """Identifies a parameterized query template: its normalized SQL, placeholders unbound."""
-    normalized = parse_sql(sql).sql(dialect="spark", normalize=True)
-    return hashlib.sha256(normalized.encode()).hexdigest()[:32]
 
 
 # -- names and scopes -------------------------------------------------------------------------
@@ -650,7 +653,14 @@ def _column_refs(tree: exp.Expr) -> dict[str, set[str]]:
 
 def to_ir(sql: str, schemas: TableSchemas, params: Mapping[str, Any] | None = None) -> ParsedQuery:
     """Parse Spark SQL over ``ns.table`` names into the IR; ``schemas`` lists each table's columns."""
-    tree = bind_parameters(parse_sql(sql), params)
+    return ir_from_tree(parse_sql(sql), schemas, params)
+
+
+def ir_from_tree(
+    query: exp.Expr, schemas: TableSchemas, params: Mapping[str, Any] | None = None
+) -> ParsedQuery:
+    """:func:`to_ir` of a parsed query (left unchanged: parameters are bound into a copy)."""
+    tree = bind_parameters(query, params)
     # Checked before anything else: a window's aggregate would pass for a GROUP BY's, and a
     # select list that is fine under ROLLUP is refused as not grouped.
     window = next(tree.find_all(exp.Window), None)

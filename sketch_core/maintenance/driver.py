@@ -13,13 +13,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from sketch_core.algebra.frontend import decode_params, to_ir
+from sketch_core.algebra.query_text import referenced_tables
 from sketch_core.incremental.engine import Frontier, IncrementalSketch, Reader, RowDelta
 from sketch_core.incremental.merge import SketchDelta
 from sketch_core.incremental.partials import Partials
 from sketch_core.incremental.remote import RemoteEvaluator
 from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions import RangePartition
-from sketch_core.spark.views import referenced_tables, table_schemas
+from sketch_core.spark.views import table_schemas
 from sketch_core.tables.deltas import read_files, read_matching
 from sketch_core.tables.file_cache import FileCache
 from sketch_core.tables.pinned import PinnedSnapshot

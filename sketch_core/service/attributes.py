@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
+from sketch_core.algebra.query_text import query_text
 from sketch_core.analysis.safety import (
     SafetyResult,
     Statistics,
@@ -80,7 +81,7 @@ class AttributeChooser:
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
         ctx = self.context
         pins = ctx.pin_query(sql, ctx.sequence(checked_snapshot(snapshot)))
-        parsed = ctx.parsed.to_ir(sql, table_schemas(pins), params)
+        parsed = query_text(sql).to_ir(table_schemas(pins), params)
         return parsed.plan, pins, {table: pin.column_bounds() for table, pin in pins.items()}
 
     def estimates(

@@ -15,7 +15,8 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from sketch_core import faults
-from sketch_core.algebra.frontend import decode_params, encode_params, template_key
+from sketch_core.algebra.frontend import decode_params, encode_params
+from sketch_core.algebra.query_text import query_text, template_key
 from sketch_core.attribute_choice.query import AttributeEstimates
 from sketch_core.config import Settings
 from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
@@ -199,7 +200,7 @@ class Capturer:
         started = time.perf_counter()
         ctx, sql, sequence, fragments = self.context, request.sql, request.sequence, request.fragments
         pins = ctx.pin_query(sql, sequence)
-        parsed = ctx.parsed.to_ir(sql, table_schemas(pins), request.params)
+        parsed = query_text(sql).to_ir(table_schemas(pins), request.params)
         statistics = {table: pin.column_bounds() for table, pin in pins.items()}
         chosen, estimates = self.chooser.choose(
             parsed.plan,

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
 from sketch_core.algebra.ir import Scan
-from sketch_core.algebra.parse_cache import ParsedQueryCache
+from sketch_core.algebra.query_text import query_text, referenced_tables
 from sketch_core.arrow.pool import use_arrow_memory_pool
 from sketch_core.attribute_choice.store import SampleStore
 from sketch_core.config import Settings
@@ -36,7 +36,7 @@ from sketch_core.rewrites.capture import FRAGMENT_COLUMN
 from sketch_core.service.partition_store import PartitionStore
 from sketch_core.spark.capture import register_annotated_view
 from sketch_core.spark.session import build_session
-from sketch_core.spark.views import referenced_tables, register_view
+from sketch_core.spark.views import register_view
 from sketch_core.tables.catalog import RecordingSqlCatalog
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
@@ -86,7 +86,6 @@ class ServiceContext:
             self.advisor,
             lambda name: sorted(referenced_tables(self.sketches.definition(name).query_sql)),
         )
-        self.parsed = ParsedQueryCache()
         self.validations = ValidationRepository(engine)
         self.gate = DeltaGate(self.tables, self.commit_log, self.validations, settings.validation_slack)
 
@@ -121,7 +120,7 @@ class ServiceContext:
 
     def pin_query(self, sql: str, sequence: int) -> dict[str, PinnedSnapshot]:
         """Every table ``sql`` reads, pinned as of commit ``sequence``."""
-        return {name: self.tables.pin(name, sequence) for name in referenced_tables(sql)}
+        return {name: self.tables.pin(name, sequence) for name in query_text(sql).tables}
 
     def coordinated(
         self, name: str, what: str, wait_seconds: float | None = None

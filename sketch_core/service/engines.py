@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from sqlglot import exp
 
+from sketch_core.algebra.query_text import referenced_tables
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
@@ -24,7 +25,6 @@ from sketch_core.partitions import RangePartition
 from sketch_core.service.context import ServiceContext
 from sketch_core.spark.expressions import evaluate_on_spark
 from sketch_core.spark.state_init import compute_frontier_partials
-from sketch_core.spark.views import referenced_tables
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)

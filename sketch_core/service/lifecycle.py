@@ -8,13 +8,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from sketch_core.algebra.query_text import referenced_tables
 from sketch_core.errors import TableInUseError
 from sketch_core.metastore.table_drop import forget_table
 from sketch_core.service.context import ServiceContext
 from sketch_core.service.engines import EngineCache
 from sketch_core.service.results import GarbageReport
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, collect_scratch
-from sketch_core.spark.views import referenced_tables
 from sketch_core.tables.orphans import RemovedFiles
 
 log = logging.getLogger(__name__)

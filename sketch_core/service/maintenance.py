@@ -13,6 +13,7 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from sketch_core import faults
+from sketch_core.algebra.query_text import referenced_tables
 from sketch_core.costs.choose import Choice, Situation, choose, stateless_choice
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
@@ -43,7 +44,6 @@ from sketch_core.service.results import MaintenancePlan, MaintenanceRun
 from sketch_core.service.runner import SubmittedJobs
 from sketch_core.service.validation import DeltaChecks
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, delta_partials
-from sketch_core.spark.views import referenced_tables
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,10 @@ from pyroaring import BitMap
 from pyspark.sql import DataFrame
 
 from sketch_core import faults
-from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params, template_key
+from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params
 from sketch_core.algebra.ir import Relation, Scan, scans_below_joins
 from sketch_core.algebra.printer import to_sql
+from sketch_core.algebra.query_text import QueryText, query_text, referenced_tables
 from sketch_core.analysis.reuse import can_reuse
 from sketch_core.analysis.safety import Statistics
 from sketch_core.costs.choose import Choice
@@ -41,13 +42,7 @@ from sketch_core.service.maintenance import Maintainer
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
 from sketch_core.spark.annotate import rows_in_fragments
 from sketch_core.spark.jobs import spark_job
-from sketch_core.spark.views import (
-    bind_tables,
-    pinned_dataframe,
-    referenced_tables,
-    register_view,
-    table_schemas,
-)
+from sketch_core.spark.views import pinned_dataframe, register_view, table_schemas
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
@@ -175,8 +170,8 @@ class QueryRunner:
             if definition.params != encoded:
                 if statistics is None:
                     statistics = {table: pin.column_bounds() for table, pin in pins.items()}
-                captured = ctx.parsed.to_ir(
-                    definition.query_sql, table_schemas(pins), decode_params(definition.params)
+                captured = query_text(definition.query_sql).to_ir(
+                    table_schemas(pins), decode_params(definition.params)
                 )
                 verdict = can_reuse(captured.plan, plan, statistics)
                 if not verdict.reusable:
@@ -281,6 +276,7 @@ class QueryRunner:
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
         how = checked_sketch_use(use_sketches, self.context.settings.sketch_use)
         ctx = self.context
+        text = query_text(sql)  # parsed once here; every step below reads this one parse
         sequence = ctx.sequence(checked_snapshot(snapshot))
         pins = ctx.pin_query(sql, sequence)
         faults.reached("query-pinned")
@@ -288,11 +284,11 @@ class QueryRunner:
         aside = _TimeAside()
         chosen, decision = (None, None)
         if how is not None:
-            chosen, decision = self._sketch_for_query(sql, params, pins, sequence, aside, how)
+            chosen, decision = self._sketch_for_query(text, params, pins, sequence, aside, how)
         with spark_job("the query"):
             if chosen is None:
                 views = {pin.table: register_view(ctx.spark, pin) for pin in pins.values()}
-                frame = ctx.spark.sql(bind_tables(sql, views), args=dict(params) if params else None)
+                frame = ctx.spark.sql(text.bound_to(views), args=dict(params) if params else None)
                 sketch, files_read = None, files_total
             else:
                 parsed, usable = chosen
@@ -312,18 +308,18 @@ class QueryRunner:
             sketch_reason=decision.reason if decision is not None else "",
             sketch_skipped=decision.skipped if decision is not None else None,
         )
-        self._record_query(sql, sketch, pins, result)
+        self._record_query(text, sketch, pins, result)
         return result
 
     def _record_query(
         self,
-        sql: str,
+        text: QueryText,
         sketch: tuple[str, int] | None,
         pins: Mapping[str, PinnedSnapshot],
         result: QueryResult,
     ) -> None:
         """Record the run for the cost models; a query never fails for want of its record."""
-        template = template_key(sql)
+        template = text.template_key
         try:
             self.context.costs.record_query(
                 template,
@@ -343,7 +339,7 @@ class QueryRunner:
 
     def _sketch_for_query(
         self,
-        sql: str,
+        text: QueryText,
         params: Mapping[str, Any] | None,
         pins: Mapping[str, PinnedSnapshot],
         sequence: int,
@@ -352,11 +348,11 @@ class QueryRunner:
     ) -> tuple[tuple[ParsedQuery, _UsableSketch] | None, _UseDecision | None]:
         """The sketch the query runs with (None: plain), and why it was or was not applied."""
         try:
-            parsed = self.context.parsed.to_ir(sql, table_schemas(pins), params)
+            parsed = text.to_ir(table_schemas(pins), params)
         except UnsupportedQueryError as exc:
             log.info("running without sketches: %s", exc)
             return None, None
-        template = template_key(sql)
+        sql, template = text.sql, text.template_key
         usable = self._usable_sketch(template, params, parsed.plan, pins, sequence, aside)
         if usable is None:
             usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence, aside)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sketch_core.algebra.frontend import template_key
+from sketch_core.algebra.query_text import referenced_tables, template_key
 from sketch_core.costs.arrivals import forecast_next, predict
 from sketch_core.errors import ConfigurationError, DeltaQuarantinedError, SketchNotFoundError
 from sketch_core.maintenance.budget import BudgetRun
@@ -18,7 +18,6 @@ from sketch_core.service.context import ServiceContext
 from sketch_core.service.engines import EngineCache
 from sketch_core.service.maintenance import Maintainer
 from sketch_core.service.results import MaintenanceRun, PolicyCheck
-from sketch_core.spark.views import referenced_tables
 
 log = logging.getLogger(__name__)
 

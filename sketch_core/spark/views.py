@@ -6,20 +6,14 @@ snapshot's Parquet files through PyIceberg and hands exactly those to Spark.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from weakref import WeakKeyDictionary
 
-import sqlglot
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
-from sqlglot import exp
-from sqlglot.errors import ParseError
 
-from sketch_core.errors import QueryError
-from sketch_core.tables.names import normalize_table_name
 from sketch_core.tables.pinned import PinnedSnapshot
 
 
@@ -75,50 +69,6 @@ def kept_views(spark: SparkSession) -> list[str]:
     """The temp views this module keeps in ``spark``, least recently used first."""
     with _lock:
         return list(_registered.get(spark, ()))
-
-
-def _parse(sql: str) -> exp.Expr:
-    try:
-        statements = sqlglot.parse(sql, read="spark")
-    except ParseError as exc:
-        raise QueryError(f"the query does not parse: {exc}", hint="check the Spark SQL syntax") from exc
-    if len(statements) != 1 or statements[0] is None:
-        raise QueryError("expected exactly one SQL statement", hint="remove extra statements")
-    return statements[0]
-
-
-def referenced_tables(sql: str) -> list[str]:
-    """The ``ns.table`` names a query reads (CTE names and unqualified names are not tables)."""
-    return list(_referenced_tables(sql))
-
-
-@functools.lru_cache(maxsize=256)  # every maintenance asks again for the same sketch queries
-def _referenced_tables(sql: str) -> tuple[str, ...]:
-    tree = _parse(sql)
-    names = {normalize_table_name(f"{t.db}.{t.name}") for t in tree.find_all(exp.Table) if t.db and t.name}
-    return tuple(sorted(names))
-
-
-def bind_tables(sql: str, views: Mapping[str, str]) -> str:
-    """Rewrite ``ns.table`` references to the given view names, keeping aliases."""
-    return _bind_tables(sql, tuple(sorted(views.items())))
-
-
-@functools.lru_cache(maxsize=256)  # a report is bound to the same views until its tables change
-def _bind_tables(sql: str, bound: tuple[tuple[str, str], ...]) -> str:
-    views = dict(bound)
-    tree = _parse(sql)
-    for table in list(tree.find_all(exp.Table)):
-        if not (table.db and table.name):
-            continue
-        view = views.get(normalize_table_name(f"{table.db}.{table.name}"))
-        if view is None:
-            continue
-        alias = table.alias or table.name
-        table.replace(
-            exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias)))
-        )
-    return tree.sql(dialect="spark")
 
 
 def table_schemas(pins: Mapping[str, PinnedSnapshot]) -> dict[str, list[tuple[str, str]]]:

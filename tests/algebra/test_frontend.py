@@ -6,8 +6,9 @@ import datetime as dt
 
 import pytest
 
-from sketch_core.algebra.frontend import decode_params, encode_params, template_key, to_ir
+from sketch_core.algebra.frontend import decode_params, encode_params, to_ir
 from sketch_core.algebra.ir import Aggregate, Join, Scan, TopK, positive_scans, scans, scans_below_joins
+from sketch_core.algebra.query_text import template_key
 from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
 
 SCHEMAS = {

@@ -9,8 +9,9 @@ import pytest
 
 from sketch_core.algebra.frontend import to_ir
 from sketch_core.algebra.printer import to_sql
+from sketch_core.algebra.query_text import bind_tables
 from sketch_core.service import SketchService
-from sketch_core.spark.views import bind_tables, register_view, table_schemas
+from sketch_core.spark.views import register_view, table_schemas
 from tests.oracles.results import rounded
 
 QUERIES = {

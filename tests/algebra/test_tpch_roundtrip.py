@@ -6,10 +6,11 @@ import pytest
 
 from sketch_core.algebra.frontend import check_supported, to_ir
 from sketch_core.algebra.printer import to_sql
+from sketch_core.algebra.query_text import bind_tables
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import QueryError, UnsupportedQueryError
 from sketch_core.service import SketchService
-from sketch_core.spark.views import bind_tables, register_view, table_schemas
+from sketch_core.spark.views import register_view, table_schemas
 from tests.oracles.results import rounded
 
 # Queries with constructs the front end refuses, and the construct it must name.

@@ -16,12 +16,13 @@ from sqlglot import exp
 from sketch_core.algebra.frontend import to_ir
 from sketch_core.algebra.ir import Aggregate, Join, Relation, Scan, Select
 from sketch_core.algebra.printer import to_sql
+from sketch_core.algebra.query_text import referenced_tables
 from sketch_core.attribute_choice.local_plan import evaluate_plan
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.rewrites.push_selections import push_selections
 from sketch_core.service import SketchService
-from sketch_core.spark.views import referenced_tables, register_view, table_schemas
+from sketch_core.spark.views import register_view, table_schemas
 from sketch_core.tables.deltas import read_matching
 
 pytestmark = pytest.mark.spark

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sketch_core.algebra.frontend import template_key
+from sketch_core.algebra.query_text import template_key
 from sketch_core.costs import DEFAULT_PRIORS, CostModel, LinearCost
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.deltas import DeltaGenerator

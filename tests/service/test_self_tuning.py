@@ -4,7 +4,7 @@ behind is not captured a second time."""
 
 from __future__ import annotations
 
-from sketch_core.algebra.frontend import template_key
+from sketch_core.algebra.query_text import template_key
 from sketch_core.datasets import synthetic_table
 from sketch_core.service import SketchService
 from tests.oracles.results import sorted_rows

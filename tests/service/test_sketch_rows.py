@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sketch_core.algebra.query_text import bind_tables
 from sketch_core.datasets.synthetic import synthetic_table
 from sketch_core.errors import SketchNotFoundError
 from sketch_core.service import SketchService
-from sketch_core.spark.views import bind_tables
 from tests.oracles.results import sorted_rows
 
 

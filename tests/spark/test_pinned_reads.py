@@ -7,11 +7,12 @@ from dataclasses import replace
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from sketch_core.algebra.query_text import bind_tables, referenced_tables
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import QueryError, SequenceOutOfRangeError
 from sketch_core.service import SketchService
 from sketch_core.spark import views
-from sketch_core.spark.views import bind_tables, referenced_tables, register_view
+from sketch_core.spark.views import register_view
 from sketch_core.tables.pinned import PinnedSnapshot
 
 pytestmark = pytest.mark.spark

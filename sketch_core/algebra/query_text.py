@@ -1,0 +1,144 @@
+"""A query text, parsed once: its tree, template key and tables, and the forms made from it (the
+text bound to Spark views, the IR over given schemas), each made on first use and kept.
+
+A scheduled report sends the same text on every run, and every layer asks something of it:
+the tables to pin, the template its sketches are filed under, its IR, its text over the pinned
+views. :func:`query_text` keeps one :class:`QueryText` per text (the ``TEXTS`` most recently
+used), so the text is parsed once and each derived form computed once, whichever layer asks
+first. Parsing, qualifying and normalizing cost milliseconds each; a report the cost model runs
+without its sketch would otherwise pay them on top of the plain query. The trees and the IR are
+never changed once made (bound parameters and qualification work on copies). Errors are not
+kept: a text that fails to parse raises the same error again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from sqlglot import exp
+
+from sketch_core.algebra.frontend import ParsedQuery, TableSchemas, as_query, ir_from_tree, parse_statement
+from sketch_core.tables.names import normalize_table_name
+
+# Query texts kept; each keeps the IR for at most ``IR_PER_TEXT`` (schemas, parameters) pairs
+# (a template run with many bindings, or over tables whose schemas evolved).
+TEXTS = 256
+IR_PER_TEXT = 16
+
+_IrKey = tuple[tuple[tuple[str, tuple[tuple[str, str], ...]], ...], str]
+
+
+class QueryText:
+    """One query text, parsed (:class:`QueryError` when it does not parse as one statement)."""
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        self.statement = parse_statement(sql)
+        # The ``ns.table`` names it reads (CTE names and unqualified names are not tables).
+        self.tables: tuple[str, ...] = tuple(
+            sorted(
+                {
+                    normalize_table_name(f"{t.db}.{t.name}")
+                    for t in self.statement.find_all(exp.Table)
+                    if t.db and t.name
+                }
+            )
+        )
+        self._template_key: str | None = None
+        self._bound: dict[tuple[tuple[str, str], ...], str] = {}
+        self._ir: OrderedDict[_IrKey, ParsedQuery] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def template_key(self) -> str:
+        """Identifies a parameterized query template: its normalized SQL, placeholders unbound
+        (UnsupportedQueryError for a statement that is not a query)."""
+        if self._template_key is None:
+            normalized = as_query(self.statement).sql(dialect="spark", normalize=True)
+            self._template_key = hashlib.sha256(normalized.encode()).hexdigest()[:32]
+        return self._template_key
+
+    def bound_to(self, views: Mapping[str, str]) -> str:
+        """The text with its ``ns.table`` references reading the given views (aliases kept)."""
+        key = tuple(sorted(views.items()))
+        with self._lock:
+            found = self._bound.get(key)
+        if found is not None:
+            return found
+        tree = self.statement.copy()
+        for table in list(tree.find_all(exp.Table)):
+            if not (table.db and table.name):
+                continue
+            view = views.get(normalize_table_name(f"{table.db}.{table.name}"))
+            if view is None:
+                continue
+            alias = table.alias or table.name
+            table.replace(
+                exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+            )
+        bound = tree.sql(dialect="spark")
+        with self._lock:
+            if len(self._bound) >= IR_PER_TEXT:  # a report is bound to the same views until they change
+                self._bound.clear()
+            self._bound[key] = bound
+        return bound
+
+    def to_ir(self, schemas: TableSchemas, params: Mapping[str, Any] | None = None) -> ParsedQuery:
+        """The query as IR over tables of these ``schemas``, its placeholders bound to ``params``
+        (see :func:`sketch_core.algebra.frontend.to_ir` for what it refuses)."""
+        key = _ir_key(schemas, params)
+        with self._lock:
+            parsed = self._ir.get(key)
+            if parsed is not None:
+                self._ir.move_to_end(key)
+                return parsed
+        parsed = ir_from_tree(as_query(self.statement), schemas, params)
+        with self._lock:
+            self._ir[key] = parsed
+            if len(self._ir) > IR_PER_TEXT:
+                self._ir.popitem(last=False)
+        return parsed
+
+
+def _ir_key(schemas: TableSchemas, params: Mapping[str, Any] | None) -> _IrKey:
+    tables = tuple(sorted((name, tuple((c, str(ty)) for c, ty in cols)) for name, cols in schemas.items()))
+    # repr keeps the values' types apart (1, 1.0, "1", a date and its ISO string differ).
+    return tables, repr(sorted((params or {}).items()))
+
+
+_texts: OrderedDict[str, QueryText] = OrderedDict()
+_texts_lock = threading.Lock()
+
+
+def query_text(sql: str) -> QueryText:
+    """The parsed form of ``sql``: the one kept for this text, else parsed now and kept."""
+    with _texts_lock:
+        found = _texts.get(sql)
+        if found is not None:
+            _texts.move_to_end(sql)
+            return found
+    parsed = QueryText(sql)  # outside the lock: parsing takes milliseconds
+    with _texts_lock:
+        _texts[sql] = parsed
+        while len(_texts) > TEXTS:
+            _texts.popitem(last=False)
+    return parsed
+
+
+def referenced_tables(sql: str) -> list[str]:
+    """The ``ns.table`` names a query reads (CTE names and unqualified names are not tables)."""
+    return list(query_text(sql).tables)
+
+
+def template_key(sql: str) -> str:
+    """The template the query text belongs to: see :attr:`QueryText.template_key`."""
+    return query_text(sql).template_key
+
+
+def bind_tables(sql: str, views: Mapping[str, str]) -> str:
+    """Rewrite ``ns.table`` references to the given view names, keeping aliases."""
+    return query_text(sql).bound_to(views)

@@ -1,0 +1,79 @@
+"""A query text is parsed once and kept: its tables, template key, bound forms and IR come from
+one object per text, the same whichever layer asks."""
+
+from __future__ import annotations
+
+import pytest
+
+from sketch_core.algebra import query_text as module
+from sketch_core.algebra.frontend import to_ir
+from sketch_core.algebra.query_text import QueryText, bind_tables, query_text, referenced_tables, template_key
+from sketch_core.errors import QueryError, UnsupportedQueryError
+
+SQL = """
+WITH big AS (SELECT region, amount FROM s.sales WHERE amount > :low)
+SELECT b.region, SUM(b.amount) AS total FROM big b JOIN S.Regions r ON b.region = r.region
+GROUP BY b.region
+"""
+SCHEMAS = {
+    "s.sales": [("region", "string"), ("amount", "double")],
+    "s.regions": [("region", "string")],
+}
+
+
+def test_one_object_per_text_holds_what_every_layer_asks() -> None:
+    text = query_text(SQL)
+    assert query_text(SQL) is text
+    assert text.tables == ("s.regions", "s.sales") and referenced_tables(SQL) == ["s.regions", "s.sales"]
+    assert template_key(SQL) == text.template_key == template_key(SQL.replace("  ", " "))
+    assert template_key(SQL) != template_key(SQL.replace("> :low", ">= :low"))
+
+
+def test_the_ir_is_made_once_per_schemas_and_parameters_and_equals_a_fresh_one() -> None:
+    text = QueryText(SQL)
+    first = text.to_ir(SCHEMAS, {"low": 10})
+    assert text.to_ir(SCHEMAS, {"low": 10}) is first
+    fresh = to_ir(SQL, SCHEMAS, {"low": 10})  # (sqlglot nodes compare by identity: compare the text)
+    assert (repr(first.plan), first.output_names, first.sql) == (
+        repr(fresh.plan),
+        fresh.output_names,
+        fresh.sql,
+    )
+    other = text.to_ir(SCHEMAS, {"low": 10.0})  # another type: another binding
+    assert other is not first and "10.0" in other.sql
+
+
+def test_binding_reads_the_views_and_keeps_aliases() -> None:
+    bound = bind_tables(SQL, {"s.sales": "v_sales", "s.regions": "v_regions"})
+    assert "v_sales" in bound and "v_regions AS r" in bound and "s.sales" not in bound.lower()
+    assert bind_tables(SQL, {"s.sales": "v_sales", "s.regions": "v_regions"}) is bound
+
+
+def test_the_cache_keeps_the_most_recently_used_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(module, "TEXTS", 2)
+    first = query_text("SELECT 1 AS a FROM x.first")
+    second = query_text("SELECT 1 AS a FROM x.second")
+    assert query_text("SELECT 1 AS a FROM x.first") is first  # used again: kept
+    query_text("SELECT 1 AS a FROM x.third")
+    assert query_text("SELECT 1 AS a FROM x.first") is first
+    assert query_text("SELECT 1 AS a FROM x.second") is not second  # dropped, parsed again
+
+
+@pytest.mark.parametrize(
+    ("sql", "error"),
+    [
+        ("SELECT FROM WHERE", QueryError),
+        ("SELECT 1; SELECT 2", QueryError),
+    ],
+)
+def test_a_text_that_does_not_parse_raises_every_time(sql: str, error: type[Exception]) -> None:
+    for _ in range(2):
+        with pytest.raises(error):
+            query_text(sql)
+
+
+def test_a_statement_that_is_not_a_query_has_tables_but_no_template() -> None:
+    text = query_text("INSERT INTO s.sales SELECT * FROM s.staging")
+    assert text.tables == ("s.sales", "s.staging")
+    with pytest.raises(UnsupportedQueryError):
+        _ = text.template_key
