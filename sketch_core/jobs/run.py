@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -79,8 +80,11 @@ def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     settings = Settings.from_env()
     try:
+        # spark-submit starts the JVM first and hands this process its gateway: its --master
+        # stands. Started as a plain process, the job builds its session from the settings.
+        submitted = "PYSPARK_GATEWAY_PORT" in os.environ
         svc = SketchService.from_settings(
-            settings, spark=build_session(settings, "sketch-job", submitted=True)
+            settings, spark=build_session(settings, "sketch-job", submitted=submitted)
         )
         try:
             result = _run(args, svc)

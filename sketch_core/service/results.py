@@ -37,7 +37,8 @@ class MaintenanceRun:
     delta_rows: int
     seconds: float
     # Where an incremental run computed its aggregations' deltas: "in-process", or "spark"
-    # (IMP Sec. 8's set-oriented strategy, for deltas above the in-process threshold).
+    # (IMP Sec. 8's set-oriented strategy, for deltas above the in-process threshold); or
+    # "spark-submit": the run was a submitted job (see sketch_core.service.runner).
     where: str = "in-process"
 
     @property
