@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export SKETCH_HOME ?= $(CURDIR)/.cache
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test lint bench bench-workload long-run clean-cache
+.PHONY: setup demo test lint check-lowest bench bench-workload long-run clean-cache
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -51,6 +51,11 @@ lint: setup
 test: setup lint
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# pyproject.toml's lower bounds, checked: the lowest allowed dependencies installed together,
+# every module imported and the metastore-free tests run on them (run by CI after `make test`).
+check-lowest: setup
+	$(BIN)/python scripts/check_lowest_versions.py
 
 clean-cache:
 	rm -rf $(SKETCH_HOME)

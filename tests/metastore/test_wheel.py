@@ -4,7 +4,6 @@ from there (not from the checkout), it migrates an empty database to the current
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from scripts.check_lowest_versions import checkout_copy
 from sketch_core.metastore.migrations import current_version, discover
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,27 +29,8 @@ print(json.dumps({"package": sketch_core.__file__, "migrations": str(default_mig
 """
 
 
-def project_copy(target: Path) -> Path:
-    """The checkout's files (tracked, and new ones not ignored) copied to ``target``: a build
-    there leaves nothing in the checkout (setuptools' ``build/`` would outlive moved modules)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        source = ROOT / name
-        if not source.exists() and not source.is_symlink():
-            continue  # deleted in the working tree
-        (target / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target / name, follow_symlinks=False)
-    return target
-
-
 def test_a_built_wheel_migrates_an_empty_database(tmp_path: Path, fresh_engine: Engine) -> None:
-    source = project_copy(tmp_path / "source")
+    source = checkout_copy(tmp_path / "source")  # no build/ left in the checkout
     dist = tmp_path / "dist"
     # Build isolation: pip fetches the build backend pyproject.toml names, as any build would.
     subprocess.run(
