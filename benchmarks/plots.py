@@ -1,0 +1,95 @@
+"""The plots in docs/benchmarks.md, drawn from the committed results in benchmarks/results/.
+
+    .venv/bin/python -m benchmarks.plots      # writes docs/images/*.png
+
+- ``maintenance_vs_delta.png``: incremental maintenance and recapture time against the delta's
+  size (the synthetic benchmark, 10M rows), one panel per query, one line per group count;
+- ``use_speedup.png``: the capture/use benchmark's own plot (TPC-H SF1), copied;
+- ``workload_auto_vs_best.png``: the ``auto`` strategy's total time per workload cell against the
+  best fixed strategy's (1,000 operations on 1M rows).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
+
+
+def maintenance_series(results: list[dict[str, Any]]) -> dict[str, dict[int, list[tuple[int, float, float]]]]:
+    """query -> group count -> [(delta rows, incremental s, recapture s)], by delta size."""
+    series: dict[str, dict[int, list[tuple[int, float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for row in results:
+        series[row["query"]][row["groups"]].append((row["delta_rows"], row["incremental_s"], row["full_s"]))
+    return {q: {g: sorted(points) for g, points in by_groups.items()} for q, by_groups in series.items()}
+
+
+def workload_cells(rows: list[dict[str, Any]]) -> list[tuple[str, float, str, float]]:
+    """Per (ratio, delta) cell: its label, auto's total seconds, the best other strategy and its total."""
+    cells: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
+    for row in rows:
+        cells[row["ratio"], row["delta"]][row["strategy"]] = row["report_s"] + row["update_s"]
+    found = []
+    for (ratio, delta), totals in sorted(cells.items(), key=lambda c: (c[0][0], c[0][1])):
+        if "auto" not in totals:
+            continue
+        others = {s: t for s, t in totals.items() if s != "auto"}
+        best = min(others, key=lambda s: others[s])
+        found.append((f"{ratio}\nΔ{delta}", totals["auto"], best, others[best]))
+    return found
+
+
+def main() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    synthetic = json.loads((RESULTS / "maintenance_synthetic_10000000.json").read_text())
+    series = maintenance_series(synthetic["results"])
+    figure, axes = plt.subplots(1, len(series), figsize=(4 * len(series), 3.6), sharey=True)
+    for axis, (query, by_groups) in zip(axes, sorted(series.items()), strict=True):
+        for groups, points in sorted(by_groups.items()):
+            deltas = [p[0] for p in points]
+            (line,) = axis.plot(deltas, [p[1] for p in points], "o-", label=f"{groups:,} groups, incremental")
+            axis.plot(
+                deltas, [p[2] for p in points], "x--", color=line.get_color(), label=f"{groups:,}, recapture"
+            )
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_title(query)
+        axis.set_xlabel("delta rows")
+    axes[0].set_ylabel("seconds")
+    axes[-1].legend(fontsize=7)
+    figure.suptitle("Maintenance time against delta size (synthetic, 10M rows)")
+    figure.tight_layout()
+    figure.savefig(IMAGES / "maintenance_vs_delta.png", dpi=110)
+    plt.close(figure)
+
+    shutil.copyfile(RESULTS / "capture_use_sf1.png", IMAGES / "use_speedup.png")
+
+    cells = workload_cells(json.loads((RESULTS / "workload_1000000_1000.json").read_text()))
+    figure, axis = plt.subplots(figsize=(max(6.0, 0.7 * len(cells)), 3.8))
+    positions = range(len(cells))
+    axis.bar([p - 0.2 for p in positions], [c[1] for c in cells], width=0.4, label="auto")
+    axis.bar([p + 0.2 for p in positions], [c[3] for c in cells], width=0.4, label="best fixed strategy")
+    for p, cell in zip(positions, cells, strict=True):
+        axis.annotate(cell[2], (p + 0.2, cell[3]), ha="center", va="bottom", fontsize=6, rotation=90)
+    axis.set_xticks(list(positions), [c[0] for c in cells], fontsize=7)
+    axis.set_ylabel("seconds for 1,000 operations")
+    axis.set_title("auto against the best fixed strategy per workload (1M rows)")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(IMAGES / "workload_auto_vs_best.png", dpi=110)
+    plt.close(figure)
+    print(f"plots written to {IMAGES}")
+
+
+if __name__ == "__main__":
+    main()
