@@ -135,7 +135,11 @@ class TableService:
 
     # -- writes ------------------------------------------------------------------------------
     def create(self, name: str, data: Any, sort_by: list[str] | tuple[str, ...] | None = None) -> int:
-        """Create ``name`` from ``data`` sorted by ``sort_by``; returns the commit sequence number."""
+        """Create table ``name`` (``ns.table``) from ``data`` (a pyarrow Table, a Spark or
+        pandas DataFrame, or a Parquet path), its rows sorted by ``sort_by`` and cut into files
+        of narrow key ranges; returns the commit's global sequence number. Raises
+        InvalidTableNameError, TableExistsError, InvalidDataError (unreadable data, a sort key
+        the data lacks) or CommitConflictError (transient)."""
         name = normalize_table_name(name)
         arrow = portable(to_arrow(data))
         keys = tuple(sort_by or ())
@@ -216,6 +220,10 @@ class TableService:
         return seq
 
     def append(self, name: str, data: Any) -> int:
+        """Add ``data``'s rows (as :meth:`create` takes them, conformed to the table's schema)
+        to ``name`` in one commit; returns its sequence number (the latest, when there are no
+        rows). Raises TableNotFoundError, SchemaMismatchError, InvalidDataError or
+        CommitConflictError (transient)."""
         name, record, table = self._open(name, fresh=True)
         arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
         if arrow.num_rows == 0:
@@ -223,7 +231,9 @@ class TableService:
         return self._commit(name, "append", arrow.num_rows, lambda txn: self._append_in_files(txn, arrow))
 
     def delete(self, name: str, predicate: str) -> int:
-        """Delete the rows matching a Spark SQL predicate (copy-on-write)."""
+        """Delete the rows of ``name`` matching ``predicate`` (a Spark SQL boolean expression
+        over its columns) in one copy-on-write commit; returns its sequence number. Raises
+        TableNotFoundError, InvalidPredicateError or CommitConflictError (transient)."""
         name, _, table = self._open(name, fresh=True)
         expression = to_iceberg_expression(predicate, table.schema(), name)
         return self._commit(
@@ -235,7 +245,9 @@ class TableService:
         )
 
     def overwrite(self, name: str, data: Any, where: str | None = None) -> int:
-        """Atomically delete the rows matching ``where`` (all rows if None) and add ``data``."""
+        """Delete the rows of ``name`` matching ``where`` (all rows if None) and add ``data``,
+        in one commit; returns its sequence number. Raises as :meth:`delete` and
+        :meth:`append` do."""
         name, record, table = self._open(name, fresh=True)
         expression: BooleanExpression = (
             to_iceberg_expression(where, table.schema(), name) if where is not None else AlwaysTrue()
@@ -367,25 +379,33 @@ class TableService:
 
     # -- reads -------------------------------------------------------------------------------
     def record(self, name: str) -> TableRecord:
-        """The table's registration (its normalized name, sort key, creating commit)."""
+        """The table's registration (its normalized name, sort key, creating commit). Raises
+        TableNotFoundError."""
         return self._require(name)
 
     def exists(self, name: str) -> bool:
+        """Whether table ``name`` exists (not dropped)."""
         return self.commit_log.get_table(normalize_table_name(name)) is not None
 
     def list(self) -> list[TableRecord]:
+        """Every table's registration."""
         return self.commit_log.list_tables()
 
     def commits(self, name: str | None = None) -> builtins.list[CommitRecord]:
+        """The commits of ``name`` (None: of every table) in sequence order, with their
+        operation and rows added and deleted. Raises TableNotFoundError."""
         if name is not None:
             name = self._require(name).name
         return self.commit_log.commits(name)
 
     def schema(self, name: str) -> pa.Schema:
+        """The table's current schema, as Arrow. Raises TableNotFoundError."""
         return self._open(name)[2].schema().as_arrow()
 
     def pin(self, name: str, sequence: int | None = None) -> PinnedSnapshot:
-        """The data files of ``name`` as of global commit sequence ``sequence`` (None: latest)."""
+        """The data files of ``name`` as of global commit sequence ``sequence`` (None: latest).
+        Raises TableNotFoundError, SnapshotNotFoundError (the table had no commit by then) or
+        SnapshotExpiredError (its state at ``sequence`` was expired by garbage collection)."""
         name = self._require(name).name
         commit = self._commit_at(name, sequence)
         _, _, table = self._open(name)
