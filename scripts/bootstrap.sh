@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything `make demo` and `make test` need, idempotently:
-#   Java 17+, PostgreSQL server binaries, a Python 3.11+ virtualenv with the project installed.
+#   Java 17+, PostgreSQL server binaries, Maven, a Python 3.11+ virtualenv with the project
+#   installed, and the JVM libraries Spark is given (sketch_core/spark/jars.py).
 # A second run only checks and returns. Installs system packages with apt-get when run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +47,10 @@ fi
 if [ "$(id -u)" = 0 ] && ! command -v runuser >/dev/null; then
   apt_install util-linux
 fi
+# Maven fetches the JVM libraries Spark is given (Iceberg's Spark runtime, the JDBC driver).
+if ! command -v mvn >/dev/null; then
+  apt_install maven
+fi
 # Headless Chromium for the UI test (skipped where it cannot be installed).
 if ! command -v chromium >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -85,4 +90,7 @@ if [ ! -f "$stamp" ]; then
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi
+# Into $SKETCH_JARS (default $SKETCH_HOME/jars, git-ignored under .cache); a second run finds
+# them there and fetches nothing.
+"$VENV/bin/python" -m sketch_core.spark.jars
 log "ready: $($VENV/bin/python --version), java $(java_major), PostgreSQL binaries in $(pg_bindir)"

@@ -88,6 +88,23 @@ def demo(
         raise typer.Exit(1)
 
 
+@app.command()
+def jars() -> None:
+    """Fetch the JVM libraries Spark is given (Iceberg's Spark runtime, PostgreSQL's JDBC
+    driver) with Maven into $SKETCH_JARS (default $SKETCH_HOME/jars); prints the spark-submit
+    options that use them and the catalog."""
+    from sketch_core.spark.jars import default_jars_dir, fetch_jars
+    from sketch_core.spark.lake import lake_conf
+
+    with _errors():
+        settings = Settings.from_env()
+        paths = fetch_jars(settings.jars_dir or default_jars_dir())
+        console.print(f"--jars {','.join(str(p) for p in paths)}", soft_wrap=True)
+        if settings.metastore_url:
+            for key, value in lake_conf(settings).items():
+                console.print(f"--conf {key}={value}", soft_wrap=True, markup=False)
+
+
 def _read_sql(sql: str) -> str:
     """SQL text, or ``@path`` for a .sql file."""
     if sql.startswith("@"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -99,6 +100,14 @@ def _choice_env(name: str, default: str, choices: tuple[str, ...]) -> str:
     return raw
 
 
+def _catalog_env(name: str, default: str) -> str:
+    """A catalog name Spark SQL can use unquoted: a letter or underscore, then word characters."""
+    raw = (os.environ.get(name) or default).strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", raw):
+        raise ConfigurationError(f"{name}={raw!r} is not a plain identifier (letters, digits, underscores)")
+    return raw
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the service needs to find its metastore, warehouse and Spark."""
@@ -114,7 +123,13 @@ class Settings:
     # mimalloc, pyarrow's default, made the reads after a garbage collection ~20x slower).
     arrow_memory_pool: str = "system"
     commit_attempts: int = 8
-    catalog_name: str = "sketch"
+    # The Iceberg catalog's name, for every engine: Spark SQL addresses tables as
+    # <catalog>.<namespace>.<table>, and PyIceberg's SQL catalog and Iceberg's JDBC catalog
+    # share the rows under this name (sketch_core.spark.lake).
+    catalog_name: str = "lake"
+    # Iceberg's Spark runtime and the JDBC driver (sketch_core.spark.jars); None: $SKETCH_JARS,
+    # else $SKETCH_HOME/jars.
+    jars_dir: Path | None = None
     fragments: int = DEFAULT_FRAGMENTS
     max_intervals: int = DEFAULT_MAX_INTERVALS
     # PBDS Sec. 8: "eager" captures when a query finds no usable sketch, "adaptive" once that
@@ -210,6 +225,8 @@ class Settings:
             row_group_rows=_int_env("SKETCH_ROW_GROUP_ROWS", DEFAULT_ROW_GROUP_ROWS, minimum=16),
             arrow_memory_pool=_choice_env("SKETCH_ARROW_MEMORY_POOL", "system", ARROW_MEMORY_POOLS),
             commit_attempts=_int_env("SKETCH_COMMIT_ATTEMPTS", 8),
+            catalog_name=_catalog_env("SKETCH_CATALOG", "lake"),
+            jars_dir=Path(os.environ.get("SKETCH_JARS") or home / "jars").expanduser().resolve(),
             fragments=_int_env("SKETCH_FRAGMENTS", DEFAULT_FRAGMENTS),
             max_intervals=_int_env("SKETCH_MAX_INTERVALS", DEFAULT_MAX_INTERVALS),
             self_tuning=_choice_env("SKETCH_SELF_TUNING", "off", SELF_TUNING_MODES),

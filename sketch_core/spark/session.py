@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from sketch_core.config import Settings
 from sketch_core.errors import ConfigurationError
 from sketch_core.spark.jvm_output import launch_relayed_gateway
+from sketch_core.spark.lake import configure_lake
 
 
 def ensure_java() -> None:
@@ -77,6 +78,10 @@ def build_session(
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )
+    if settings.metastore_url:
+        # The project's tables as lake.<namespace>.<table>; under spark-submit the jars came
+        # with --jars (the submitter adds them), since the driver's JVM is running already.
+        builder = configure_lake(builder, settings, with_jars=not submitted)
     for key, value in settings.extra.items():
         builder = builder.config(key, value)
     if not submitted:  # under spark-submit, the JVM started this process, output and all

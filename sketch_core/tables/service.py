@@ -26,6 +26,7 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.snapshots import (
     TOTAL_DATA_FILES,
@@ -158,7 +159,9 @@ class TableService:
         location = new_table_location(
             self.catalog._get_default_warehouse_location(namespace, table_name), location_taken
         )
-        schema = self.catalog._convert_schema_if_needed(arrow.schema)
+        # Fresh field ids first: the converted schema has -1 for every field, so a sort order
+        # built on it would name the last field for each key (Spark's writers follow it).
+        schema = assign_fresh_schema_ids(self.catalog._convert_schema_if_needed(arrow.schema))
         sort_order = SortOrder(
             *[SortField(source_id=schema.find_field(k).field_id, transform=IdentityTransform()) for k in keys]
         )

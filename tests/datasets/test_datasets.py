@@ -46,7 +46,7 @@ def test_delta_generators_have_exact_sizes(svc: SketchService, ns: str, tpch_dir
     name = f"{ns}.lineitem"
     svc.tables.create(name, tpch_dir / "lineitem.parquet", sort_by=list(TPCH_SORT_KEYS["lineitem"]))
     before = svc.tables.read_arrow(name)
-    delta = getattr(DeltaGenerator(svc.tables, name, TPCH_SORT_KEYS["lineitem"], seed=3), kind)(200)
+    delta = getattr(DeltaGenerator(svc.tables, name, TPCH_SORT_KEYS["lineitem"], seed=3), kind)(40)
     delta.apply(svc.tables)
     after = svc.tables.read_arrow(name)
     commit = svc.tables.commits(name)[-1]
@@ -56,7 +56,7 @@ def test_delta_generators_have_exact_sizes(svc: SketchService, ns: str, tpch_dir
         zip(after.column("l_orderkey").to_pylist(), after.column("l_linenumber").to_pylist(), strict=True)
     )
     assert len(set(keys)) == len(keys), "keys stay unique"
-    expected_sizes = {"inserts": (200, 0), "deletes": (0, 200), "mixed": (100, 100), "updates": (200, 200)}
+    expected_sizes = {"inserts": (40, 0), "deletes": (0, 40), "mixed": (20, 20), "updates": (40, 40)}
     assert (delta.inserted_rows, delta.deleted_rows) == expected_sizes[kind]
     if kind == "updates":
         assert after.num_rows == before.num_rows

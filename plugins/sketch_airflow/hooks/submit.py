@@ -13,6 +13,8 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from sketch_core.config import Settings
+from sketch_core.spark.jars import default_jars_dir, spark_jars
+from sketch_core.spark.lake import lake_conf
 
 
 def submit_job(settings: Settings, spark_conn_id: str, args: Sequence[str], name: str) -> None:
@@ -24,14 +26,18 @@ def submit_job(settings: Settings, spark_conn_id: str, args: Sequence[str], name
         "SKETCH_WAREHOUSE": str(settings.warehouse),
         "SKETCH_SPARK_SHUFFLE_PARTITIONS": str(settings.spark_shuffle_partitions),
         "SKETCH_FRAGMENTS": str(settings.fragments),
+        "SKETCH_CATALOG": settings.catalog_name,
+        "SKETCH_JARS": str(settings.jars_dir or default_jars_dir()),
         # The driver and the executors run this interpreter: it has the project installed.
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
-    conf = {"spark.pyspark.python": sys.executable, **settings.extra}
+    # The lake catalog, and its jars on the driver's classpath from the start (--jars).
+    conf = {"spark.pyspark.python": sys.executable, **lake_conf(settings), **settings.extra}
     hook = SparkSubmitHook(
         conn_id=spark_conn_id,
         conf=conf,
+        jars=",".join(str(p) for p in spark_jars(settings.jars_dir)),
         env_vars=env,
         name=f"sketch-{name}",
         application_args=list(args),

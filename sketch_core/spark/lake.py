@@ -1,0 +1,89 @@
+"""Spark's view of the project's Iceberg tables: one catalog for every engine.
+
+The tables live in Iceberg's JDBC catalog, in the metastore's PostgreSQL: the same rows that
+PyIceberg's SQL catalog reads and writes (``iceberg_tables``, schema V1), under one catalog name
+(``lake`` by default, ``SKETCH_CATALOG``). A Spark session configured here addresses them as
+``lake.<namespace>.<table>`` and writes them with Spark's own Iceberg writer; every commit, from
+whichever engine, swaps the same pointer row, which is what numbers commits (see
+``sql/0014_catalog_commits.sql``).
+
+Use :func:`configure_lake` on your own builder, or pass :func:`lake_conf` and
+:func:`sketch_core.spark.jars.spark_jars` to spark-submit (``--conf`` and ``--jars``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from sketch_core.errors import ConfigurationError
+from sketch_core.spark.jars import check_pyspark_line, spark_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sketch_core.config import Settings
+
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def jdbc_location(metastore_url: str) -> tuple[str, str | None, str | None]:
+    """The JDBC URL, user and password of a PostgreSQL SQLAlchemy URL."""
+    try:
+        url = make_url(metastore_url)
+    except ArgumentError as exc:
+        raise ConfigurationError(f"the metastore URL {metastore_url!r} cannot be parsed") from exc
+    if not url.drivername.startswith("postgresql"):
+        raise ConfigurationError(
+            f"the metastore URL names {url.drivername!r}; the Iceberg catalog needs PostgreSQL",
+            hint="set SKETCH_METASTORE_URL to postgresql+psycopg://user@host:port/db",
+        )
+    host = url.host or "localhost"
+    port = f":{url.port}" if url.port else ""
+    query = "&".join(f"{k}={v}" for k, v in url.query.items() if isinstance(v, str))
+    jdbc = f"jdbc:postgresql://{host}{port}/{url.database or ''}" + (f"?{query}" if query else "")
+    return jdbc, url.username, url.password
+
+
+def lake_conf(settings: Settings) -> dict[str, str]:
+    """The Spark properties that register the lake catalog (and Iceberg's SQL extensions:
+    ``MERGE INTO``, ``UPDATE``, ``DELETE FROM``, the procedures)."""
+    jdbc, user, password = jdbc_location(settings.require_metastore_url())
+    prefix = f"spark.sql.catalog.{settings.catalog_name}"
+    conf = {
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": jdbc,
+        # V1 is the schema PyIceberg's SQL catalog writes (with the iceberg_type column).
+        f"{prefix}.jdbc.schema-version": "V1",
+        f"{prefix}.warehouse": settings.warehouse.as_uri(),
+        # Every read loads the table's current pointer: a cached table would hide the commits
+        # of other engines and processes for up to 30 s.
+        f"{prefix}.cache-enabled": "false",
+    }
+    if user:
+        conf[f"{prefix}.jdbc.user"] = user
+    if password:
+        conf[f"{prefix}.jdbc.password"] = password
+    return conf
+
+
+def configure_lake(
+    builder: SparkSession.Builder, settings: Settings, *, with_jars: bool = True
+) -> SparkSession.Builder:
+    """Configure a SparkSession builder (yours or the service's) for the project's tables:
+    the Iceberg runtime and JDBC driver as jars, and the catalog. Call it before
+    ``getOrCreate()``: jars reach a session only when its JVM starts.
+
+    Raises ConfigurationError (no metastore URL, pyspark of another line, jars that cannot be
+    fetched). ``with_jars=False``: the jars were given another way (spark-submit's
+    ``--jars``, which a running driver needs: its classpath is fixed when its JVM starts)."""
+    check_pyspark_line()
+    if with_jars:
+        builder = builder.config("spark.jars", ",".join(str(p) for p in spark_jars(settings.jars_dir)))
+    for key, value in lake_conf(settings).items():
+        builder = builder.config(key, value)
+    return builder

@@ -1,0 +1,80 @@
+"""One Iceberg catalog for every engine: the service's tables are Spark SQL's ``lake.*`` tables.
+
+Tables written through the service (PyIceberg's SQL catalog) are read by Spark's Iceberg source
+at the same rows, tables Spark creates and writes are read by PyIceberg, and a user's own
+SparkSession, configured with ``configure_lake``, sees them too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from sketch_core.config import Settings
+from sketch_core.service.facade import SketchService
+from tests.oracles.results import sorted_rows
+
+pytestmark = pytest.mark.spark
+
+
+def test_a_table_the_service_writes_is_spark_sql_s_lake_table(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    data = pa.table({"k": list(range(500)), "v": [i % 7 for i in range(500)]})
+    spark_svc.tables.create(f"{ns}.facts", data, sort_by=["k"])
+    spark_svc.tables.delete(f"{ns}.facts", "k < 100")
+    catalog = spark_svc.settings.catalog_name
+    assert catalog == "lake"
+    through_spark = pa.Table.from_pandas(spark.sql(f"SELECT k, v FROM {catalog}.{ns}.facts").toPandas())
+    assert sorted_rows(through_spark) == sorted_rows(spark_svc.tables.read_arrow(f"{ns}.facts"))
+    # The sort order the service declared is on the key (Spark's writers follow it).
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {catalog}.{ns}.facts").collect()}
+    assert props["sort-order"] == "k ASC NULLS FIRST"
+
+
+def test_a_table_spark_creates_and_writes_is_read_by_pyiceberg(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    spark.sql(f"CREATE TABLE lake.{ns}.events (id BIGINT, kind STRING) USING iceberg")
+    spark.sql(f"INSERT INTO lake.{ns}.events VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+    table = spark_svc.catalog.load_table(f"{ns}.events").scan().to_arrow()
+    assert sorted(zip(table["id"].to_pylist(), table["kind"].to_pylist(), strict=True)) == [
+        (1, "a"),
+        (2, "b"),
+        (3, None),
+    ]
+
+
+def test_a_users_own_session_configured_for_the_lake_reads_the_tables(
+    svc: SketchService, settings: Settings, ns: str
+) -> None:
+    svc.tables.create(f"{ns}.facts", pa.table({"k": [1, 2, 3]}), sort_by=["k"])
+    script = textwrap.dedent(
+        f"""
+        from pyspark.sql import SparkSession
+        from sketch_core.config import Settings
+        from sketch_core.spark.lake import configure_lake
+
+        builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+        spark = configure_lake(builder, Settings.from_env()).getOrCreate()
+        print("rows", spark.sql("SELECT sum(k) AS s FROM lake.{ns}.facts").first()["s"])
+        """
+    )
+    assert settings.metastore_url is not None
+    env = {
+        **os.environ,
+        "SKETCH_METASTORE_URL": settings.metastore_url,
+        "SKETCH_WAREHOUSE": str(settings.warehouse),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rows 6" in done.stdout
