@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
 
 from sketch_core.algebra.frontend import ParsedQuery, TableSchemas, as_query, ir_from_tree, parse_statement
@@ -49,7 +50,7 @@ class QueryText:
             )
         )
         self._template_key: str | None = None
-        self._bound: dict[tuple[tuple[str, str], ...], str] = {}
+        self._bound: dict[tuple[Any, ...], str] = {}
         self._ir: OrderedDict[_IrKey, ParsedQuery] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -64,7 +65,42 @@ class QueryText:
 
     def bound_to(self, views: Mapping[str, str]) -> str:
         """The text with its ``ns.table`` references reading the given views (aliases kept)."""
-        key = tuple(sorted(views.items()))
+
+        def view_of(name: str, alias: exp.TableAlias) -> exp.Expression | None:
+            view = views.get(name)
+            return None if view is None else exp.Table(this=exp.to_identifier(view), alias=alias)
+
+        return self._bound_with(tuple(sorted(views.items())), view_of)
+
+    def bound_to_snapshots(self, catalog: str, snapshots: Mapping[str, int | None]) -> str:
+        """The text with its ``ns.table`` references reading ``catalog.ns.table`` at the given
+        Iceberg snapshots (``VERSION AS OF``; None: the table had no snapshot, so no rows),
+        aliases kept."""
+
+        def snapshot_of(name: str, alias: exp.TableAlias) -> exp.Expression | None:
+            if name not in snapshots:
+                return None
+            snapshot_id = snapshots[name]
+            if snapshot_id is None:
+                empty = sqlglot.parse_one(f"SELECT * FROM {catalog}.{name} LIMIT 0", read="spark")
+                return exp.Subquery(this=empty, alias=alias)
+            namespace, table_name = name.split(".")
+            version = exp.Literal.number(snapshot_id)
+            return exp.Table(
+                this=exp.to_identifier(table_name),
+                db=exp.to_identifier(namespace),
+                catalog=exp.to_identifier(catalog),
+                version=exp.Version(this="VERSION", kind="AS OF", expression=version),
+                alias=alias,
+            )
+
+        return self._bound_with(("@snapshots", catalog, *sorted(snapshots.items())), snapshot_of)
+
+    def _bound_with(
+        self, key: tuple[Any, ...], relation: Callable[[str, exp.TableAlias], exp.Expression | None]
+    ) -> str:
+        """The text with each ``ns.table`` reference replaced by ``relation(name, alias)``
+        (None: kept), cached under ``key``."""
         with self._lock:
             found = self._bound.get(key)
         if found is not None:
@@ -73,13 +109,10 @@ class QueryText:
         for table in list(tree.find_all(exp.Table)):
             if not (table.db and table.name):
                 continue
-            view = views.get(normalize_table_name(f"{table.db}.{table.name}"))
-            if view is None:
-                continue
-            alias = table.alias or table.name
-            table.replace(
-                exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(alias)))
-            )
+            name = normalize_table_name(f"{table.db}.{table.name}")
+            replacement = relation(name, exp.TableAlias(this=exp.to_identifier(table.alias or table.name)))
+            if replacement is not None:
+                table.replace(replacement)
         bound = tree.sql(dialect="spark")
         with self._lock:
             if len(self._bound) >= IR_PER_TEXT:  # a report is bound to the same views until they change

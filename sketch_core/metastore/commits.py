@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,8 +14,9 @@ from sqlalchemy.dialects.postgresql import distinct_on
 
 from sketch_core.metastore import schema
 
-# Taken (transaction-scoped) by every commit before it draws a sequence number, so sequence
-# order equals visibility order: nobody can see N+1 while N is still uncommitted.
+# Taken (transaction-scoped) by the catalog's trigger (sql/0014) before it draws a sequence
+# number for any engine's commit, so sequence order equals visibility order: nobody can see N+1
+# while N is still uncommitted.
 COMMIT_LOCK_KEY = 0x5EC7C0DE_0002
 
 
@@ -163,11 +164,25 @@ def _commit_query() -> Select[Any]:
     ).join(schema.tables, schema.tables.c.table_id == c.table_id)
 
 
+# The first catalog commit not yet in table_commits (another engine's, read from its metadata
+# by the table service's ingester). No reader is shown a commit after it: in the same statement
+# as the read, so a commit recorded meanwhile cannot slip past one that is not.
+_FIRST_UNRECORDED = (
+    select(func.min(schema.catalog_commits.c.seq))
+    .where(schema.catalog_commits.c.recorded.is_(False))
+    .scalar_subquery()
+)
+_MAX_BIGINT = 2**63 - 1
+_BEFORE_UNRECORDED = schema.table_commits.c.seq < func.coalesce(_FIRST_UNRECORDED, _MAX_BIGINT)
+_ANY_UNRECORDED = (
+    select(schema.catalog_commits.c.seq).where(schema.catalog_commits.c.recorded.is_(False)).limit(1)
+)
+
 # What refreshing the window asks on every read about recent commits; built once (building it
 # costs about as much as running it).
 _COMMITS_AFTER = (
     _commit_query()
-    .where(schema.table_commits.c.seq > bindparam("through"))
+    .where(schema.table_commits.c.seq > bindparam("through"), _BEFORE_UNRECORDED)
     .order_by(schema.table_commits.c.seq)
 )
 
@@ -175,8 +190,11 @@ _COMMITS_AFTER = (
 class CommitLog:
     """Reads and writes ``sketch.tables`` and ``sketch.table_commits``."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, ingest: Callable[[], object] | None = None) -> None:
         self.engine = engine
+        # Records the catalog commits other engines made (the table service sets it): called
+        # when a refresh finds one not yet recorded. Without it, reads stop before such one.
+        self.ingest = ingest
         # Commits never change once visible: reads about recent sequences are answered from
         # this window, refreshed by one query for what is newer than it has seen.
         self._window: _CommitWindow | None = None
@@ -184,9 +202,24 @@ class CommitLog:
 
     # -- writing (inside the caller's transaction) -----------------------------------------
     @staticmethod
-    def next_sequence(conn: Connection) -> int:
+    def draw_sequence(conn: Connection) -> int:
+        """A sequence number for a commit that changes no catalog row, under the commit lock."""
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": COMMIT_LOCK_KEY})
         return int(conn.execute(text("SELECT nextval('sketch.commit_seq')")).scalar_one())
+
+    @staticmethod
+    def claim_sequence(conn: Connection) -> int:
+        """The sequence number the catalog's trigger drew for the pointer change this
+        transaction just made (sql/0014), marked as recorded by this transaction: the caller
+        records the commit in it. The trigger holds the commit lock until the transaction ends."""
+        raw = conn.execute(text("SELECT current_setting('sketch.commit_seq', true)")).scalar()
+        if not raw:
+            raise RuntimeError("no catalog pointer changed in this transaction: nothing was numbered")
+        seq = int(raw)
+        conn.execute(
+            update(schema.catalog_commits).where(schema.catalog_commits.c.seq == seq).values(recorded=True)
+        )
+        return seq
 
     @staticmethod
     def register_table(conn: Connection, name: str, sort_by: Sequence[str], created_seq: int) -> int:
@@ -198,6 +231,12 @@ class CommitLog:
         return int(conn.execute(stmt).scalar_one())
 
     @staticmethod
+    def set_sort_by(conn: Connection, table_id: int, sort_by: Sequence[str]) -> None:
+        conn.execute(
+            update(schema.tables).where(schema.tables.c.table_id == table_id).values(sort_by=list(sort_by))
+        )
+
+    @staticmethod
     def table_id(conn: Connection, name: str) -> int | None:
         """The id of the table that bears ``name`` (None: none; a dropped one does not)."""
         value = conn.execute(
@@ -206,11 +245,14 @@ class CommitLog:
         return None if value is None else int(value)
 
     @staticmethod
-    def record_drop(conn: Connection, table_id: int, seq: int) -> None:
+    def record_drop(conn: Connection, table_id: int, seq: int, committed_at: datetime | None = None) -> None:
         """End the table's history at ``seq``: a 'drop' commit, and the name is free again."""
         conn.execute(
             insert(schema.table_commits).values(
-                seq=seq, table_id=table_id, operation="drop", committed_at=func.clock_timestamp()
+                seq=seq,
+                table_id=table_id,
+                operation="drop",
+                committed_at=committed_at or func.clock_timestamp(),
             )
         )
         conn.execute(
@@ -218,7 +260,9 @@ class CommitLog:
         )
 
     @staticmethod
-    def record(conn: Connection, table_id: int, seq: int, commit: NewCommit) -> None:
+    def record(
+        conn: Connection, table_id: int, seq: int, commit: NewCommit, committed_at: datetime | None = None
+    ) -> None:
         conn.execute(
             insert(schema.table_commits).values(
                 seq=seq,
@@ -231,7 +275,7 @@ class CommitLog:
                 added_files=commit.added_files,
                 removed_files=commit.removed_files,
                 total_rows=commit.total_rows,
-                committed_at=func.clock_timestamp(),
+                committed_at=committed_at or func.clock_timestamp(),
                 files=commit.files,
             )
         )
@@ -263,7 +307,7 @@ class CommitLog:
                 window = self._window
             if window is not None and window.covers(name, after_seq):
                 return window.between(name, after_seq, until_seq)
-        query = _commit_query().where(schema.table_commits.c.seq > after_seq)
+        query = _commit_query().where(schema.table_commits.c.seq > after_seq, _BEFORE_UNRECORDED)
         if until_seq is not None:
             query = query.where(schema.table_commits.c.seq <= until_seq)
         if name is not None:
@@ -281,7 +325,7 @@ class CommitLog:
                 window = self._window
             if window is not None and (seq is None or window.covers(name, seq)):
                 return window.newest(name, seq)
-        query = _commit_query().where(schema.tables.c.name == name, schema.LIVE_TABLES)
+        query = _commit_query().where(schema.tables.c.name == name, schema.LIVE_TABLES, _BEFORE_UNRECORDED)
         if seq is not None:
             query = query.where(schema.table_commits.c.seq <= seq)
         query = query.order_by(schema.table_commits.c.seq.desc()).limit(1)
@@ -313,7 +357,9 @@ class CommitLog:
         c = schema.table_commits.c
         cutoff = func.clock_timestamp() - timedelta(seconds=seconds)
         with self.engine.connect() as conn:
-            newest = conn.execute(select(func.max(c.seq)).where(c.committed_at <= cutoff)).scalar()
+            newest = conn.execute(
+                select(func.max(c.seq)).where(c.committed_at <= cutoff, _BEFORE_UNRECORDED)
+            ).scalar()
         return int(newest or 0)
 
     def latest_sequence(self) -> int:
@@ -326,16 +372,25 @@ class CommitLog:
     def _refresh(self) -> None:
         """Bring the window up to the newest visible commit: one query, for every table.
 
-        Sequence order is visibility order (COMMIT_LOCK_KEY), so having seen sequence N means
-        every commit up to N is seen: what the window holds is final and needs no re-reading.
+        Sequence order is visibility order (COMMIT_LOCK_KEY), and no commit after one not yet
+        recorded is read, so having seen sequence N means every commit up to N is seen: what
+        the window holds is final and needs no re-reading.
         """
         window = self._window
         if window is not None and len(window.commits) > _WINDOW_MAX_COMMITS:
             window = None  # start a new window rather than grow without bound
         c = schema.table_commits.c
         with self.engine.connect() as conn:
+            if self.ingest is not None and conn.execute(_ANY_UNRECORDED).first() is not None:
+                conn.rollback()  # no transaction held open over the ingester's file reads
+                self.ingest()
             if window is None:
-                newest = _commit_query().order_by(c.table_id, c.seq.desc()).ext(distinct_on(c.table_id))
+                newest = (
+                    _commit_query()
+                    .where(_BEFORE_UNRECORDED)
+                    .order_by(c.table_id, c.seq.desc())
+                    .ext(distinct_on(c.table_id))
+                )
                 rows = conn.execute(newest).all()
             else:
                 rows = conn.execute(_COMMITS_AFTER, {"through": window.through}).all()

@@ -50,6 +50,23 @@ table_commits = Table(
     Column("files", JSONB(none_as_null=True)),
 )
 
+# Every pointer change of the Iceberg catalog, numbered by its trigger (sql/0014).
+catalog_commits = Table(
+    "catalog_commits",
+    metadata,
+    Column("seq", BigInteger, primary_key=True),
+    Column("catalog_name", Text, nullable=False),
+    Column("table_namespace", Text, nullable=False),
+    Column("table_name", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("metadata_location", Text),
+    Column("previous_metadata_location", Text),
+    Column("previous_namespace", Text),
+    Column("previous_name", Text),
+    Column("committed_at", DateTime(timezone=True), nullable=False),
+    Column("recorded", Boolean, nullable=False),
+)
+
 partitions = Table(
     "partitions",
     metadata,

@@ -399,6 +399,24 @@ class SketchService:
         """
         return self.queries.query(sql, params, snapshot, use_sketches)
 
+    def sketched(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        snapshot: int | None = None,
+        use_sketches: bool | str = True,
+    ) -> DataFrame:
+        """The query as a lazy Spark DataFrame of the service's session (nothing is run or
+        collected): every table read through Iceberg's Spark source at its snapshot as of one
+        commit sequence, and a valid sketch applied as range conditions on the scans, which
+        Iceberg's planning uses to skip data files and Parquet to skip row groups. Arguments
+        as for :meth:`query`; write the frame wherever the report goes (``frame.writeTo(...)``).
+
+        Give the service your own session (``SketchService.from_env(spark=session)``, the
+        session configured with :func:`sketch_core.spark.lake.configure_lake`) to get frames
+        of it. Raises as :meth:`query` does."""
+        return self.queries.sketched(sql, params, snapshot, use_sketches)
+
     def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
         """Every table the sketch's query reads, pinned as of the sketch version (default: the
         newest); sketched tables cut down to the data files that may hold the sketch's

@@ -42,6 +42,7 @@ from sketch_core.service.maintenance import Maintainer
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
 from sketch_core.spark.annotate import rows_in_fragments
 from sketch_core.spark.jobs import spark_job
+from sketch_core.spark.lake import iceberg_relation
 from sketch_core.spark.views import pinned_dataframe, register_view, table_schemas
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -272,13 +273,8 @@ class QueryRunner:
     ) -> QueryResult:
         """See :meth:`SketchService.query`."""
         started = time.perf_counter()
-        sql = checked_sql(sql)
-        params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
-        how = checked_sketch_use(use_sketches, self.context.settings.sketch_use)
         ctx = self.context
-        text = query_text(sql)  # parsed once here; every step below reads this one parse
-        sequence = ctx.sequence(checked_snapshot(snapshot))
-        pins = ctx.pin_query(sql, sequence)
+        text, params, how, sequence, pins = self._pinned_request(sql, params, snapshot, use_sketches)
         faults.reached("query-pinned")
         files_total = sum(len(pin.files) for pin in pins.values())
         aside = _TimeAside()
@@ -310,6 +306,60 @@ class QueryRunner:
         )
         self._record_query(text, sketch, pins, result)
         return result
+
+    def _pinned_request(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None,
+        snapshot: int | None,
+        use_sketches: bool | str,
+    ) -> tuple[QueryText, Mapping[str, Any] | None, str | None, int, dict[str, PinnedSnapshot]]:
+        """A query's arguments checked, its text parsed (once: every later step reads this
+        parse), the sequence it reads fixed and its tables pinned there."""
+        sql = checked_sql(sql)
+        params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
+        how = checked_sketch_use(use_sketches, self.context.settings.sketch_use)
+        text = query_text(sql)
+        sequence = self.context.sequence(checked_snapshot(snapshot))
+        return text, params, how, sequence, self.context.pin_query(sql, sequence)
+
+    def sketched(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        snapshot: int | None = None,
+        use_sketches: bool | str = True,
+    ) -> DataFrame:
+        """See :meth:`SketchService.sketched`."""
+        ctx = self.context
+        text, params, how, sequence, pins = self._pinned_request(sql, params, snapshot, use_sketches)
+        catalog = ctx.settings.catalog_name
+        chosen = None
+        if how is not None:
+            chosen, decision = self._sketch_for_query(text, params, pins, sequence, _TimeAside(), how)
+            if decision is not None:
+                log.info("sketched frame: %s", decision.reason)
+        if chosen is None:
+            snapshots = {pin.table: pin.snapshot_id for pin in pins.values()}
+            return ctx.spark.sql(
+                text.bound_to_snapshots(catalog, snapshots), args=dict(params) if params else None
+            )
+        parsed, usable = chosen
+        # Every sketched scan gets its range condition: through Iceberg's source it is what
+        # skips files (by their manifest statistics) and row groups.
+        max_intervals = ctx.settings.max_intervals
+        conditions: dict[str, tuple[str, Condition | None]] = {
+            table: (partition.attribute, sketch_condition(partition, fragments, max_intervals))
+            for table, (partition, fragments) in usable.sketched.items()
+        }
+        plan, _ = instrument_use(parsed.plan, conditions)
+
+        def source(scan: Scan) -> str:
+            pin = pins[scan.table]
+            return iceberg_relation(catalog, pin.table, pin.snapshot_id)
+
+        log.info("sketched frame with %s version %d", usable.record.name, usable.record.version)
+        return ctx.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
 
     def _record_query(
         self,

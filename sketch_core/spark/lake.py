@@ -13,7 +13,7 @@ Use :func:`configure_lake` on your own builder, or pass :func:`lake_conf` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -22,7 +22,7 @@ from sketch_core.errors import ConfigurationError
 from sketch_core.spark.jars import check_pyspark_line, spark_jars
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from sketch_core.config import Settings
 
@@ -87,3 +87,39 @@ def configure_lake(
     for key, value in lake_conf(settings).items():
         builder = builder.config(key, value)
     return builder
+
+
+def iceberg_relation(catalog: str, table: str, snapshot_id: int | None) -> str:
+    """Spark SQL's relation for ``table`` (``ns.table``) at one Iceberg snapshot: read through
+    Iceberg's source, which plans the files from the manifests and pushes filters into the
+    Parquet reader. A table pinned before its first snapshot has no rows."""
+    if snapshot_id is None:
+        return f"(SELECT * FROM {catalog}.{table} LIMIT 0)"
+    return f"{catalog}.{table} VERSION AS OF {snapshot_id}"
+
+
+def scan_metrics(frame: DataFrame) -> list[dict[str, int]]:
+    """The Iceberg scans' metrics of an executed frame (one dict per scan, in plan order):
+    ``resultDataFiles`` and ``skippedDataFiles`` say what the planning read and skipped."""
+    found: list[dict[str, int]] = []
+
+    def visit(node: Any) -> None:
+        name = str(node.nodeName())
+        if name == "AdaptiveSparkPlan":
+            visit(node.finalPhysicalPlan())
+            return
+        if "QueryStage" in name:
+            visit(node.plan())
+            return
+        if name.startswith("BatchScan"):
+            metrics, entries = {}, node.metrics().iterator()
+            while entries.hasNext():
+                entry = entries.next()
+                metrics[str(entry._1())] = int(entry._2().value())
+            found.append(metrics)
+        children = node.children().iterator()
+        while children.hasNext():
+            visit(children.next())
+
+    visit(frame._jdf.queryExecution().executedPlan())
+    return found

@@ -1,9 +1,11 @@
-"""PyIceberg's SQL catalog, extended so every commit also records its global sequence number.
+"""PyIceberg's SQL catalog, extended so the table service's commits are recorded as they are made.
 
-The Iceberg commit (a compare-and-swap of the table's metadata pointer in ``iceberg_tables``)
-and the ``sketch.table_commits`` row are written in one PostgreSQL transaction. So a commit is
-either visible to readers with its sequence number or not at all; there is no window in which a
-snapshot exists that the metastore does not know about.
+Every commit to the catalog, from any engine, is a compare-and-swap of the table's metadata
+pointer in ``iceberg_tables``, and the catalog's trigger numbers it in the same transaction
+(``sql/0014_catalog_commits.sql``). The table service's commits also write their
+``sketch.table_commits`` row in that transaction, from what the writer knows; other engines'
+commits are recorded afterwards from their metadata (:mod:`sketch_core.tables.ingest`), before
+any reader is shown a later sequence number.
 """
 
 from __future__ import annotations
@@ -179,6 +181,10 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
             catalog=self,
         )
 
+    def metadata_at(self, location: str) -> TableMetadata:
+        """The table metadata in the file at ``location`` (parsed once per file)."""
+        return self._table_at(("_",), location).metadata
+
     def _remember_metadata(self, location: str, metadata: TableMetadata) -> None:
         with self._parsed_lock:
             self._parsed[location] = metadata
@@ -191,10 +197,9 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
     ) -> CommitTableResponse:
         pending = _pending.get()
         if pending is None:
-            raise TableError(
-                f"refusing an unrecorded commit to {'.'.join(table.name())}",
-                hint="write through SketchService.tables so the commit gets a sequence number",
-            )
+            # A plain PyIceberg write (not the table service's): the trigger numbers it like
+            # any other engine's, and the ingester records it from its metadata.
+            return super().commit_table(table, requirements, updates)
         identifier = table.name()
         namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
         table_name = Catalog.table_name_from(identifier)
@@ -215,13 +220,11 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
             if current is None:
                 raise TableError(f"a metadata-only commit cannot create {namespace}.{table_name}")
             with Session(self.engine) as session:
+                conn = session.connection()
                 self._swap_pointer(
-                    session.connection(),
-                    namespace,
-                    table_name,
-                    current.metadata_location,
-                    staged.metadata_location,
+                    conn, namespace, table_name, current.metadata_location, staged.metadata_location
                 )
+                CommitLog.claim_sequence(conn)  # numbered, but no rows changed: nothing to record
                 session.commit()
             self._remember_metadata(staged.metadata_location, staged.metadata)
             return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
@@ -231,11 +234,13 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
         )
         with Session(self.engine) as session:
             conn = session.connection()
-            seq = CommitLog.next_sequence(conn)
+            # The pointer change first: the catalog's trigger draws its number and takes the
+            # commit lock (in this order for every engine, so no two commits wait on each other).
             if current is not None:
                 self._swap_pointer(
                     conn, namespace, table_name, current.metadata_location, staged.metadata_location
                 )
+                seq = CommitLog.claim_sequence(conn)
                 table_id = CommitLog.table_id(conn, pending.table)
                 if table_id is None:
                     raise TableError(f"table {pending.table!r} is in the Iceberg catalog but not registered")
@@ -243,6 +248,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
                 try:
                     row = self._create_table_row(namespace, table_name, staged.metadata_location)
                     conn.execute(insert(IcebergTables).values(**row))
+                    seq = CommitLog.claim_sequence(conn)
                     table_id = CommitLog.register_table(conn, pending.table, pending.sort_by, seq)
                 except IntegrityError as exc:
                     raise TableAlreadyExistsError(f"{namespace}.{table_name} already exists") from exc
@@ -274,10 +280,12 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
         if result.rowcount < 1:
             raise CommitFailedException(f"{namespace}.{table_name} was changed by another commit")
 
-    def remove_entry(self, conn: Connection, namespace: str, table_name: str) -> None:
+    def remove_entry(self, conn: Connection, namespace: str, table_name: str) -> bool:
         """Remove the table from the catalog inside the caller's transaction (a drop, which
-        records its commit in the same one); its files stay for the caller to delete."""
-        conn.execute(delete(IcebergTables).where(*self._entry(namespace, table_name)))
+        records its commit in the same one); its files stay for the caller to delete. False:
+        it had no entry."""
+        result = conn.execute(delete(IcebergTables).where(*self._entry(namespace, table_name)))
+        return bool(result.rowcount)
 
 
 def open_catalog(uri: str, warehouse: str, name: str = "sketch", **properties: Any) -> RecordingSqlCatalog:

@@ -19,7 +19,14 @@ from typing import Any
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus, read_manifest_list
 from pyiceberg.schema import Schema
-from pyiceberg.table.snapshots import ADDED_DATA_FILES, DELETED_DATA_FILES, TOTAL_DATA_FILES, Snapshot
+from pyiceberg.table.snapshots import (
+    ADDED_DATA_FILES,
+    ADDED_DELETE_FILES,
+    DELETED_DATA_FILES,
+    TOTAL_DATA_FILES,
+    TOTAL_DELETE_FILES,
+    Snapshot,
+)
 
 from sketch_core.tables.pinned import DataFileInfo
 from sketch_core.tables.statistics import describe_bounds, describe_file
@@ -58,6 +65,11 @@ def read_snapshot_files(io: FileIO, snapshot: Snapshot) -> SnapshotFiles:
     The summary counts the snapshot's added and removed files: once all are found the rest of
     the manifest list (one entry per earlier commit's manifest) is not read.
     """
+    # A snapshot with live delete files (added by it or before it) is not a plain file change,
+    # even when it adds no data file (a merge-on-read DELETE adds only delete files, so the
+    # manifests below would never be reached).
+    if _summary_count(snapshot, TOTAL_DELETE_FILES) or _summary_count(snapshot, ADDED_DELETE_FILES):
+        raise RowLevelDeletes(snapshot.snapshot_id)
     added: list[DataFile] = []
     removed: set[str] = set()
     wanted_added = _summary_count(snapshot, ADDED_DATA_FILES)

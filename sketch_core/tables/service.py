@@ -45,6 +45,7 @@ from sketch_core.errors import (
     InvalidDataError,
     SnapshotExpiredError,
     SnapshotNotFoundError,
+    TableError,
     TableExistsError,
     TableNotFoundError,
     UnsupportedTableFeatureError,
@@ -68,11 +69,13 @@ from sketch_core.tables.file_changes import (
     apply_snapshot_files,
     read_snapshot_files,
 )
+from sketch_core.tables.ingest import CommitIngester
 from sketch_core.tables.locations import location_taken, new_table_location, purge_location
 from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
+from sketch_core.tables.spark_writes import conform_frame, is_spark_dataframe, write_frame, written_snapshot
 from sketch_core.tables.statistics import describe_file
 from sketch_core.tables.transactions import transaction
 
@@ -116,7 +119,10 @@ def _ancestors(table: Table, snapshot_id: int) -> list[int]:
 def _row_level_deletes(name: str, snapshot_id: int) -> UnsupportedTableFeatureError:
     return UnsupportedTableFeatureError(
         f"{name} has row-level delete files at snapshot {snapshot_id}",
-        hint="rewrite the table's data files (compaction) before using it here",
+        hint="the service's reads do not apply merge-on-read deletes yet: compact them away, e.g. "
+        f"CALL <catalog>.system.rewrite_data_files(table => '{name}', options => "
+        "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true')), or write the "
+        "table copy-on-write (write.delete.mode, write.update.mode, write.merge.mode)",
     )
 
 
@@ -124,6 +130,8 @@ class TableService:
     def __init__(self, catalog: RecordingSqlCatalog, commits: CommitLog, settings: Settings) -> None:
         self.catalog = catalog
         self.commit_log = commits
+        # Other engines' commits (Spark, PyIceberg used directly) are recorded when found.
+        commits.ingest = CommitIngester(catalog, commits.engine)
         self.settings = settings
         self.recorded_rows = RecordedRows(settings.warehouse / "_sketch_deltas")
         self._records: dict[str, TableRecord] = {}
@@ -202,11 +210,14 @@ class TableService:
             log.warning("dropping %s without deleting its files: %s", name, exc)
             location = None
         with self.commit_log.engine.begin() as conn:  # the catalog's tables live beside ours
-            seq = CommitLog.next_sequence(conn)  # the commit lock: no write to it runs meanwhile
             table_id = CommitLog.table_id(conn, name)
             if table_id is None:
                 raise TableNotFoundError(name)
-            self.catalog.remove_entry(conn, namespace, table_name)
+            if self.catalog.remove_entry(conn, namespace, table_name):
+                # Numbered by the catalog's trigger, which holds the commit lock from here on.
+                seq = CommitLog.claim_sequence(conn)
+            else:  # no catalog entry (removed by hand): a number of its own
+                seq = CommitLog.draw_sequence(conn)
             if forget is not None:
                 forget(conn, table_id)
             CommitLog.record_drop(conn, table_id, seq)
@@ -228,6 +239,8 @@ class TableService:
         rows). Raises TableNotFoundError, SchemaMismatchError, InvalidDataError or
         CommitConflictError (transient)."""
         name, record, table = self._open(name, fresh=True)
+        if is_spark_dataframe(data):
+            return self._spark_write(name, table, data, replace=False)
         arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
         if arrow.num_rows == 0:
             return self._latest_seq(name)
@@ -255,6 +268,8 @@ class TableService:
         expression: BooleanExpression = (
             to_iceberg_expression(where, table.schema(), name) if where is not None else AlwaysTrue()
         )
+        if is_spark_dataframe(data):  # the predicate checked above, as for any overwrite
+            return self._spark_write(name, table, data, replace=True, where=where)
         arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
 
         def build(txn: Transaction) -> None:
@@ -268,6 +283,28 @@ class TableService:
             arrow.num_rows,
             build,
             lambda table: {"deleted": self._matching(table, expression), "inserted": arrow},
+        )
+
+    def _spark_write(
+        self, name: str, table: Table, frame: Any, *, replace: bool, where: str | None = None
+    ) -> int:
+        """Write a Spark DataFrame with Spark's Iceberg writer (distributed; see
+        :mod:`sketch_core.tables.spark_writes`); returns the commit's sequence number."""
+        since = table.metadata.current_snapshot_id
+        conformed = conform_frame(frame, table.schema().as_arrow(), name)
+        marker = write_frame(conformed, f"{self.settings.catalog_name}.{name}", replace=replace, where=where)
+        self.commit_log.latest_sequence()  # records the write (and whatever else committed)
+        fresh = self.catalog.load_table(name)
+        app_id = frame.sparkSession.sparkContext.applicationId
+        snapshot_id = written_snapshot(fresh.metadata, since, marker, app_id)
+        if snapshot_id is None:  # nothing written (no rows, or a condition matching nothing)
+            return self._latest_seq(name)
+        for commit in reversed(self.commit_log.commits(name)):
+            if commit.snapshot_id == snapshot_id:
+                log.info("Spark wrote %s at sequence %d", name, commit.seq)
+                return commit.seq
+        raise TableError(
+            f"the write to {name} committed snapshot {snapshot_id}, which has no sequence number"
         )
 
     def evolve_schema(
@@ -515,8 +552,10 @@ class TableService:
             return None  # nothing to check the result against
         try:
             changes = read_snapshot_files(table.io, snapshot)
-        except RowLevelDeletes as exc:
-            raise _row_level_deletes(name, exc.snapshot_id) from exc
+        except RowLevelDeletes:
+            # Planned in full instead, which sees whether any delete file applies to a live
+            # data file (after a compaction, the deletes may all be gone).
+            return None
         files = apply_snapshot_files(parent, changes, table.schema())
         return files if _summary_count(summary, TOTAL_DATA_FILES) == len(files) else None
 

@@ -1,22 +1,17 @@
 """One Iceberg catalog for every engine: the service's tables are Spark SQL's ``lake.*`` tables.
 
 Tables written through the service (PyIceberg's SQL catalog) are read by Spark's Iceberg source
-at the same rows, tables Spark creates and writes are read by PyIceberg, and a user's own
-SparkSession, configured with ``configure_lake``, sees them too.
+at the same rows, and tables Spark creates and writes are read by PyIceberg. (Users' own
+sessions, configured with ``configure_lake`` in processes of their own, are the writers of
+``test_concurrent_writers``.)
 """
 
 from __future__ import annotations
-
-import os
-import subprocess
-import sys
-import textwrap
 
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from sketch_core.config import Settings
 from sketch_core.service.facade import SketchService
 from tests.oracles.results import sorted_rows
 
@@ -49,32 +44,3 @@ def test_a_table_spark_creates_and_writes_is_read_by_pyiceberg(
         (2, "b"),
         (3, None),
     ]
-
-
-def test_a_users_own_session_configured_for_the_lake_reads_the_tables(
-    svc: SketchService, settings: Settings, ns: str
-) -> None:
-    svc.tables.create(f"{ns}.facts", pa.table({"k": [1, 2, 3]}), sort_by=["k"])
-    script = textwrap.dedent(
-        f"""
-        from pyspark.sql import SparkSession
-        from sketch_core.config import Settings
-        from sketch_core.spark.lake import configure_lake
-
-        builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-        spark = configure_lake(builder, Settings.from_env()).getOrCreate()
-        print("rows", spark.sql("SELECT sum(k) AS s FROM lake.{ns}.facts").first()["s"])
-        """
-    )
-    assert settings.metastore_url is not None
-    env = {
-        **os.environ,
-        "SKETCH_METASTORE_URL": settings.metastore_url,
-        "SKETCH_WAREHOUSE": str(settings.warehouse),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "rows 6" in done.stdout
