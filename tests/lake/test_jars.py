@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +65,20 @@ def test_a_catalog_name_spark_cannot_use_unquoted_is_refused(monkeypatch: pytest
         Settings.from_env()
     monkeypatch.setenv("SKETCH_CATALOG", "corp")
     assert Settings.from_env().catalog_name == "corp"
+
+
+def test_sketch_jars_prints_the_spark_submit_options(env: dict[str, str]) -> None:
+    sketch = Path(sys.executable).with_name("sketch")
+    done = subprocess.run(
+        [str(sketch), "jars"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("--jars ") and all(a.file_name in lines[0] for a in jars.ARTIFACTS)
+    assert "--conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog" in lines
+    assert any(line.startswith("--conf spark.sql.catalog.lake.uri=jdbc:postgresql://") for line in lines)
