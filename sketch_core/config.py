@@ -52,6 +52,11 @@ def default_home() -> Path:
     return cache / "sketch-skipping"
 
 
+def sketch_home() -> Path:
+    """``$SKETCH_HOME``, else :func:`default_home`."""
+    return Path(os.environ.get("SKETCH_HOME") or default_home()).expanduser()
+
+
 def _parsed_env(name: str, parse: Callable[[str], T], kind: str) -> T | None:
     """``name``'s value parsed, or None when it is unset or empty."""
     raw = os.environ.get(name)
@@ -213,7 +218,7 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        home = Path(os.environ.get("SKETCH_HOME") or default_home()).expanduser()
+        home = sketch_home()
         warehouse = Path(os.environ.get("SKETCH_WAREHOUSE") or home / "warehouse").expanduser()
         return cls(
             metastore_url=os.environ.get("SKETCH_METASTORE_URL") or None,

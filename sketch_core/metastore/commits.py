@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
 
+from sketch_core.errors import TableError
 from sketch_core.metastore import schema
 
 # Taken (transaction-scoped) by the catalog's trigger (sql/0014) before it draws a sequence
@@ -214,7 +215,10 @@ class CommitLog:
         records the commit in it. The trigger holds the commit lock until the transaction ends."""
         raw = conn.execute(text("SELECT current_setting('sketch.commit_seq', true)")).scalar()
         if not raw:
-            raise RuntimeError("no catalog pointer changed in this transaction: nothing was numbered")
+            raise TableError(
+                "no catalog pointer changed in this transaction, so the catalog's trigger numbered nothing",
+                hint="is migration 0014 (the catalog trigger) applied? `sketch server start` migrates",
+            )
         seq = int(raw)
         conn.execute(
             update(schema.catalog_commits).where(schema.catalog_commits.c.seq == seq).values(recorded=True)

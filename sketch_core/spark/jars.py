@@ -53,12 +53,9 @@ ARTIFACTS = (
 
 def default_jars_dir() -> Path:
     """``$SKETCH_JARS``, else ``jars`` under ``$SKETCH_HOME`` (its default as in Settings)."""
-    from sketch_core.config import default_home
+    from sketch_core.config import sketch_home
 
-    if os.environ.get("SKETCH_JARS"):
-        return Path(os.environ["SKETCH_JARS"]).expanduser().resolve()
-    home = Path(os.environ.get("SKETCH_HOME") or default_home()).expanduser()
-    return (home / "jars").resolve()
+    return Path(os.environ.get("SKETCH_JARS") or sketch_home() / "jars").expanduser().resolve()
 
 
 def missing_jars(directory: Path) -> list[Artifact]:

@@ -54,9 +54,12 @@ class SnapshotFiles:
     removed: frozenset[str]
 
 
-def _summary_count(snapshot: Snapshot, key: str) -> int:
+def summary_count(snapshot: Snapshot | None, key: str) -> int:
+    """A count from the snapshot's summary (0 when there is no snapshot or no such count)."""
     # Summaries leave out counts that are zero.
-    return int((snapshot.summary.get(key) if snapshot.summary is not None else None) or 0)
+    if snapshot is None or snapshot.summary is None:
+        return 0
+    return int(snapshot.summary.get(key) or 0)
 
 
 def read_snapshot_files(io: FileIO, snapshot: Snapshot) -> SnapshotFiles:
@@ -68,12 +71,12 @@ def read_snapshot_files(io: FileIO, snapshot: Snapshot) -> SnapshotFiles:
     # A snapshot with live delete files (added by it or before it) is not a plain file change,
     # even when it adds no data file (a merge-on-read DELETE adds only delete files, so the
     # manifests below would never be reached).
-    if _summary_count(snapshot, TOTAL_DELETE_FILES) or _summary_count(snapshot, ADDED_DELETE_FILES):
+    if summary_count(snapshot, TOTAL_DELETE_FILES) or summary_count(snapshot, ADDED_DELETE_FILES):
         raise RowLevelDeletes(snapshot.snapshot_id)
     added: list[DataFile] = []
     removed: set[str] = set()
-    wanted_added = _summary_count(snapshot, ADDED_DATA_FILES)
-    wanted_removed = _summary_count(snapshot, DELETED_DATA_FILES)
+    wanted_added = summary_count(snapshot, ADDED_DATA_FILES)
+    wanted_removed = summary_count(snapshot, DELETED_DATA_FILES)
     for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
         if len(added) >= wanted_added and len(removed) >= wanted_removed:
             break
@@ -144,7 +147,7 @@ def record_commit_files(io: FileIO, snapshots: list[Snapshot]) -> dict[str, Any]
         "format": _FORMAT,
         "added": [_recorded_file(d) for d in added.values()],
         "removed": sorted(removed),
-        "total": _summary_count(snapshots[-1], TOTAL_DATA_FILES),
+        "total": summary_count(snapshots[-1], TOTAL_DATA_FILES),
     }
 
 

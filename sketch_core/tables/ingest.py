@@ -40,7 +40,7 @@ from sketch_core.errors import TableError
 from sketch_core.metastore import schema
 from sketch_core.metastore.commits import CommitLog, NewCommit
 from sketch_core.tables.catalog import RecordingSqlCatalog
-from sketch_core.tables.file_changes import record_commit_files
+from sketch_core.tables.file_changes import record_commit_files, summary_count
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,6 @@ class CatalogCommit:
         return f"{self.table_namespace}.{self.table_name}"
 
 
-def _summary_int(snapshot: Snapshot | None, key: str) -> int:
-    if snapshot is None or snapshot.summary is None:
-        return 0
-    return int(snapshot.summary.get(key, "0") or 0)
-
-
 def live_rows(metadata: TableMetadata | None) -> int:
     """The table's rows at its current snapshot: data files' rows less deleted positions (and
     equality-deleted rows, which the summary counts as written)."""
@@ -82,9 +76,9 @@ def live_rows(metadata: TableMetadata | None) -> int:
         return 0
     snapshot = metadata.snapshot_by_id(metadata.current_snapshot_id)
     return (
-        _summary_int(snapshot, "total-records")
-        - _summary_int(snapshot, "total-position-deletes")
-        - _summary_int(snapshot, "total-equality-deletes")
+        summary_count(snapshot, "total-records")
+        - summary_count(snapshot, "total-position-deletes")
+        - summary_count(snapshot, "total-equality-deletes")
     )
 
 
@@ -118,7 +112,7 @@ def describe_external(
 ) -> NewCommit:
     """A commit as its metadata tells it (see the module's docstring)."""
     snapshots = commit_snapshots(before, after)
-    added = sum(_summary_int(s, "added-records") for s in snapshots or [])
+    added = sum(summary_count(s, "added-records") for s in snapshots or [])
     if snapshots is None:  # a rollback: only the totals are known
         added = max(0, live_rows(after) - live_rows(before))
     return NewCommit(
@@ -127,8 +121,8 @@ def describe_external(
         parent_snapshot_id=before.current_snapshot_id if before is not None else None,
         added_rows=added,
         deleted_rows=max(0, live_rows(before) + added - live_rows(after)),
-        added_files=sum(_summary_int(s, "added-data-files") for s in snapshots or []),
-        removed_files=sum(_summary_int(s, "deleted-data-files") for s in snapshots or []),
+        added_files=sum(summary_count(s, "added-data-files") for s in snapshots or []),
+        removed_files=sum(summary_count(s, "deleted-data-files") for s in snapshots or []),
         total_rows=live_rows(after),
         files=files if snapshots is not None else None,
     )
