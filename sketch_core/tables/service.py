@@ -292,7 +292,11 @@ class TableService:
         :mod:`sketch_core.tables.spark_writes`); returns the commit's sequence number."""
         since = table.metadata.current_snapshot_id
         conformed = conform_frame(frame, table.schema().as_arrow(), name)
-        marker = write_frame(conformed, f"{self.settings.catalog_name}.{name}", replace=replace, where=where)
+        from sketch_core.spark.jobs import spark_job  # pyspark: only when given a Spark frame
+
+        target = f"{self.settings.catalog_name}.{name}"
+        with spark_job(f"the write to {name}"):  # a failed Spark job: SparkJobError, transient
+            marker = write_frame(conformed, target, replace=replace, where=where)
         self.commit_log.latest_sequence()  # records the write (and whatever else committed)
         fresh = self.catalog.load_table(name)
         app_id = frame.sparkSession.sparkContext.applicationId
