@@ -58,7 +58,7 @@ class ServiceContext:
         self.engine = engine
         self.catalog = catalog
         self.commit_log = CommitLog(engine)
-        self.tables = TableService(catalog, self.commit_log, settings)
+        self.tables = TableService(catalog, self.commit_log, settings, lambda: self.spark)
         self.sketches = SketchRepository(engine)
         self.work_locks = WorkLocks(engine)
         self.policies = PolicyRepository(engine)

@@ -1,7 +1,9 @@
 """Spark temp views over exactly the data files of pinned snapshots.
 
-Spark here has no Iceberg runtime (no jars can be downloaded), so a pinned read lists the
-snapshot's Parquet files through PyIceberg and hands exactly those to Spark.
+A pinned read lists the snapshot's Parquet files (planned once per snapshot by the table
+service, and pruned by a sketch's fragments) and hands exactly those to Spark's Parquet reader,
+which costs no manifest planning per query. A snapshot with merge-on-read deletes is read
+through Iceberg's Spark source at its snapshot id instead, which applies the deletes.
 """
 
 from __future__ import annotations
@@ -12,16 +14,44 @@ from collections.abc import Mapping
 from weakref import WeakKeyDictionary
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from sketch_core.errors import UnsupportedTableFeatureError
 from sketch_core.tables.pinned import PinnedSnapshot
 
 
 def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
+    """The rows of ``pinned``. A pin whose files a sketch pruned is read with that sketch's range
+    conditions (every caller does): through Iceberg's source, which reads the whole snapshot,
+    the conditions alone leave exactly the rows of the kept files that hold them."""
     schema = from_arrow_schema(pinned.schema)
     if not pinned.files:
         return spark.createDataFrame([], schema)
+    if pinned.has_deletes:
+        return _iceberg_dataframe(spark, pinned)
     return spark.read.schema(schema).parquet(*[f.path for f in pinned.files])
+
+
+def _iceberg_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
+    catalog = pinned.catalog
+    if catalog is None or spark.conf.get(f"spark.sql.catalog.{catalog}", None) is None:
+        raise UnsupportedTableFeatureError(
+            f"{pinned.table} has merge-on-read deletes at snapshot {pinned.snapshot_id}, and this "
+            f"Spark session has no Iceberg catalog {catalog or '(none named)'} to apply them",
+            hint="build the session with sketch_core.spark.lake.configure_lake(builder, settings), "
+            "or use the service's own session (svc.spark)",
+        )
+    frame = spark.read.option("versionAsOf", str(pinned.snapshot_id)).table(f"{catalog}.{pinned.table}")
+    # A snapshot is read with its own schema; the pin's is the table's current one (columns added
+    # since read as NULLs, as the Parquet path does).
+    present = set(frame.columns)
+    return frame.select(
+        *[
+            F.col(field.name) if field.name in present else F.lit(None).cast(field.dataType).alias(field.name)
+            for field in from_arrow_schema(pinned.schema).fields
+        ]
+    )
 
 
 # The temp views this module made, per session, least recently used first, with what each was
@@ -39,7 +69,7 @@ _lock = threading.Lock()
 def register_view(spark: SparkSession, pinned: PinnedSnapshot, *, name: str | None = None) -> str:
     """A temp view over exactly ``pinned``'s files (default name: :attr:`PinnedSnapshot.view_name`)."""
     view = name or pinned.view_name
-    contents = (tuple(f.path for f in pinned.files), pinned.schema)
+    contents = (tuple((f.path, f.deletes) for f in pinned.files), pinned.schema)
     with _lock:
         known = _registered.setdefault(spark, OrderedDict())
         reusable = known.get(view) == contents

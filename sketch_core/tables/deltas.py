@@ -7,6 +7,10 @@ files that appeared and the rows of the files that disappeared; files present in
 snapshots cannot contribute and are never read. Comparing the two end snapshots directly
 composes any number of commits in between, and a row inserted and deleted again between them
 cancels out (its file is either in neither snapshot or was rewritten without it).
+
+Merge-on-read deletes leave the data file in both snapshots and add positions to its deletes
+(:mod:`.position_deletes`): the rows at the newly deleted positions are the deleted side, read
+from the data file itself. Every read here drops a file's deleted positions.
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ from sketch_core.arrow.files import read_arrow, write_arrow
 from sketch_core.arrow.plans import filter_table
 from sketch_core.tables.file_cache import FileCache
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
+from sketch_core.tables.position_deletes import (
+    changed_positions,
+    deleted_positions,
+    live_mask,
+    without_positions,
+)
 
 _SIGN = "__delta_sign"
 _ROW = "__delta_row"
@@ -84,10 +94,11 @@ def read_files(
     target = _projected(schema, columns)
     parts = []
     for info in files:
-        if info.size_bytes <= _WHOLE_READ_BYTES:  # little to skip: read it all, filter in memory
-            part = _with_missing(
-                pq.ParquetFile(_local_path(info.path)).read(columns=target.names, use_threads=False), target
-            )
+        if info.deletes:  # positions count from the file's first row: read it all, then filter
+            part = without_positions(_whole_file(info, target), deleted_positions(info))
+            part = filter_table(part, row_filter) if row_filter is not None else part
+        elif info.size_bytes <= _WHOLE_READ_BYTES:  # little to skip: read it all, filter in memory
+            part = _whole_file(info, target)
             part = filter_table(part, row_filter) if row_filter is not None else part
         else:
             try:
@@ -99,6 +110,28 @@ def read_files(
                 part = filter_table(part, row_filter) if row_filter is not None else part
         parts.append(_as_schema(part.select(target.names), target))
     return pa.concat_tables(parts) if parts else target.empty_table()
+
+
+def _whole_file(info: DataFileInfo, target: pa.Schema) -> pa.Table:
+    """All rows of ``info``'s file in file order (deleted ones too), as ``target``'s columns."""
+    rows = pq.ParquetFile(_local_path(info.path)).read(columns=target.names, use_threads=False)
+    return _with_missing(rows, target)
+
+
+def read_positions(
+    info: DataFileInfo,
+    positions: np.ndarray,
+    schema: pa.Schema,
+    columns: Sequence[str] | None = None,
+    row_filter: pc.Expression | None = None,
+) -> pa.Table:
+    """The rows at ``positions`` of ``info``'s data file, filtered by ``row_filter``."""
+    target = _projected(schema, columns)
+    if len(positions) == 0:
+        return target.empty_table()
+    rows = _whole_file(info, target).take(pa.array(positions))
+    rows = filter_table(rows, row_filter) if row_filter is not None else rows
+    return _as_schema(rows.select(target.names), target)
 
 
 def _with_missing(table: pa.Table, target: pa.Schema) -> pa.Table:
@@ -165,16 +198,24 @@ def snapshot_delta(
     new = {f.path: f for f in after.files}
     appeared = [f for path, f in sorted(new.items()) if path not in old]
     disappeared = [f for path, f in sorted(old.items()) if path not in new]
-    added = read_files(appeared, after.schema, columns, row_filter)
-    removed = read_files(disappeared, after.schema, columns, row_filter)
-    inserted, deleted = bag_difference(added, removed)
+    # Files in both snapshots whose merge-on-read deletes changed in between.
+    redeleted = [
+        (old[path], f) for path, f in sorted(new.items()) if path in old and old[path].deletes != f.deletes
+    ]
+    added = [read_files(appeared, after.schema, columns, row_filter)]
+    removed = [read_files(disappeared, after.schema, columns, row_filter)]
+    for was, now in redeleted:
+        gone, back = changed_positions(was, now)
+        removed.append(read_positions(now, gone, after.schema, columns, row_filter))
+        added.append(read_positions(now, back, after.schema, columns, row_filter))
+    inserted, deleted = bag_difference(pa.concat_tables(added), pa.concat_tables(removed))
     return TableDelta(
         after.table,
         before.sequence if before is not None else None,
         after.sequence,
         inserted,
         deleted,
-        len(appeared) + len(disappeared),
+        len(appeared) + len(disappeared) + len(redeleted),
     )
 
 
@@ -211,6 +252,9 @@ def read_matching(
         for name, values in wanted.items():
             hit = cache.matching(info.path, part.column(name), name, values)
             mask = hit if mask is None else pc.and_(mask, hit)
+        if info.deletes:  # the cache keeps whole files: drop the deleted positions here
+            live = pa.array(live_mask(part.num_rows, deleted_positions(info)))
+            mask = live if mask is None else pc.and_(mask, live)
         part = part.filter(mask) if mask is not None else part
         parts.append(_as_schema(_with_missing(part, target).select(target.names), target))
     return pa.concat_tables(parts) if parts else target.empty_table()

@@ -36,24 +36,37 @@ class RemovedFiles:
 
 
 def filesystem_path(uri: str) -> str:
-    """A file's URI as its file system lists it: ``file:///w/t/a.parquet`` -> ``/w/t/a.parquet``,
-    ``s3://bucket/key`` -> ``bucket/key``; a plain path stays as it is."""
-    if "://" not in uri:
-        return uri
+    """A file's URI as its file system lists it: ``file:///w/t/a.parquet`` and Spark's
+    ``file:/w/t/a.parquet`` -> ``/w/t/a.parquet``, ``s3://bucket/key`` -> ``bucket/key``; a
+    plain path stays as it is."""
     parsed = urlparse(uri)
+    if not parsed.scheme:
+        return uri
     if parsed.scheme == "file":
         return parsed.path
     return f"{parsed.netloc}{parsed.path}"
 
 
+def _checksum_of(path: str) -> str | None:
+    """The file a Hadoop checksum file (``dir/.name.crc``, written next to each file by Spark's
+    local file system) belongs to, or None for any other file."""
+    folder, _, file_name = path.rpartition("/")
+    if file_name.startswith(".") and file_name.endswith(".crc"):
+        return f"{folder}/{file_name[1:-4]}"
+    return None
+
+
 def unreferenced(listed: Iterable[ListedFile], referenced: set[str], older_than: float) -> list[ListedFile]:
     """The listed table files that are not ``referenced`` and were last written before
-    ``older_than`` (a file written since may belong to a commit still under way)."""
-    return [
-        f
-        for f in listed
-        if f.path.endswith(TABLE_FILE_SUFFIXES) and f.path not in referenced and f.modified < older_than
-    ]
+    ``older_than`` (a file written since may belong to a commit still under way), with the
+    checksum files of such files."""
+    found = []
+    for f in listed:
+        checked = _checksum_of(f.path)
+        path = checked if checked is not None else f.path
+        if path.endswith(TABLE_FILE_SUFFIXES) and path not in referenced and f.modified < older_than:
+            found.append(f)
+    return found
 
 
 def referenced_files(table: Table) -> set[str]:

@@ -15,6 +15,9 @@ class DataFileInfo:
 
     ``lower``/``upper`` map column names to bounds as Python values (dates as ``date``,
     timestamps as naive UTC ``datetime``); a column missing from them has unknown bounds.
+    ``deletes``: the merge-on-read delete files (position deletes or deletion vectors) that may
+    remove rows of this file in its snapshot, sorted (see :mod:`.position_deletes`);
+    ``record_count`` counts the file's rows before them.
     """
 
     path: str
@@ -23,21 +26,32 @@ class DataFileInfo:
     lower: Mapping[str, Any] = field(default_factory=dict)
     upper: Mapping[str, Any] = field(default_factory=dict)
     null_counts: Mapping[str, int] = field(default_factory=dict)
+    deletes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class PinnedSnapshot:
-    """``table`` as of global commit sequence ``sequence`` (its own last commit at or before)."""
+    """``table`` as of global commit sequence ``sequence`` (its own last commit at or before).
+
+    ``catalog``: the Spark catalog that reads the table through Iceberg's source (the one a
+    pin with merge-on-read deletes is read from in Spark; None: not known).
+    """
 
     table: str
     sequence: int
     snapshot_id: int | None
     files: tuple[DataFileInfo, ...]
     schema: pa.Schema
+    catalog: str | None = None
 
     @property
     def record_count(self) -> int:
         return sum(f.record_count for f in self.files)
+
+    @property
+    def has_deletes(self) -> bool:
+        """Whether some of its files have merge-on-read deletes."""
+        return any(f.deletes for f in self.files)
 
     @property
     def view_name(self) -> str:

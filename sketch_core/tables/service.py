@@ -15,7 +15,7 @@ import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,12 +26,12 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.manifest import DataFileContent
 from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.snapshots import (
     TOTAL_DATA_FILES,
     Snapshot,
-    Summary,
 )
 from pyiceberg.table.sorting import SortField, SortOrder
 from pyiceberg.transforms import IdentityTransform
@@ -52,6 +52,7 @@ from sketch_core.errors import (
     WarehouseMismatchError,
 )
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
+from sketch_core.spark.jobs import spark_job
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
 from sketch_core.tables.data import TYPE_WIDENINGS, conform, portable, sort_rows, to_arrow
 from sketch_core.tables.deltas import (
@@ -68,6 +69,7 @@ from sketch_core.tables.file_changes import (
     apply_recorded,
     apply_snapshot_files,
     read_snapshot_files,
+    summary_count,
 )
 from sketch_core.tables.ingest import CommitIngester
 from sketch_core.tables.locations import location_taken, new_table_location, purge_location
@@ -78,6 +80,9 @@ from sketch_core.tables.predicates import to_iceberg_expression
 from sketch_core.tables.spark_writes import conform_frame, is_spark_dataframe, write_frame, written_snapshot
 from sketch_core.tables.statistics import describe_file
 from sketch_core.tables.transactions import transaction
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +97,6 @@ _TARGET_PROPERTY = "write.target-file-size-bytes"
 # How far back a pin looks for an already-planned ancestor to derive its files from; each
 # step reads that snapshot's new manifests, so past this a full plan is as cheap.
 _DERIVE_MAX_SNAPSHOTS = 16
-
-
-def _summary_count(summary: Summary, key: str) -> int:
-    """A file count from a snapshot summary; summaries leave out counts that are zero."""
-    return int(summary.get(key) or 0)
 
 
 def _pause_before_retry(attempt: int) -> None:
@@ -116,19 +116,53 @@ def _ancestors(table: Table, snapshot_id: int) -> list[int]:
     return found
 
 
-def _row_level_deletes(name: str, snapshot_id: int) -> UnsupportedTableFeatureError:
+# The newest table format PyIceberg (0.12, its newest release) writes metadata for; it reads v3
+# tables (Spark writes deletion vectors to those), but cannot commit to them.
+_PYICEBERG_WRITES_FORMAT = 2
+
+
+def _not_writable_by_pyiceberg(name: str, table: Table) -> UnsupportedTableFeatureError:
     return UnsupportedTableFeatureError(
-        f"{name} has row-level delete files at snapshot {snapshot_id}",
-        hint="the service's reads do not apply merge-on-read deletes yet: compact them away, e.g. "
-        f"CALL <catalog>.system.rewrite_data_files(table => '{name}', options => "
-        "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true')), or write the "
-        "table copy-on-write (write.delete.mode, write.update.mode, write.merge.mode)",
+        f"{name} is an Iceberg format v{table.metadata.format_version} table, and PyIceberg, which "
+        "the service's Arrow loads, deletes and schema changes commit with, cannot write its metadata",
+        hint="load it with a Spark DataFrame (svc.tables.append and overwrite write those with Spark) "
+        f"or with Spark SQL on <catalog>.{name} (INSERT, DELETE, UPDATE, MERGE, ALTER TABLE)",
+    )
+
+
+def _require_pyiceberg_writable(name: str, table: Table) -> None:
+    if table.metadata.format_version > _PYICEBERG_WRITES_FORMAT:
+        raise _not_writable_by_pyiceberg(name, table)
+
+
+def _refuse_equality_deletes(name: str, table: Table, snapshot_id: int) -> None:
+    """Raise when the snapshot has live equality deletes (PyIceberg's planning cannot read them
+    either: it raises a ValueError)."""
+    if summary_count(table.metadata.snapshot_by_id(snapshot_id), "total-equality-deletes"):
+        raise _equality_deletes(name, snapshot_id)
+
+
+def _equality_deletes(name: str, snapshot_id: int) -> UnsupportedTableFeatureError:
+    return UnsupportedTableFeatureError(
+        f"{name} has equality delete files at snapshot {snapshot_id}: the project cannot read "
+        "which rows they remove, so it neither reads the table nor maintains its sketches",
+        hint="compact them away with Spark, e.g. CALL <catalog>.system.rewrite_data_files(table => "
+        f"'{name}', options => map('delete-file-threshold', '1')), or write the table with "
+        "position deletes (Spark's merge-on-read writes those)",
     )
 
 
 class TableService:
-    def __init__(self, catalog: RecordingSqlCatalog, commits: CommitLog, settings: Settings) -> None:
+    def __init__(
+        self,
+        catalog: RecordingSqlCatalog,
+        commits: CommitLog,
+        settings: Settings,
+        spark: Callable[[], SparkSession] | None = None,
+    ) -> None:
+        """``spark``: the session to use where PyIceberg cannot write (format v3 tables)."""
         self.catalog = catalog
+        self.spark = spark
         self.commit_log = commits
         # Other engines' commits (Spark, PyIceberg used directly) are recorded when found.
         commits.ingest = CommitIngester(catalog, commits.engine)
@@ -292,7 +326,6 @@ class TableService:
         :mod:`sketch_core.tables.spark_writes`); returns the commit's sequence number."""
         since = table.metadata.current_snapshot_id
         conformed = conform_frame(frame, table.schema().as_arrow(), name)
-        from sketch_core.spark.jobs import spark_job  # pyspark: only when given a Spark frame
 
         target = f"{self.settings.catalog_name}.{name}"
         with spark_job(f"the write to {name}"):  # a failed Spark job: SparkJobError, transient
@@ -330,6 +363,7 @@ class TableService:
         table had a column widened is recaptured once (its operator state holds the old type).
         """
         name, _, table = self._open(name, fresh=True)
+        _require_pyiceberg_writable(name, table)
         current = table.schema().as_arrow()
         problems = [f"{c} exists already" for c in add or {} if c in current.names]
         problems += [f"{c} is not a column" for c in widen or {} if c not in current.names]
@@ -394,7 +428,10 @@ class TableService:
         for attempt in range(1, attempts + 1):
             table = self.catalog.load_table(name)
             older = _ancestors(table, boundary.snapshot_id)
-            if older:
+            if older and table.metadata.format_version > _PYICEBERG_WRITES_FORMAT:
+                self._expire_with_spark(name, table, older)
+                expired = len(older)
+            elif older:
                 try:
                     with recording(PendingCommit(name, "expire", metadata_only=True)):
                         table.maintenance.expire_snapshots().by_ids(older).commit()
@@ -408,6 +445,25 @@ class TableService:
             break
         self.recorded_rows.remove_through(name, boundary.seq)
         return expired
+
+    def _expire_with_spark(self, name: str, table: Table, snapshot_ids: list[int]) -> None:
+        """Expire the snapshots of a table PyIceberg cannot commit to with Iceberg's Spark
+        procedure (a metadata-only commit like PyIceberg's; Spark also deletes the files only
+        those snapshots read, as :meth:`remove_unreferenced_files` would later)."""
+        if self.spark is None:
+            raise _not_writable_by_pyiceberg(name, table)
+        ids = ", ".join(f"{i}L" for i in snapshot_ids)
+        # older_than at the epoch: expire exactly these, not also what is older than Iceberg's
+        # default five days (a kept sketch version may still read those).
+        call = (
+            f"CALL {self.settings.catalog_name}.system.expire_snapshots(table => '{name}', "
+            f"older_than => TIMESTAMP '1970-01-01 00:00:00', retain_last => 1, snapshot_ids => array({ids}))"
+        )
+
+        with spark_job(f"expiring {len(snapshot_ids)} snapshots of {name}"):
+            self.spark().sql(call).collect()
+        self._loaded.pop(name, None)
+        log.info("expired %d snapshots of %s with Spark", len(snapshot_ids), name)
 
     def remove_unreferenced_files(self, name: str, older_than: float) -> RemovedFiles:
         """Delete the table's files that none of its snapshots still reaches (those only expired
@@ -458,7 +514,14 @@ class TableService:
             if table.metadata.snapshot_by_id(commit.snapshot_id) is None:
                 raise SnapshotExpiredError(name, sequence if sequence is not None else commit.seq)
         files = () if commit.snapshot_id is None else self._snapshot_files(name, table, commit)
-        return PinnedSnapshot(name, commit.seq, commit.snapshot_id, files, self._arrow_schema(name, table))
+        return PinnedSnapshot(
+            name,
+            commit.seq,
+            commit.snapshot_id,
+            files,
+            self._arrow_schema(name, table),
+            catalog=self.settings.catalog_name,
+        )
 
     def retains(self, name: str, sequence: int) -> bool:
         """Whether the table's state at ``sequence`` can still be pinned (not expired); read
@@ -500,7 +563,7 @@ class TableService:
         parent: tuple[DataFileInfo, ...] | None = ()  # the first snapshot's parent: no files
         if commit.parent_snapshot_id is not None:
             parent = self._pinned_files.get((name, commit.parent_snapshot_id, schema_id))
-        if commit.files is not None and parent is not None:
+        if commit.files is not None and parent is not None and not any(f.deletes for f in parent):
             recorded = apply_recorded(parent, commit.files, table.schema())
             if recorded is not None:
                 self._remember_files(key, recorded)
@@ -538,11 +601,13 @@ class TableService:
 
     @staticmethod
     def _planned_files(name: str, table: Table, snapshot_id: int) -> tuple[DataFileInfo, ...]:
+        _refuse_equality_deletes(name, table, snapshot_id)
         files: list[DataFileInfo] = []
         for task in table.scan(snapshot_id=snapshot_id).plan_files():
-            if task.delete_files:
-                raise _row_level_deletes(name, snapshot_id)
-            files.append(describe_file(task.file, table.schema()))
+            if any(d.content == DataFileContent.EQUALITY_DELETES for d in task.delete_files):
+                raise _equality_deletes(name, snapshot_id)
+            deletes = tuple(sorted({d.file_path for d in task.delete_files}))
+            files.append(describe_file(task.file, table.schema(), deletes))
         return tuple(sorted(files, key=lambda f: f.path))
 
     @staticmethod
@@ -554,6 +619,10 @@ class TableService:
         summary = snapshot.summary
         if summary is None or TOTAL_DATA_FILES not in summary:
             return None  # nothing to check the result against
+        if any(f.deletes for f in parent):
+            # Which deletes still apply after this snapshot (a compaction may drop them without
+            # touching the data files) only a plan says.
+            return None
         try:
             changes = read_snapshot_files(table.io, snapshot)
         except RowLevelDeletes:
@@ -561,7 +630,7 @@ class TableService:
             # data file (after a compaction, the deletes may all be gone).
             return None
         files = apply_snapshot_files(parent, changes, table.schema())
-        return files if _summary_count(summary, TOTAL_DATA_FILES) == len(files) else None
+        return files if summary_count(snapshot, TOTAL_DATA_FILES) == len(files) else None
 
     def delta(
         self,
@@ -651,6 +720,7 @@ class TableService:
         if commit.snapshot_id is None:
             empty = schema.empty_table()
             return empty.select(list(columns)) if columns else empty
+        _refuse_equality_deletes(name, table, commit.snapshot_id)
         row_filter = to_iceberg_expression(where, table.schema(), name) if where else AlwaysTrue()
         scan = table.scan(
             row_filter=row_filter, snapshot_id=commit.snapshot_id, selected_fields=columns or ("*",)
@@ -760,6 +830,7 @@ class TableService:
                 table = self.catalog.load_table(name)
             except NoSuchTableError as exc:  # dropped meanwhile
                 raise TableNotFoundError(name) from exc
+            _require_pyiceberg_writable(name, table)
             pending = PendingCommit(name, operation, added_rows=added_rows)
             # The rows this commit removes, found on the metadata the transaction starts from.
             recorded = changed_rows(table) if changed_rows is not None else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pyiceberg.conversions import from_bytes
@@ -58,8 +59,8 @@ def describe_bounds(
     )
 
 
-def describe_file(data_file: DataFile, schema: Schema) -> DataFileInfo:
-    return describe_bounds(
+def describe_file(data_file: DataFile, schema: Schema, deletes: tuple[str, ...] = ()) -> DataFileInfo:
+    described = describe_bounds(
         data_file.file_path,
         data_file.record_count,
         data_file.file_size_in_bytes,
@@ -68,3 +69,4 @@ def describe_file(data_file: DataFile, schema: Schema) -> DataFileInfo:
         data_file.null_value_counts,
         schema,
     )
+    return replace(described, deletes=deletes) if deletes else described

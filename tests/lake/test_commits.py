@@ -14,7 +14,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from sketch_core.datasets import synthetic_table
-from sketch_core.errors import UnsupportedTableFeatureError
 from sketch_core.service.facade import SketchService
 from tests.oracles.results import sorted_rows
 from tests.service.test_maintain import HAVING, fresh_fragments, maintained
@@ -103,32 +102,3 @@ def test_pyiceberg_used_directly_commits_like_any_engine(svc: SketchService, ns:
     assert sorted(svc.tables.read_arrow(table, first)["k"].to_pylist()) == [1, 2, 3]
     # The service's own writes carry on from there.
     assert svc.tables.append(table, pa.table({"k": [6]})) > commit.seq
-
-
-def test_a_merge_on_read_delete_is_numbered_and_refused_by_name_until_it_is_compacted(
-    spark_svc: SketchService, spark: SparkSession, ns: str
-) -> None:
-    """Position-delete files are not applied by the service's pinned file lists yet: the
-    table's pins and its sketches' maintenance say so by name instead of reading deleted rows,
-    and nothing published changes. A compaction that rewrites the deletes away lifts it."""
-    svc, table = spark_svc, f"{ns}.facts"
-    svc.tables.create(table, synthetic_table(2000, 20, seed=9), sort_by=["a"])
-    name = f"{ns}_having"
-    svc.capture(HAVING.format(t=table), name=name, attributes={table: "a"}, fragments=10)
-    spark.sql(f"ALTER TABLE lake.{table} SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')")
-    spark.sql(f"DELETE FROM lake.{table} WHERE a = 3")
-    (commit,) = svc.tables.commits(table)[-1:]
-    assert commit.operation in ("delete", "overwrite") and commit.deleted_rows > 0
-    assert commit.total_rows == spark.table(f"lake.{table}").count()
-    # PyIceberg's reader applies the deletes; the service's pinned file lists cannot yet.
-    assert svc.tables.read_arrow(table).num_rows == commit.total_rows
-    with pytest.raises(UnsupportedTableFeatureError, match=f"{table} has row-level delete files"):
-        svc.tables.pin(table)
-    with pytest.raises(UnsupportedTableFeatureError, match=table):
-        svc.maintain(name, "incremental")
-    assert svc.sketches.versions(name) == [1], "nothing published"
-
-    compaction = "map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true')"
-    spark.sql(f"CALL lake.system.rewrite_data_files(table => '{table}', options => {compaction})")
-    pinned = svc.tables.pin(table)
-    assert pinned.record_count == commit.total_rows and 3 not in svc.tables.read_arrow(table)["a"].to_pylist()

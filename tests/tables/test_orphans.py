@@ -25,6 +25,8 @@ def test_filesystem_paths_match_what_a_listing_gives() -> None:
     assert filesystem_path("file:///w/db/t/data/a.parquet") == "/w/db/t/data/a.parquet"
     assert filesystem_path("/w/db/t/data/a.parquet") == "/w/db/t/data/a.parquet"
     assert filesystem_path("s3://bucket/db/t/data/a.parquet") == "bucket/db/t/data/a.parquet"
+    # Spark's Hadoop file system writes local URIs with one slash.
+    assert filesystem_path("file:/w/db/t/data/a.parquet") == "/w/db/t/data/a.parquet"
 
 
 def test_only_old_unreferenced_table_files_are_garbage() -> None:
@@ -35,9 +37,16 @@ def test_only_old_unreferenced_table_files_are_garbage() -> None:
         ListedFile("/t/metadata/old.metadata.json", 40, 100.0),
         ListedFile("/t/metadata/snap-1.avro", 50, 100.0),
         ListedFile("/t/notes.txt", 60, 100.0),  # not a file Iceberg writes: not ours
+        # Spark's checksum files go with the file they check.
+        ListedFile("/t/data/.live.parquet.crc", 1, 100.0),
+        ListedFile("/t/data/.dead.parquet.crc", 1, 100.0),
     ]
     garbage = unreferenced(listed, {"/t/data/live.parquet", "/t/metadata/snap-1.avro"}, older_than=200.0)
-    assert [f.path for f in garbage] == ["/t/data/dead.parquet", "/t/metadata/old.metadata.json"]
+    assert [f.path for f in garbage] == [
+        "/t/data/dead.parquet",
+        "/t/metadata/old.metadata.json",
+        "/t/data/.dead.parquet.crc",
+    ]
 
 
 def test_files_of_expired_snapshots_and_dead_writes_go_and_kept_reads_are_unchanged(
