@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         MaintenanceRun,
         PolicyCheck,
         QueryResult,
+        SketchedFrame,
         SketchVersion,
     )
 
@@ -50,6 +51,7 @@ __all__ = [
     "QueryResult",
     "SketchService",
     "SketchVersion",
+    "SketchedFrame",
     "check_sketch_name",
 ]
 
@@ -63,6 +65,7 @@ _HOMES = {
     "QueryResult": "sketch_core.service.results",
     "SketchService": "sketch_core.service.facade",
     "SketchVersion": "sketch_core.service.results",
+    "SketchedFrame": "sketch_core.service.results",
     "check_sketch_name": "sketch_core.service.capture",
 }
 

@@ -35,6 +35,7 @@ from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN
 from sketch_core.service.partition_store import PartitionStore
 from sketch_core.spark.capture import register_annotated_view
+from sketch_core.spark.lake import ensure_lake
 from sketch_core.spark.session import build_session
 from sketch_core.spark.views import register_view
 from sketch_core.tables.catalog import RecordingSqlCatalog
@@ -66,6 +67,7 @@ class ServiceContext:
         self.state_store = StateStore(settings.warehouse / "_sketch_state")
         self.choices = AttributeChoiceRepository(engine)
         self.spark_session = spark
+        self._lake_checked = False
         self.samples = SampleStore(
             SampleRepository(engine),
             self.commit_log,
@@ -94,6 +96,12 @@ class ServiceContext:
         """The session given to the service, else one built from the settings on first use."""
         if self.spark_session is None:
             self.spark_session = build_session(self.settings)
+        if not self._lake_checked:
+            # A session given, or an earlier one that getOrCreate returned, may read another
+            # metastore's tables under the catalog's name.
+            if self.settings.metastore_url:
+                ensure_lake(self.spark_session, self.settings)
+            self._lake_checked = True
         return self.spark_session
 
     def spark_ansi(self) -> bool:

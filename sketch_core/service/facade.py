@@ -60,6 +60,7 @@ from sketch_core.service.results import (
     MaintenanceRun,
     PolicyCheck,
     QueryResult,
+    SketchedFrame,
     SketchVersion,
 )
 from sketch_core.service.runner import Submit, SubmittedJobs
@@ -416,6 +417,18 @@ class SketchService:
         session configured with :func:`sketch_core.spark.lake.configure_lake`) to get frames
         of it. Raises as :meth:`query` does."""
         return self.queries.sketched(sql, params, snapshot, use_sketches)
+
+    def sketched_frame(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        snapshot: int | None = None,
+        use_sketches: bool | str = True,
+    ) -> SketchedFrame:
+        """:meth:`sketched`, with what was decided: the sketch applied (or None, and why), the
+        commit sequence read, and how many of the snapshots' data files the sketch's fragments
+        overlap. Raises as :meth:`query` does."""
+        return self.queries.sketched_frame(sql, params, snapshot, use_sketches)
 
     def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
         """Every table the sketch's query reads, pinned as of the sketch version (default: the

@@ -39,7 +39,7 @@ from sketch_core.service.arguments import checked_mapping, checked_sketch_use, c
 from sketch_core.service.capture import Capturer, CaptureRequest
 from sketch_core.service.context import ServiceContext
 from sketch_core.service.maintenance import Maintainer
-from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult
+from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult, SketchedFrame
 from sketch_core.spark.annotate import rows_in_fragments
 from sketch_core.spark.jobs import spark_job
 from sketch_core.spark.lake import iceberg_relation
@@ -331,20 +331,44 @@ class QueryRunner:
         use_sketches: bool | str = True,
     ) -> DataFrame:
         """See :meth:`SketchService.sketched`."""
+        frame: DataFrame = self.sketched_frame(sql, params, snapshot, use_sketches).frame
+        return frame
+
+    def sketched_frame(
+        self,
+        sql: str,
+        params: Mapping[str, Any] | None = None,
+        snapshot: int | None = None,
+        use_sketches: bool | str = True,
+    ) -> SketchedFrame:
+        """See :meth:`SketchService.sketched_frame`."""
         ctx = self.context
         text, params, how, sequence, pins = self._pinned_request(sql, params, snapshot, use_sketches)
         catalog = ctx.settings.catalog_name
-        chosen = None
+        chosen, decision = None, None
         if how is not None:
             chosen, decision = self._sketch_for_query(text, params, pins, sequence, _TimeAside(), how)
             if decision is not None:
                 log.info("sketched frame: %s", decision.reason)
+        reason = decision.reason if decision is not None else ""
+        files_total = sum(len(pin.files) for pin in pins.values())
         if chosen is None:
             snapshots = {pin.table: pin.snapshot_id for pin in pins.values()}
             with spark_job("the sketched query"):  # analysed here: Spark's refusal, typed
-                return ctx.spark.sql(
+                frame = ctx.spark.sql(
                     text.bound_to_snapshots(catalog, snapshots), args=dict(params) if params else None
                 )
+            return SketchedFrame(frame, None, reason, sequence, files_total, files_total)
+        frame, usable = self._sketched_with(chosen, pins)
+        in_sketch = sum(len(usable.pruned.get(table, pin).files) for table, pin in pins.items())
+        record = usable.record
+        return SketchedFrame(frame, (record.name, record.version), reason, sequence, files_total, in_sketch)
+
+    def _sketched_with(
+        self, chosen: tuple[ParsedQuery, _UsableSketch], pins: Mapping[str, PinnedSnapshot]
+    ) -> tuple[DataFrame, _UsableSketch]:
+        ctx = self.context
+        catalog = ctx.settings.catalog_name
         parsed, usable = chosen
         # Every sketched scan gets its range condition: through Iceberg's source it is what
         # skips files (by their manifest statistics) and row groups.
@@ -361,7 +385,7 @@ class QueryRunner:
 
         log.info("sketched frame with %s version %d", usable.record.name, usable.record.version)
         with spark_job("the sketched query"):
-            return ctx.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
+            return ctx.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names)), usable
 
     def _record_query(
         self,

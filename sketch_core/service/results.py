@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import pyarrow as pa
 
@@ -101,6 +102,20 @@ class QueryResult:
     # The valid sketch (name, version) left unused because the query is expected to run faster
     # without it (see ``sketch_reason``).
     sketch_skipped: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class SketchedFrame:
+    """A report as a lazy Spark DataFrame (see ``SketchService.sketched_frame``), with what was
+    decided for it: the sketch applied (or None, and why), the sequence read, and the data files
+    of the snapshots against those whose bounds overlap the sketch's fragments."""
+
+    frame: Any  # a pyspark DataFrame (not imported here: results load without pyspark)
+    sketch: tuple[str, int] | None
+    sketch_reason: str
+    sequence: int
+    files_total: int
+    files_in_sketch: int
 
 
 @dataclass(frozen=True)

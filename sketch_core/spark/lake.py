@@ -89,6 +89,28 @@ def configure_lake(
     return builder
 
 
+def ensure_lake(spark: SparkSession, settings: Settings) -> None:
+    """Make sure ``spark``'s catalog ``settings.catalog_name`` is this metastore's: register it
+    when the session has no catalog of that name (catalogs load on first use, so a running
+    session can take one), and refuse a session whose catalog of that name is another
+    metastore's (its reads would find other tables, or none, under the same names)."""
+    wanted = lake_conf(settings)
+    prefix = f"spark.sql.catalog.{settings.catalog_name}"
+    current = spark.conf.get(f"{prefix}.uri", None)
+    if current is None:
+        for key, value in wanted.items():
+            if key.startswith(prefix):  # the extensions are fixed when the session starts
+                spark.conf.set(key, value)
+        return
+    if current != wanted[f"{prefix}.uri"]:
+        raise ConfigurationError(
+            f"the Spark session's catalog {settings.catalog_name!r} is the metastore at {current}, "
+            f"not this service's ({wanted[f'{prefix}.uri']})",
+            hint="give each metastore its own catalog name in one session (SKETCH_CATALOG), or "
+            "configure the session for this one with configure_lake",
+        )
+
+
 def iceberg_relation(catalog: str, table: str, snapshot_id: int | None) -> str:
     """Spark SQL's relation for ``table`` (``ns.table``) at one Iceberg snapshot: read through
     Iceberg's source, which plans the files from the manifests and pushes filters into the

@@ -77,7 +77,13 @@ from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
-from sketch_core.tables.spark_writes import conform_frame, is_spark_dataframe, write_frame, written_snapshot
+from sketch_core.tables.spark_writes import (
+    conform_frame,
+    frame_schema,
+    is_spark_dataframe,
+    write_frame,
+    written_snapshot,
+)
 from sketch_core.tables.statistics import describe_file
 from sketch_core.tables.transactions import transaction
 
@@ -184,7 +190,11 @@ class TableService:
         InvalidTableNameError, TableExistsError, InvalidDataError (unreadable data, a sort key
         the data lacks) or CommitConflictError (transient)."""
         name = normalize_table_name(name)
-        arrow = portable(to_arrow(data))
+        spark_frame = data if is_spark_dataframe(data) else None
+        # A Spark DataFrame is written by Spark after an empty create: nothing is collected.
+        arrow = portable(
+            frame_schema(spark_frame).empty_table() if spark_frame is not None else to_arrow(data)
+        )
         keys = tuple(sort_by or ())
         unknown = [k for k in keys if k not in arrow.column_names]
         if unknown:
@@ -222,6 +232,9 @@ class TableService:
         except (TableAlreadyExistsError, IntegrityError) as exc:
             raise TableExistsError(name) from exc
         assert pending.seq is not None
+        if spark_frame is not None:
+            _, _, table = self._open(name, fresh=True)
+            return self._spark_write(name, table, spark_frame, replace=False)
         log.info("created %s with %d rows at sequence %d", name, arrow.num_rows, pending.seq)
         return pending.seq
 

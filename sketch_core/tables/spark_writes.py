@@ -32,6 +32,13 @@ def is_spark_dataframe(data: Any) -> bool:
     return hasattr(data, "sparkSession") and hasattr(data, "writeTo")
 
 
+def frame_schema(frame: DataFrame) -> pa.Schema:
+    """The frame's columns as an Arrow schema (for creating a table the frame is then written to)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(frame.schema)
+
+
 def conform_frame(frame: DataFrame, schema: pa.Schema, table: str) -> DataFrame:
     """The frame's columns by name, in the table's order; a missing or extra column is a
     SchemaMismatchError (types are checked by Spark's writer)."""

@@ -110,6 +110,7 @@ def connection_json(settings: Settings) -> str:
                     "row_group_rows": settings.row_group_rows,
                     "spark_shuffle_partitions": settings.spark_shuffle_partitions,
                     "attribute_strategy": settings.attribute_strategy,
+                    "catalog_name": settings.catalog_name,
                 },
             },
         }

@@ -26,7 +26,10 @@ def test_the_demo_story_publishes_versions_and_agrees_with_the_plain_report(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    own = replace(settings, metastore_url=databases.create(), warehouse=tmp_path / "warehouse")
+    # A metastore of its own in this process's one Spark session: a catalog name of its own.
+    own = replace(
+        settings, metastore_url=databases.create(), warehouse=tmp_path / "warehouse", catalog_name="demo_lake"
+    )
     monkeypatch.setenv("AIRFLOW_CONN_SKETCH_DEFAULT", connection_json(own))
     svc = SketchService.from_settings(own, spark=spark)
     console = Console(record=True, width=200)

@@ -8,11 +8,17 @@ sessions, configured with ``configure_lake`` in processes of their own, are the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
+from sketch_core.config import Settings
+from sketch_core.errors import ConfigurationError
 from sketch_core.service.facade import SketchService
+from tests.conftest import Databases
 from tests.oracles.results import sorted_rows
 
 pytestmark = pytest.mark.spark
@@ -44,3 +50,20 @@ def test_a_table_spark_creates_and_writes_is_read_by_pyiceberg(
         (2, "b"),
         (3, None),
     ]
+
+
+def test_a_session_whose_catalog_is_another_metastore_s_is_refused_by_name(
+    settings: Settings, databases: Databases, spark: SparkSession, tmp_path: Path
+) -> None:
+    other = replace(settings, metastore_url=databases.create(), warehouse=tmp_path / "w")
+    svc = SketchService.from_settings(other, spark=spark)
+    try:
+        with pytest.raises(ConfigurationError, match="catalog 'lake' is the metastore at"):
+            _ = svc.spark
+        # Under a catalog name of its own the same session serves it.
+        named = SketchService.from_settings(replace(other, catalog_name="other_lake"), spark=spark)
+        named.tables.create("ns.t", pa.table({"k": [1, 2]}), sort_by=["k"])
+        assert named.sketched("SELECT SUM(k) AS s FROM ns.t").toPandas()["s"].tolist() == [3]
+        named.close()
+    finally:
+        svc.close()

@@ -74,3 +74,17 @@ def test_a_frame_that_does_not_fit_the_table_is_a_schema_mismatch(
             spark.range(3).select(F.col("id").alias("k"), F.lit(1.0).alias("v"), F.lit(0).alias("extra")),
         )
     assert spark_svc.tables.commits(table)[-1].seq == before, "nothing committed"
+
+
+def test_a_table_is_created_from_a_spark_dataframe_by_spark_s_writer(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    svc, table = spark_svc, f"{ns}.created"
+    rows = synthetic_table(1500, 15, seed=13)
+    with DriverCollections() as collections:
+        seq = svc.tables.create(table, _frame(spark, rows), sort_by=["a"])
+    assert collections.calls == [], "the load was collected to the driver"
+    assert [c.operation for c in svc.tables.commits(table)] == ["create", "append"]
+    assert svc.tables.commits(table)[-1].seq == seq
+    assert svc.tables.commit_log.get_table(table).sort_by == ("a",)  # type: ignore[union-attr]
+    assert sorted_rows(svc.tables.read_arrow(table, seq)) == sorted_rows(rows)

@@ -19,7 +19,10 @@ def test_demo_captures_uses_and_recaptures_a_sketch_soundly(
 ) -> None:
     # The demo reads TPC-H from <warehouse>/../tpch: share the session's generated files.
     shutil.copytree(tpch_dir.parent, tmp_path / "tpch")
-    demo_settings = replace(settings, metastore_url=databases.create(), warehouse=tmp_path / "warehouse")
+    # A metastore of its own in this process's one Spark session: a catalog name of its own.
+    demo_settings = replace(
+        settings, metastore_url=databases.create(), warehouse=tmp_path / "warehouse", catalog_name="demo_lake"
+    )
     console = Console(record=True, width=160)
     outcome = run_demo(demo_settings, scale=0.01, delta_rows=200, console=console)
     output = console.export_text()

@@ -11,6 +11,7 @@ retrying; transient ones (the metastore unreachable) are raised for Airflow to r
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -20,6 +21,13 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from sketch_airflow.assets import SKETCH_VERSIONS, emit_version, sketch_asset
 from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
+from sketch_airflow.operators.report_output import (
+    OUTPUT_FORMATS,
+    counted,
+    preview_files,
+    preview_table,
+    write_files,
+)
 from sketch_core.algebra.frontend import check_supported
 from sketch_core.errors import ConfigurationError, SketchError
 from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy
@@ -29,8 +37,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from sketch_core.service import MaintenanceRun, SketchService
-
-OUTPUT_FORMATS = ("parquet", "csv", "json")
 
 
 def _is_template(value: str) -> bool:
@@ -285,8 +291,9 @@ class SketchedQueryOperator(_SketchOperator):
 
     :param sql: Spark SQL, or a ``.sql`` file (templated).
     :param parameters: values for ``:name`` placeholders (templated).
-    :param output_path: a file to write the result to (templated); the format follows
-        ``output_format`` (``parquet``, ``csv`` or ``json`` lines).
+    :param output_path: a folder Spark writes the result to as part files (templated),
+        replacing an earlier result there at once; the format follows ``output_format``
+        (``parquet``, ``csv`` with a header, or ``json`` lines).
     :param output_table: an Iceberg table (``ns.table``) to write the result to, replacing
         its rows (created on first use).
     :param snapshot: a commit sequence number to read at (default: the latest).
@@ -295,8 +302,11 @@ class SketchedQueryOperator(_SketchOperator):
     :param report: the report's name as the refresh before it announced it (templated): once
         the report has run, its announcement ends and the policies naming it stop firing.
 
-    The return value (pushed to XCom) holds the statistics: rows, files read of total, the
-    sketch version used, the commit sequence read, and the seconds taken.
+    The result is written by Spark from a lazy frame read through Iceberg's source
+    (:meth:`SketchService.sketched_frame`): it never passes through the driver. The return
+    value (pushed to XCom) holds the statistics: rows, data files of the sketch's fragments of
+    the files in total, the sketch version used and why, the commit sequence read, the seconds
+    taken, and a preview of the written result's first rows.
     """
 
     template_fields: Sequence[str] = ("sql", "parameters", "output_path", "output_table", "report")
@@ -338,48 +348,57 @@ class SketchedQueryOperator(_SketchOperator):
             if self.use_sketches:  # as when the DAG was parsed, for a query known only now
                 check_supported(self.sql)
             svc = self._service()
-            result = svc.query(
-                self.sql, dict(self.parameters or {}), snapshot=self.snapshot, use_sketches=self.use_sketches
-            )
-            if self.output_path:
-                write_result(result.table, Path(self.output_path), self.output_format)
-            if self.output_table:
-                if svc.tables.exists(self.output_table):
-                    svc.tables.overwrite(self.output_table, result.table)
-                else:
-                    svc.tables.create(self.output_table, result.table)
+            if self.output_path or self.output_table:
+                stats = self._write_with_spark(svc)
+            else:  # nowhere to write: the result is counted, and the run recorded
+                result = svc.query(
+                    self.sql,
+                    dict(self.parameters or {}),
+                    snapshot=self.snapshot,
+                    use_sketches=self.use_sketches,
+                )
+                stats = {
+                    "rows": result.table.num_rows,
+                    "files_read": result.files_read,
+                    "files_total": result.files_total,
+                    "sketch": list(result.sketch) if result.sketch else None,
+                    "sketch_reason": result.sketch_reason,
+                    "sequence": result.sequence,
+                    "seconds": round(result.seconds, 3),
+                }
             if self.report:
                 svc.report_finished(self.report)
-        stats = {
-            "rows": result.table.num_rows,
-            "files_read": result.files_read,
-            "files_total": result.files_total,
-            "sketch": list(result.sketch) if result.sketch else None,
-            "sketch_reason": result.sketch_reason,
-            "sequence": result.sequence,
-            "seconds": round(result.seconds, 3),
-            "output_path": self.output_path,
-            "output_table": self.output_table,
-        }
-        self.log.info("report: %s", stats)
+        stats |= {"output_path": self.output_path, "output_table": self.output_table}
+        self.log.info("report: %s", {k: v for k, v in stats.items() if k != "preview"})
         return stats
 
-
-def write_result(table: Any, path: Path, output_format: str) -> None:
-    """Write a result table; the file appears complete or not at all (written aside, renamed)."""
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    if output_format == "parquet":
-        pq.write_table(table, partial)
-    elif output_format == "csv":
-        pacsv.write_csv(table, partial)
-    else:
-        import json
-
-        with partial.open("w") as out:
-            for row in table.to_pylist():
-                out.write(json.dumps(row, default=str) + "\n")
-    partial.replace(path)
+    def _write_with_spark(self, svc: SketchService) -> dict[str, Any]:
+        """The report as a lazy frame, written by Spark (distributed, nothing collected): the
+        stats hold its row count and a preview of at most ``PREVIEW_ROWS`` rows."""
+        started = time.perf_counter()
+        run = svc.sketched_frame(
+            self.sql, dict(self.parameters or {}), snapshot=self.snapshot, use_sketches=self.use_sketches
+        )
+        frame, observation = counted(run.frame)
+        preview: list[dict[str, Any]] = []
+        if self.output_table:
+            if svc.tables.exists(self.output_table):
+                svc.tables.overwrite(self.output_table, frame)
+            else:
+                svc.tables.create(self.output_table, frame)
+            frame = run.frame  # counted once, by the first write
+            preview = preview_table(svc.spark, f"{svc.settings.catalog_name}.{self.output_table}")
+        if self.output_path:
+            path = Path(self.output_path)
+            write_files(frame, path, self.output_format)
+            preview = preview_files(svc.spark, path, self.output_format)
+        return {
+            "rows": int(observation.get["rows"]),
+            "files_read": run.files_in_sketch,
+            "files_total": run.files_total,
+            "sketch": list(run.sketch) if run.sketch else None,
+            "sketch_reason": run.sketch_reason,
+            "sequence": run.sequence,
+            "seconds": round(time.perf_counter() - started, 3),
+            "preview": preview,
+        }
