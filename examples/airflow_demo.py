@@ -65,7 +65,7 @@ def run_story(
 ) -> DemoOutcome:
     """The story on an Airflow that is already configured; ``dags``: the example DAGs by id,
     ``xcom(run, task_id)``: what a task of a finished run returned."""
-    from sketch_airflow.example import DEMO_SKETCH, DEMO_TABLE, REPORT_PARAMETERS, REPORT_SQL
+    from sketch_airflow.example import DEMO_SKETCH, DEMO_TABLE, REPORT_PARAMETERS, REPORT_SQL, load_with_spark
 
     outcome = DemoOutcome()
 
@@ -90,12 +90,13 @@ def run_story(
 
     generator = DeltaGenerator(svc.tables, DEMO_TABLE, ("key",), seed=2)
     for number in range(1, loads + 1):
-        generator.inserts(1000).apply(svc.tables)
-        generator.deletes(400).apply(svc.tables)
+        load_with_spark(svc, generator.inserts(1000))
+        load_with_spark(svc, generator.deletes(400))
         (check,) = svc.check_policies([DEMO_SKETCH])
         verdict = "[bold]fires[/]" if check.fire else "waits"
         console.print(
-            f"  load {number}: 1,000 inserted, 400 deleted; policy {verdict}: {check.decision.reason}"
+            f"  load {number} (Spark INSERT and DELETE): 1,000 rows in, 400 out; policy {verdict}: "
+            f"{check.decision.reason}"
         )
         if check.fire:
             with step(console, "intermittent_maintenance: the policy sensor passed, sketch maintained"):
@@ -108,8 +109,8 @@ def run_story(
                     f"{summary['strategy']} over {summary['delta_rows']:,} rows in {summary['seconds']:.2f}s"
                 )
 
-    generator.mixed(300).apply(svc.tables)
-    console.print("  a last load: 150 inserted, 150 deleted (below the policy's threshold)")
+    load_with_spark(svc, generator.mixed(300))
+    console.print("  a last load (Spark MERGE): 150 rows in, 150 out (below the policy's threshold)")
     with step(console, "refresh_before_report: sketch refreshed, report run with skipping"):
         run = test("refresh_before_report", output_dir=str(output_dir))
     for summary in xcom(run, "refresh_sketches"):
