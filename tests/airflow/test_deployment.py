@@ -13,6 +13,7 @@ query at the snapshot it read; after the report, its announcement no longer fire
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -41,7 +42,13 @@ def own_settings(
     settings: Settings, databases: Databases, tmp_path_factory: pytest.TempPathFactory
 ) -> Settings:
     """A metastore and warehouse of the deployment's own (the demo's table names are fixed)."""
-    return replace(settings, metastore_url=databases.create(), warehouse=tmp_path_factory.mktemp("deployed"))
+    # A metastore of its own in this process's one Spark session: a catalog name of its own.
+    return replace(
+        settings,
+        metastore_url=databases.create(),
+        warehouse=tmp_path_factory.mktemp("deployed"),
+        catalog_name="deployed_lake",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -228,4 +235,4 @@ def test_the_demo_story_under_a_real_scheduler_and_triggerer(
     finally:
         svc.close()
         for path in written:
-            path.unlink(missing_ok=True)
+            shutil.rmtree(path, ignore_errors=True)  # Spark writes a folder of part files

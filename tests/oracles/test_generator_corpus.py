@@ -5,7 +5,8 @@ the 22 TPC-H queries rewritten by :func:`generator_style`, and the synthetic rep
 that style. For each one the oracle is differential:
 
 1. captured with the default attribute choice, the query on its sketch (applied whatever it
-   costs) equals the full query;
+   costs) equals the full query, through the service's file lists and as ``svc.sketched``'s
+   lazy frame through Iceberg's source;
 2. after inserts, deletes and updates of its tables, ``maintain(strategy="incremental")``
    succeeds (no refusal) and the maintained sketch equals a fresh capture on the same
    attributes at the same snapshot, and the query under the default settings (the sketch
@@ -85,6 +86,10 @@ def _check(
     sketched = svc.query(sql, use_sketches="always")  # the sketched path, whatever it costs
     assert sketched.sketch == (name, captured.version)
     assert sorted_rows(sketched.table) == sorted_rows(full.table)
+    # The same report as a lazy frame through Iceberg's source, the sketch's ranges in its scans.
+    frame = svc.sketched_frame(sql, use_sketches="always")
+    assert frame.sketch == (name, captured.version)
+    assert sorted_rows(frame.frame.toArrow()) == sorted_rows(full.table)
 
     _change(svc, {t: k for t, k in changed.items() if t.split(".")[1] in sql}, seed)
     if refused_construct is None:
