@@ -112,8 +112,8 @@ def measure(svc: SketchService, label: str, sql: str, fragments: int, repeat: in
 
 def report(results: list[ReadPaths], scale: float, fragments: int) -> Path:
     RESULTS.mkdir(exist_ok=True)
-    stem = RESULTS / f"read_paths_sf{scale:g}"
-    stem.with_suffix(".json").write_text(
+    stem = f"read_paths_sf{scale:g}"  # not Path.with_suffix: SF0.1 would lose its ".1"
+    (RESULTS / f"{stem}.json").write_text(
         json.dumps(
             {"scale": scale, "fragments": fragments, "results": [asdict(r) for r in results]}, indent=2
         )
@@ -139,7 +139,7 @@ def report(results: list[ReadPaths], scale: float, fragments: int) -> Path:
         f"Reproduce: `python -m benchmarks.read_paths --scale {scale:g} --fragments {fragments}`",
         "",
     ]
-    path = stem.with_suffix(".md")
+    path = RESULTS / f"{stem}.md"
     path.write_text("\n".join(lines))
     return path
 
@@ -152,14 +152,14 @@ def main() -> None:
     parser.add_argument("--queries", default="", help="comma-separated labels (default: all)")
     args = parser.parse_args()
     home = Settings.from_env().warehouse.parent
+    only = {q.strip() for q in args.queries.split(",") if q.strip()}
     with bench_service(args.scale, home) as svc:
-        if svc.commit_log.get_table(SYNTHETIC_TABLE) is None:
-            svc.tables.create(
-                SYNTHETIC_TABLE, synthetic_table(int(6_000_000 * args.scale), 1000, seed=1), sort_by=["a"]
-            )
         queries = {f"tpch_q{n}": TPCH_QUERIES[n] for n in TPCH}
-        queries.update(synthetic_queries(svc))
-        only = {q.strip() for q in args.queries.split(",") if q.strip()}
+        if not only or any(label.startswith("syn") for label in only):
+            if svc.commit_log.get_table(SYNTHETIC_TABLE) is None:
+                rows = synthetic_table(int(6_000_000 * args.scale), 1000, seed=1)
+                svc.tables.create(SYNTHETIC_TABLE, rows, sort_by=["a"])
+            queries.update(synthetic_queries(svc))
         results = [
             measure(svc, label, sql, args.fragments, args.repeat)
             for label, sql in queries.items()

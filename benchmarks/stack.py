@@ -35,7 +35,8 @@ def bench_service(scale: float, home: Path, prefix: str = "") -> Iterator[Sketch
     )
     svc = SketchService.from_settings(settings)
     try:
-        load_tpch(svc.tables, scale, home, progress=print)
+        # From SF10 on Spark loads the tables (Arrow would sort lineitem in memory).
+        load_tpch(svc.tables, scale, home, progress=print, spark=svc.spark if scale >= 10 else None)
         yield svc
     finally:
         svc.close()

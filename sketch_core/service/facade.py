@@ -433,7 +433,9 @@ class SketchService:
     def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
         """Every table the sketch's query reads, pinned as of the sketch version (default: the
         newest); sketched tables cut down to the data files that may hold the sketch's
-        fragments. Raises SketchNotFoundError."""
+        fragments. A file with merge-on-read deletes names them (``DataFileInfo.deletes``):
+        reading it as plain Parquet would return its deleted rows too. Raises
+        SketchNotFoundError."""
         return self.queries.sketch_files(name, version)
 
     def sketch_rows(self, name: str, version: int | None = None) -> dict[str, DataFrame]:
