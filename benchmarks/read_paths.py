@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -136,7 +137,7 @@ def report(results: list[ReadPaths], scale: float, fragments: int) -> Path:
         )
     lines += [
         "",
-        f"Reproduce: `python -m benchmarks.read_paths --scale {scale:g} --fragments {fragments}`",
+        f"Reproduce: `{' '.join(['python -m benchmarks.read_paths', *sys.argv[1:]])}`",
         "",
     ]
     path = RESULTS / f"{stem}.md"
