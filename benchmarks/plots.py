@@ -6,7 +6,9 @@
   size (the synthetic benchmark, 10M rows), one panel per query, one line per group count;
 - ``use_speedup.png``: the capture/use benchmark's own plot (TPC-H SF1), copied;
 - ``workload_auto_vs_best.png``: the ``auto`` strategy's total time per workload cell against the
-  best fixed strategy's (1,000 operations on 1M rows).
+  best fixed strategy's (1,000 operations on 1M rows);
+- ``read_paths.png``: sketched TPC-H Q3, Q10 and Q18 at SF1 and SF10, speedup over plain Spark
+  on the Iceberg tables through each read path.
 """
 
 from __future__ import annotations
@@ -88,7 +90,42 @@ def main() -> None:
     figure.tight_layout()
     figure.savefig(IMAGES / "workload_auto_vs_best.png", dpi=110)
     plt.close(figure)
+    read_paths_plot(plt)
     print(f"plots written to {IMAGES}")
+
+
+def read_paths_plot(plt: Any) -> None:
+    """Use speedup over plain Spark on the Iceberg tables, per query and scale, through the
+    service's own file lists and through Iceberg's source."""
+    runs = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("read_paths_sf*.json"))]
+    bars = [
+        (f"{r['query'].replace('tpch_', '').upper()} SF{run['scale']:g}", r)
+        for run in sorted(runs, key=lambda run: run["scale"])
+        for r in run["results"]
+        if r["query"].startswith("tpch_") and r["query"] in {"tpch_q3", "tpch_q10", "tpch_q18"}
+    ]
+    figure, axis = plt.subplots(figsize=(max(6.0, 0.9 * len(bars)), 3.6))
+    positions = range(len(bars))
+    axis.bar(
+        [p - 0.2 for p in positions],
+        [r["plain_iceberg_s"] / r["sketch_files_s"] for _, r in bars],
+        width=0.4,
+        label="sketch, own file lists (svc.query)",
+    )
+    axis.bar(
+        [p + 0.2 for p in positions],
+        [r["plain_iceberg_s"] / r["sketch_iceberg_s"] for _, r in bars],
+        width=0.4,
+        label="sketch, Iceberg's source (svc.sketched)",
+    )
+    axis.axhline(1.0, color="grey", linewidth=0.8)
+    axis.set_xticks(list(positions), [label for label, _ in bars], fontsize=8)
+    axis.set_ylabel("speedup over plain Spark on Iceberg")
+    axis.set_title("Sketched reports: use speedup by read path, TPC-H SF1 and SF10")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(IMAGES / "read_paths.png", dpi=110)
+    plt.close(figure)
 
 
 if __name__ == "__main__":
