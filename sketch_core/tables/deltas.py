@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +27,7 @@ import pyarrow.parquet as pq
 from sketch_core.arrow.files import read_arrow, write_arrow
 from sketch_core.arrow.plans import filter_table
 from sketch_core.tables.file_cache import FileCache
+from sketch_core.tables.orphans import local_path
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.position_deletes import (
     changed_positions,
@@ -62,11 +62,6 @@ class TableDelta:
         return self.row_count == 0
 
 
-def _local_path(uri: str) -> str:
-    parsed = urlparse(uri)
-    return parsed.path if parsed.scheme in ("file", "") else uri
-
-
 def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
     return schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
@@ -74,7 +69,7 @@ def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
 def _read_columns(path: str, columns: list[str]) -> pa.Table:
     """The file's ``columns`` (those it has: a file written before a column was added lacks it;
     the caller's cast to the table's schema fills it with NULLs)."""
-    return pq.ParquetFile(_local_path(path)).read(columns=columns)
+    return pq.ParquetFile(local_path(path)).read(columns=columns)
 
 
 # Files up to this size are read whole and filtered in memory: a dataset scan that could skip
@@ -102,11 +97,9 @@ def read_files(
             part = filter_table(part, row_filter) if row_filter is not None else part
         else:
             try:
-                part = pq.read_table(_local_path(info.path), columns=target.names, filters=row_filter)
+                part = pq.read_table(local_path(info.path), columns=target.names, filters=row_filter)
             except pa.ArrowInvalid:  # a file written before a column was added lacks it
-                part = _with_missing(
-                    pq.ParquetFile(_local_path(info.path)).read(columns=target.names), target
-                )
+                part = _with_missing(pq.ParquetFile(local_path(info.path)).read(columns=target.names), target)
                 part = filter_table(part, row_filter) if row_filter is not None else part
         parts.append(_as_schema(part.select(target.names), target))
     return pa.concat_tables(parts) if parts else target.empty_table()
@@ -114,7 +107,7 @@ def read_files(
 
 def _whole_file(info: DataFileInfo, target: pa.Schema) -> pa.Table:
     """All rows of ``info``'s file in file order (deleted ones too), as ``target``'s columns."""
-    rows = pq.ParquetFile(_local_path(info.path)).read(columns=target.names, use_threads=False)
+    rows = pq.ParquetFile(local_path(info.path)).read(columns=target.names, use_threads=False)
     return _with_missing(rows, target)
 
 

@@ -47,6 +47,13 @@ def filesystem_path(uri: str) -> str:
     return f"{parsed.netloc}{parsed.path}"
 
 
+def local_path(uri: str) -> str:
+    """A file's URI as Arrow's readers open it: a local file's path (``file:`` URIs in either
+    form), any other URI as it is."""
+    parsed = urlparse(uri)
+    return parsed.path if parsed.scheme in ("file", "") else uri
+
+
 def _checksum_of(path: str) -> str | None:
     """The file a Hadoop checksum file (``dir/.name.crc``, written next to each file by Spark's
     local file system) belongs to, or None for any other file."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +24,7 @@ import pyarrow.parquet as pq
 from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
 from pyiceberg.table.puffin import PuffinFile
 
+from sketch_core.tables.orphans import local_path
 from sketch_core.tables.pinned import DataFileInfo
 
 _NONE = np.empty(0, dtype=np.int64)
@@ -34,14 +34,9 @@ _cache: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
 _lock = threading.Lock()
 
 
-def _local_path(uri: str) -> str:
-    parsed = urlparse(uri)
-    return parsed.path if parsed.scheme in ("file", "") else uri
-
-
 def _read_delete_file(path: str) -> dict[str, np.ndarray]:
     """Per data file path, the sorted positions the delete file at ``path`` removes."""
-    local = _local_path(path)
+    local = local_path(path)
     if path.endswith(".puffin"):
         with open(local, "rb") as handle:
             vectors = deletion_vectors_from_puffin_file(PuffinFile(handle.read()))
