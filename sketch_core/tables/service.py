@@ -52,7 +52,6 @@ from sketch_core.errors import (
     WarehouseMismatchError,
 )
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
-from sketch_core.spark.jobs import spark_job
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
 from sketch_core.tables.data import TYPE_WIDENINGS, conform, portable, sort_rows, to_arrow
 from sketch_core.tables.deltas import (
@@ -341,6 +340,8 @@ class TableService:
         conformed = conform_frame(frame, table.schema().as_arrow(), name)
 
         target = f"{self.settings.catalog_name}.{name}"
+        from sketch_core.spark.jobs import spark_job  # pyspark: only when given a Spark frame
+
         with spark_job(f"the write to {name}"):  # a failed Spark job: SparkJobError, transient
             marker = write_frame(conformed, target, replace=replace, where=where)
         self.commit_log.latest_sequence()  # records the write (and whatever else committed)
@@ -472,6 +473,8 @@ class TableService:
             f"CALL {self.settings.catalog_name}.system.expire_snapshots(table => '{name}', "
             f"older_than => TIMESTAMP '1970-01-01 00:00:00', retain_last => 1, snapshot_ids => array({ids}))"
         )
+
+        from sketch_core.spark.jobs import spark_job  # pyspark: only for tables that need it
 
         with spark_job(f"expiring {len(snapshot_ids)} snapshots of {name}"):
             self.spark().sql(call).collect()
