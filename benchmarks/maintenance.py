@@ -67,7 +67,7 @@ def run(scale: float, home: Path, queries: tuple[int, ...], sizes: tuple[int, ..
             if any(d.name == name for d in svc.sketches.definitions()):
                 svc.drop_sketch(name)
             began = time.perf_counter()
-            svc.capture(sql, name=name, fragments=FRAGMENTS)
+            svc.capture(sql, name=name, fragments=FRAGMENTS, with_state=True)  # as Airflow captures
             captured_s = time.perf_counter() - began
             version = svc.sketch(name)
             attributes = {t: a for t, (a, _) in version.partitions.items()}

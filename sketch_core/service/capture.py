@@ -263,7 +263,7 @@ class Capturer:
         chosen = {table: partition.attribute for table, (_, partition) in partitions.items()}
         with spark_job(f"the capture of {name} at sequence {sequence}"):
             faults.reached("spark-job", spark=ctx.spark)
-            maintained = self._state_capture(definition, pins, sequence)
+            maintained = self._state_capture(definition, pins, sequence) if request.with_state else None
             if maintained is not None:
                 sketch = maintained.engine.sketch()
                 found = {table: sketch.get(table, set()) for table in partition_ids}
@@ -325,14 +325,18 @@ class Capturer:
     def _state_capture(
         self, definition: SketchDefinition, pins: Mapping[str, PinnedSnapshot], sequence: int
     ) -> MaintainedSketch | None:
-        """The sketch's incremental engine at ``sequence``, its state computed on Spark, when
-        that job can stand for the capture's: the tables are too big for the state to be
+        """For a capture asked to compute the state too (``with_state``): the sketch's
+        incremental engine at ``sequence``, its state computed on Spark, when that job can
+        stand for the capture's: the tables are too big for the state to be
         computed in-process (above ``LOCAL_STATE_ROWS`` rows), the sketch keeps state, and
         every table is read under an aggregation whose state Spark computes, so that the engine
         has the query's provenance from those sums alone (the sketch is the engine's, exactly
         what the capture query finds: see ``test_maintenance_vs_capture``). One Spark job then
         gives the sketch and its state, and the first maintenance restores that state instead
-        of computing it. None: capture with the instrumented query."""
+        of computing it. None: capture with the instrumented query.
+
+        Only when asked: the state job costs more than the capture query (TPC-H Q10 at SF1:
+        1.8 times as long), a price for sketches that will be maintained, not for every one."""
         budget = self.context.budget
         rows = sum(pin.record_count for pin in pins.values())
         if self.engines.computes_state_locally(rows) or not budget.keeps_state(definition.name):

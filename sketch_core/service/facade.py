@@ -16,6 +16,7 @@ for callers that compose their own flows."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Generic, Self, TypeVar, cast, overload
@@ -28,7 +29,7 @@ from sketch_core.attribute_choice.query import AttributeEstimates
 from sketch_core.attribute_choice.store import SampleStore
 from sketch_core.config import Settings
 from sketch_core.costs.model import CostModel
-from sketch_core.errors import DeltaQuarantinedError, SketchNotFoundError
+from sketch_core.errors import ConfigurationError, DeltaQuarantinedError, SketchNotFoundError
 from sketch_core.incremental.engine import IncrementalSketch
 from sketch_core.incremental.remote import RemoteEvaluator
 from sketch_core.maintenance.advisor import CostAdvisor
@@ -163,9 +164,18 @@ class SketchService:
         need Spark run instead of this process (see :mod:`sketch_core.service.runner`). Raises
         ConfigurationError, MetastoreDatabaseMissingError or MetastoreUnavailableError."""
         url = settings.require_metastore_url()
+        # A relative warehouse is taken from the working directory, as a shell user means it
+        # (Iceberg's metadata needs absolute URIs).
+        settings = dataclasses.replace(settings, warehouse=settings.warehouse.expanduser().resolve())
+        try:
+            settings.warehouse.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot create the warehouse directory {settings.warehouse}: {exc.strerror or exc}",
+                hint="set SKETCH_WAREHOUSE (or Settings.warehouse) to a directory this user can write",
+            ) from exc
         engine = connect_metastore(url)
         migrate(engine)
-        settings.warehouse.mkdir(parents=True, exist_ok=True)
         catalog = open_catalog(
             engine.url.render_as_string(hide_password=False),
             settings.warehouse.as_uri(),
@@ -305,7 +315,8 @@ class SketchService:
         ``with_state`` also computes the incremental-maintenance state (in-process for small
         tables, else on Spark) and stores it with the version (for sketches that will be
         maintained; without it, the first incremental maintenance computes it, at the
-        version's snapshot).
+        version's snapshot). Over big tables all read under aggregations, that state's Spark
+        job also gives the sketch: one job instead of the capture query and a state job.
 
         Capturing again under the name of an existing sketch of the same query and parameters
         keeps that sketch's attributes and fragment counts (a new version of the same sketch),

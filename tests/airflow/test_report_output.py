@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 from pyspark.sql import SparkSession
 from sketch_airflow.operators.report_output import PREVIEW_ROWS
 from sketch_airflow.operators.sketch import SketchedQueryOperator
@@ -66,3 +67,34 @@ def test_a_report_is_written_by_spark_to_a_table_and_to_files_with_a_preview_in_
     assert _spark_rows(spark, f"lake.{ns}.big_groups") == expected
     assert sorted_rows(pq.read_table(out)) == expected
     assert [p.name for p in out.parent.iterdir()] == [out.name], "no partial or replaced folder left"
+
+
+def test_a_report_that_fails_in_spark_fails_the_task_and_leaves_the_previous_output(
+    spark_svc: SketchService, ns: str, sketch_conn: str, tmp_path: Path
+) -> None:
+    svc, table = spark_svc, f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(500, 10, seed=43))
+    out = tmp_path / "report.parquet"
+    good = SketchedQueryOperator(
+        task_id="report",
+        sql=f"SELECT a, COUNT(*) AS n FROM {table} GROUP BY a",
+        output_path=str(out),
+        sketch_conn_id=sketch_conn,
+    )
+    assert good.execute({})["rows"] == 10
+    before = sorted_rows(pq.read_table(out))
+
+    # Division by zero is a data error under Spark's default ANSI mode: no retry can fix it.
+    failing = SketchedQueryOperator(
+        task_id="report",
+        sql=f"SELECT a, SUM(b) / (COUNT(*) - COUNT(*)) AS r FROM {table} GROUP BY a",
+        output_path=str(out),
+        use_sketches=False,
+        sketch_conn_id=sketch_conn,
+    )
+    with pytest.raises(
+        AirflowFailException, match=r"SparkQueryError: Spark cannot run the report written to"
+    ):
+        failing.execute({})
+    assert sorted_rows(pq.read_table(out)) == before
+    assert [p.name for p in tmp_path.iterdir()] == [out.name], "no partial folder left"

@@ -8,6 +8,7 @@ equal the maintained sketch, table by table.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pyarrow as pa
@@ -92,7 +93,7 @@ def test_maintained_sketch_equals_a_fresh_capture(imp_svc: SketchService, number
 
 @pytest.mark.parametrize("number", (1, 3, 10))
 def test_a_capture_over_big_tables_takes_its_sketch_from_the_state_spark_computes(
-    imp_svc: SketchService, number: int, monkeypatch: pytest.MonkeyPatch
+    imp_svc: SketchService, number: int, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     svc = imp_svc
     sql = query(number)
@@ -102,7 +103,13 @@ def test_a_capture_over_big_tables_takes_its_sketch_from_the_state_spark_compute
     # Spark, and its job stands for the capture query's.
     monkeypatch.setattr(engines_module, "LOCAL_STATE_ROWS", 0)
     attributes = {t: a for t, (a, _) in plain.partitions.items()}
-    from_state = svc.capture(sql, name=f"imp_state_q{number}", attributes=attributes, fragments=64)
+    only_sketch = svc.capture(sql, name=f"imp_sketch_q{number}", attributes=attributes, fragments=64)
+    assert svc.sketches.version(only_sketch.name).state_ref is None, "no state unless asked"
+    with caplog.at_level(logging.INFO, logger="sketch_core.service.capture"):
+        from_state = svc.capture(
+            sql, name=f"imp_state_q{number}", attributes=attributes, fragments=64, with_state=True
+        )
+    assert "captured from its incremental state" in caplog.text, "one Spark job for both"
     assert svc.sketches.version(from_state.name).state_ref is not None, "captured from the state"
     assert {t: set(ids) for t, ids in from_state.fragments.items()} == fragments_of(svc, plain.name)
     lineitem = DeltaGenerator(
@@ -114,7 +121,7 @@ def test_a_capture_over_big_tables_takes_its_sketch_from_the_state_spark_compute
     assert run.strategy == "incremental"
     fresh = svc.capture(sql, name=f"imp_fresh_q{number}", attributes=attributes, fragments=64, snapshot=after)
     assert fragments_of(svc, from_state.name) == {t: set(ids) for t, ids in fresh.fragments.items()}
-    for name in (plain.name, from_state.name, fresh.name):
+    for name in (plain.name, only_sketch.name, from_state.name, fresh.name):
         svc.drop_sketch(name)
 
 

@@ -67,3 +67,23 @@ def test_a_session_whose_catalog_is_another_metastore_s_is_refused_by_name(
         named.close()
     finally:
         svc.close()
+
+
+def test_a_relative_warehouse_is_taken_from_the_working_directory_and_an_unwritable_one_is_named(
+    settings: Settings, databases: Databases, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = databases.create()
+    svc = SketchService.from_settings(
+        replace(settings, metastore_url=url, warehouse=Path("wh"), catalog_name="relative_lake")
+    )
+    try:
+        assert svc.settings.warehouse == tmp_path / "wh"
+        svc.tables.create("ns.t", pa.table({"k": [1, 2]}), sort_by=["k"])
+        assert any((tmp_path / "wh").rglob("*.parquet")), "the data lies under the working directory"
+    finally:
+        svc.close()
+    blocked = tmp_path / "a_file"
+    blocked.write_text("not a directory")
+    with pytest.raises(ConfigurationError, match=r"cannot create the warehouse directory .*a_file/wh"):
+        SketchService.from_settings(replace(settings, metastore_url=url, warehouse=blocked / "wh"))

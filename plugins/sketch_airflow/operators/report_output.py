@@ -35,7 +35,14 @@ def write_files(frame: DataFrame, path: Path, output_format: str) -> None:
     writer = frame.write.format(output_format)
     if output_format == "csv":
         writer = writer.option("header", True)
-    writer.save(str(partial))
+    from sketch_core.spark.jobs import spark_job  # pyspark loads when a task runs, not at parse
+
+    try:
+        with spark_job(f"the report written to {path}"):
+            writer.save(str(partial))
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)  # the previous result stays as it was
+        raise
     replaced = None
     if path.exists():
         replaced = path.with_name(f".{path.name}.replaced-{uuid.uuid4().hex}")
@@ -49,11 +56,17 @@ def preview_files(spark: SparkSession, path: Path, output_format: str) -> list[d
     reader = spark.read.format(output_format)
     if output_format == "csv":
         reader = reader.option("header", True).option("inferSchema", True)
-    return _json_safe(reader.load(str(path)).limit(PREVIEW_ROWS))
+    from sketch_core.spark.jobs import spark_job
+
+    with spark_job(f"the preview of the report at {path}"):
+        return _json_safe(reader.load(str(path)).limit(PREVIEW_ROWS))
 
 
 def preview_table(spark: SparkSession, relation: str) -> list[dict[str, Any]]:
-    return _json_safe(spark.table(relation).limit(PREVIEW_ROWS))
+    from sketch_core.spark.jobs import spark_job
+
+    with spark_job(f"the preview of the report in {relation}"):
+        return _json_safe(spark.table(relation).limit(PREVIEW_ROWS))
 
 
 def _json_safe(frame: DataFrame) -> list[dict[str, Any]]:
