@@ -21,6 +21,7 @@ import argparse
 import json
 import shutil
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -249,7 +250,11 @@ def run(
 
 
 def report(
-    results: list[Measurement], scale: float, fragment_counts: list[int], partial: bool = False
+    results: list[Measurement],
+    scale: float,
+    fragment_counts: list[int],
+    partial: bool = False,
+    command: str = "",
 ) -> Path:
     """Write JSON, Markdown and plots. A partial run (some queries or fragment counts only) gets
     its own files, so it never overwrites a full run's (the SF1 one is committed for reference)."""
@@ -329,6 +334,8 @@ def report(
         lines += ["", f"![capture and use](./{stem}.png)"]
     except ImportError:
         lines += ["", "(matplotlib is not installed: no plots)"]
+    if command:
+        lines += ["", f"Reproduce: `{command}`"]
     markdown.write_text("\n".join(lines) + "\n")
     return markdown
 
@@ -356,7 +363,8 @@ def main() -> None:
     only = {q.strip() for q in args.queries.split(",") if q.strip()} or None
     results = run(args.scale, fragment_counts, args.repeat, home, only, args.default_choice)
     subset_run = only is not None or args.fragments != DEFAULT_FRAGMENT_COUNTS
-    print(report(results, args.scale, fragment_counts, subset_run).read_text())
+    command = " ".join(["python -m benchmarks.capture_use", *sys.argv[1:]])
+    print(report(results, args.scale, fragment_counts, subset_run, command).read_text())
 
 
 if __name__ == "__main__":

@@ -122,9 +122,21 @@ def run(scale: float, home: Path, queries: tuple[int, ...], sizes: tuple[int, ..
         return results
 
 
-def report(results: list[Measurement], scale: float, partial: bool) -> Path:
+def report(
+    results: list[Measurement], scale: float, queries: tuple[int, ...], sizes: tuple[int, ...]
+) -> Path:
+    """The JSON and Markdown reports, named by what was run: ``maintenance_sf1`` for every
+    query and size, else with the queries (``_q1_q6``) and sizes (``_rows_10_1000``) run."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = f"maintenance_sf{scale:g}" + ("_partial" if partial else "")
+    stem = f"maintenance_sf{scale:g}"
+    if queries != QUERIES:
+        stem += "".join(f"_q{q}" for q in queries)
+    if sizes != DELTA_SIZES:
+        stem += "_rows_" + "_".join(map(str, sizes))
+    command = (
+        f"python -m benchmarks.maintenance --scale {scale:g} --queries {','.join(map(str, queries))} "
+        f"--sizes {','.join(map(str, sizes))}"
+    )
     payload = [{**asdict(m), "speedup": m.speedup} for m in results]
     (RESULTS / f"{stem}.json").write_text(json.dumps({"scale": scale, "results": payload}, indent=2))
     lines = [
@@ -139,6 +151,7 @@ def report(results: list[Measurement], scale: float, partial: bool) -> Path:
         "first / full |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    footer = ["", f"Reproduce: `{command}`"]
     for m in results:
         lines.append(
             f"| {m.query} | {m.kind} | {m.delta_rows} | {m.incremental_s:.3f} | {m.full_s:.3f} | "
@@ -160,15 +173,15 @@ def report(results: list[Measurement], scale: float, partial: bool) -> Path:
         + ", ".join(f"{q} {ratio:.2f}" for q, ratio in sorted(firsts.items()))
         + f"; {len(at_or_below)} of {len(firsts)} at or below 1 (the target)"
     )
-    for kind, target, queries in _classes(results):
-        ratios = [m.speedup for m in results if m.query in queries]
+    for kind, target, labels in _classes(results):
+        ratios = [m.speedup for m in results if m.query in labels]
         met = sum(r >= target for r in ratios)
         lines.append(
-            f"\n- {kind} ({', '.join(sorted(queries))}): median {statistics.median(ratios):.1f}x, "
+            f"\n- {kind} ({', '.join(sorted(labels))}): median {statistics.median(ratios):.1f}x, "
             f"min {min(ratios):.1f}x; {met} of {len(ratios)} cells >= {target:g}x (the target)"
         )
     markdown = RESULTS / f"{stem}.md"
-    markdown.write_text("\n".join(lines) + "\n")
+    markdown.write_text("\n".join(lines + footer) + "\n")
     return markdown
 
 
@@ -190,8 +203,7 @@ def main() -> None:
     sizes = tuple(int(s) for s in args.sizes.split(","))
     home = Settings.from_env().warehouse.parent
     results = run(args.scale, home, queries, sizes)
-    partial = queries != QUERIES or sizes != DELTA_SIZES
-    print(report(results, args.scale, partial).read_text())
+    print(report(results, args.scale, queries, sizes).read_text())
 
 
 if __name__ == "__main__":
