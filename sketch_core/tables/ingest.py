@@ -13,7 +13,8 @@ new one):
 
 - operation: ``append``, ``delete`` or ``replace`` (a compaction) when every snapshot is one,
   else ``overwrite``; ``create`` when the commit created the table;
-- rows added: the rows the commit's data files added; rows deleted: the net rows that left
+- rows added: the rows the commit's data files added (none for ``replace``: by Iceberg's
+  spec a replace rewrites files without changing the table's rows); rows deleted: the net rows that left
   (rows before plus rows added minus rows after, where a table's rows are its data files' rows
   less its delete files' rows). For another engine's copy-on-write change, both include the
   rows it rewrote unchanged (its metadata does not tell them apart); their difference is exact;
@@ -112,11 +113,14 @@ def describe_external(
 ) -> NewCommit:
     """A commit as its metadata tells it (see the module's docstring)."""
     snapshots = commit_snapshots(before, after)
+    operation = "create" if create else operation_of(snapshots or [])
     added = sum(summary_count(s, "added-records") for s in snapshots or [])
     if snapshots is None:  # a rollback: only the totals are known
         added = max(0, live_rows(after) - live_rows(before))
+    elif operation == "replace":
+        added = 0  # a compaction or a sort rewrites the rows it reads: none changes (spec)
     return NewCommit(
-        operation="create" if create else operation_of(snapshots or []),
+        operation=operation,
         snapshot_id=after.current_snapshot_id,
         parent_snapshot_id=before.current_snapshot_id if before is not None else None,
         added_rows=added,

@@ -41,6 +41,7 @@ from sqlalchemy.exc import IntegrityError
 from sketch_core.config import Settings
 from sketch_core.errors import (
     CommitConflictError,
+    ConfigurationError,
     DeltaRangeError,
     InvalidDataError,
     SnapshotExpiredError,
@@ -51,6 +52,7 @@ from sketch_core.errors import (
     UnsupportedTableFeatureError,
     WarehouseMismatchError,
 )
+from sketch_core.layout.simulation import Layout
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
 from sketch_core.tables.data import TYPE_WIDENINGS, conform, portable, sort_rows, to_arrow
@@ -76,6 +78,7 @@ from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
+from sketch_core.tables.rewrites import rewrite_in_layout
 from sketch_core.tables.spark_writes import (
     conform_frame,
     frame_schema,
@@ -481,6 +484,35 @@ class TableService:
         self._loaded.pop(name, None)
         log.info("expired %d snapshots of %s with Spark", len(snapshot_ids), name)
 
+    def recluster(self, name: str, layout: Layout) -> int:
+        """Rewrite every data file of ``name`` in ``layout`` (a sort or a Z-order) with
+        Iceberg's ``rewrite_data_files`` on Spark: one ``replace`` commit, the same rows, so
+        sketches stay valid and their maintenance has nothing to do (see
+        :mod:`sketch_core.tables.rewrites`). Returns the latest commit sequence of the table
+        after it. Raises TableNotFoundError, ConfigurationError (a column the table lacks, or
+        no Spark) or SparkJobError."""
+        name = self._require(name).name
+        columns = self.catalog.load_table(name).schema().column_names
+        missing = [c for c in layout.columns if c not in columns]
+        if missing:
+            raise ConfigurationError(
+                f"{name} has no column {', '.join(missing)} to lay its files out by",
+                hint=f"its columns: {', '.join(columns)}",
+            )
+        if self.spark is None:
+            raise ConfigurationError(
+                f"rewriting {name} in a layout runs on Spark, and this table service has none",
+                hint="use the service's tables (svc.tables), which have its Spark session",
+            )
+        from sketch_core.spark.jobs import spark_job
+
+        with spark_job(f"the rewrite of {name} in {layout}"):
+            outcome = rewrite_in_layout(self.spark(), self.settings.catalog_name, name, layout)
+        self._loaded.pop(name, None)
+        log.info("rewrote %s in %s: %s", name, layout, outcome)
+        self.commit_log.latest_sequence()  # records the rewrite's commit
+        return self._latest_seq(name)
+
     def remove_unreferenced_files(self, name: str, older_than: float) -> RemovedFiles:
         """Delete the table's files that none of its snapshots still reaches (those only expired
         snapshots read, and those of writes that died before their commit), written before
@@ -681,8 +713,9 @@ class TableService:
         columns: tuple[str, ...] | None,
         row_filter: pc.Expression | None,
     ) -> TableDelta | None:
-        """The delta composed commit by commit: appended files are inserts, and deletes and
-        overwrites contribute the rows their writer recorded. None when some commit in the
+        """The delta composed commit by commit: appended files are inserts, deletes and
+        overwrites contribute the rows their writer recorded, and rewrites (``replace``:
+        compactions, sorts) none. None when some commit in the
         range has no record (then the caller compares files)."""
         start = before.sequence if before is not None else 0
         commits = self.commit_log.commits(after.table, after_seq=start, until_seq=after.sequence)
@@ -692,6 +725,9 @@ class TableService:
         files_read = 0
         for commit in commits:
             current = self.pin(after.table, commit.seq)
+            if commit.operation == "replace":  # rewritten files, the same rows: nothing changed
+                previous = current
+                continue
             if commit.operation in ("create", "append"):
                 known = {f.path for f in previous.files} if previous is not None else set()
                 appeared = [f for f in current.files if f.path not in known]

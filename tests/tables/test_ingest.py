@@ -39,6 +39,12 @@ DELETE_MOR = _snapshot(
     Operation.DELETE,
     **{"added-position-deletes": "7", "total-records": "100", "total-position-deletes": "7"},
 )
+REWRITE = _snapshot(
+    4,
+    3,
+    Operation.REPLACE,
+    **{"added-records": "93", "deleted-records": "100", "total-records": "93", "total-position-deletes": "0"},
+)
 COW_UPDATE = _snapshot(
     3,
     2,
@@ -88,3 +94,18 @@ def test_operations_and_rows_of_other_engines_commits() -> None:
     assert updated.files == {"x": 1}
     rolled_back = describe_external(_metadata(APPEND, DELETE_MOR), _metadata(APPEND), {"x": 1}, create=False)
     assert (rolled_back.operation, rolled_back.added_rows, rolled_back.files) == ("overwrite", 7, None)
+
+
+def test_a_rewrite_changes_no_rows() -> None:
+    """A compaction or a sort (``rewrite_data_files``) is a replace: the rows it rewrote, and
+    the deletes it applied, are the same rows; maintenance has nothing to do."""
+    before = _metadata(APPEND, DELETE_MOR, COW_UPDATE)
+    rewritten = describe_external(
+        before, _metadata(APPEND, DELETE_MOR, COW_UPDATE, REWRITE), None, create=False
+    )
+    assert (rewritten.operation, rewritten.added_rows, rewritten.deleted_rows, rewritten.total_rows) == (
+        "replace",
+        0,
+        0,
+        93,
+    )
