@@ -195,6 +195,13 @@ class CostRecords:
             rows = conn.execute(query.order_by(d.decision_id.desc()).limit(limit)).all()
         return [CostDecision(r.context, r.action, r.reason, r.decided_at) for r in rows]
 
+    def runs_by_template(self, since: datetime) -> dict[str, int]:
+        """How many times each query template ran since ``since`` (with a sketch or without)."""
+        q = t.query_runs.c
+        statement = select(q.template_key, func.count()).where(q.ran_at >= since).group_by(q.template_key)
+        with self.engine.connect() as conn:
+            return {key: int(count) for key, count in conn.execute(statement)}
+
     def expected_queries(self, name: str, window: int = QUERY_WINDOW_COMMITS) -> float:
         """Runs of the sketch's query expected before its tables change again: the runs of its
         template since the ``window``-th newest commit to its tables, per commit since (1.0

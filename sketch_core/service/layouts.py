@@ -1,0 +1,193 @@
+"""The layout advisor over the service's tables, sketches and recorded runs (adapter).
+
+For a table: the reports are the sketches with a partition on it, each weighted by how often
+its query template ran in the last ``RUNS_WINDOW``; what each reads now comes from the table's
+files' Parquet footers (the row groups' bounds on the sketch's attribute, as Spark's reader
+skips them); the candidates are simulated on a uniform sample of the table's rows
+(:mod:`sketch_core.layout.advisor`). ``recluster`` applies a layout as one Iceberg rewrite.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sketch_core.errors import ConfigurationError
+from sketch_core.layout.advisor import Advice, ReportSketch, advise
+from sketch_core.layout.simulation import Layout, SketchOnSample, UnitsRead
+from sketch_core.partitions import RangePartition
+from sketch_core.service.context import ServiceContext
+from sketch_core.tables.orphans import local_path
+from sketch_core.tables.pinned import PinnedSnapshot
+
+log = logging.getLogger(__name__)
+
+# Rows of the table the candidate layouts are simulated on: enough for a few hundred rows per
+# run at the hundreds of files an SF10 fact table has, and a bounded read.
+SAMPLE_ROWS = 200_000
+# The runs that weigh a report: its template's in this window (at least one: it has a sketch).
+RUNS_WINDOW = timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class _Report:
+    name: str
+    runs: float
+    attribute: str
+    partition: RangePartition
+    kept: frozenset[int]
+
+
+class LayoutAdvisor:
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+
+    def advise(self, table: str, seed: int = 0) -> Advice:
+        """See :meth:`SketchService.advise_layout`."""
+        pin = self.context.tables.pin(table)
+        reports = self._reports(pin.table)
+        footers = _RowGroupBounds(pin, {r.attribute for r in reports})
+        current = {r.name: footers.units_read(r.attribute, r.partition, r.kept) for r in reports}
+        sample = _sample(pin, sorted({r.attribute for r in reports}), seed)
+        by_attribute: dict[str, _Report] = {}
+        for report in reports:  # the finest partition of each attribute ranks its rows
+            known = by_attribute.get(report.attribute)
+            if known is None or report.partition.fragment_count > known.partition.fragment_count:
+                by_attribute[report.attribute] = report
+        ranks = {a: _ranks(r.partition, sample.column(a)) for a, r in by_attribute.items()}
+        simulated = [
+            ReportSketch(
+                r.name,
+                r.runs,
+                SketchOnSample(
+                    r.attribute,
+                    r.partition.fragments_of(_values(sample.column(r.attribute))),
+                    r.partition.null_fragment,
+                    r.kept,
+                ),
+            )
+            for r in reports
+        ]
+        groups = max(1, round(footers.row_groups / max(1, len(pin.files))))
+        return advise(pin.table, simulated, ranks, current, max(1, len(pin.files)), groups)
+
+    def recluster(self, table: str, layout: Layout | None = None) -> tuple[int, Advice | None]:
+        """See :meth:`SketchService.recluster`."""
+        advice = None
+        if layout is None:
+            advice = self.advise(table)
+            if advice.recommended is None or advice.recommended.layout is None:
+                raise ConfigurationError(
+                    f"the layout advisor recommends no rewrite of {advice.table}: {advice.reason}",
+                    hint="pass a layout to rewrite it anyway, e.g. Layout('sort', ('column',))",
+                )
+            layout = advice.recommended.layout
+        return self.context.tables.recluster(table, layout), advice
+
+    def _reports(self, table: str) -> list[_Report]:
+        ctx = self.context
+        runs = ctx.costs.runs_by_template(datetime.now(UTC) - RUNS_WINDOW)
+        reports = []
+        for definition in ctx.sketches.definitions():
+            if table not in definition.partition_ids:
+                continue
+            record = ctx.sketches.version(definition.name)
+            if record is None:
+                continue
+            version = ctx.partitions.sketch_version(record)
+            stored, partition = ctx.partitions.get(definition.partition_ids[table])
+            kept = frozenset(int(f) for f in version.fragments.get(table, []))
+            weight = float(max(1, runs.get(definition.template_key or "", 0)))
+            reports.append(_Report(definition.name, weight, stored.attribute, partition, kept))
+        return reports
+
+
+def _values(column: pa.ChunkedArray) -> np.ndarray:
+    """The column as :meth:`RangePartition.fragments_of` takes it (numbers as numbers, NULLs
+    as NaN; other types as Python values)."""
+    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
+        return np.asarray(column.to_numpy())
+    return np.asarray(column.to_pylist(), dtype=object)
+
+
+def _ranks(partition: RangePartition, column: pa.ChunkedArray) -> np.ndarray:
+    """Each sample row's fragment on ``partition``, NULLs first (``NULLS FIRST``)."""
+    fragments = partition.fragments_of(_values(column))
+    return np.where(fragments == partition.null_fragment, -1, fragments)
+
+
+def _sample(pin: PinnedSnapshot, columns: list[str], seed: int) -> pa.Table:
+    """At most ``SAMPLE_ROWS`` rows of ``columns``, each row of the table equally likely:
+    every file's columns read, a random share of its rows kept (memory: one file's columns)."""
+    rng = np.random.default_rng(seed)
+    total = max(1, pin.record_count)
+    share = min(1.0, SAMPLE_ROWS / total)
+    parts = []
+    for data_file in pin.files:
+        read = pq.read_table(local_path(data_file.path), columns=columns)
+        keep = rng.random(read.num_rows) < share
+        parts.append(read.filter(pa.array(keep)))
+    if not parts:
+        return pa.table({c: pa.array([], pin.schema.field(c).type) for c in columns})
+    return pa.concat_tables(parts)
+
+
+class _RowGroupBounds:
+    """The table's row groups' bounds on the attributes, from the files' Parquet footers."""
+
+    def __init__(self, pin: PinnedSnapshot, attributes: set[str]) -> None:
+        self.files: list[list[Mapping[str, tuple[Any, Any] | None]]] = []
+        for data_file in pin.files:
+            metadata = pq.read_metadata(local_path(data_file.path))
+            names = metadata.schema.names
+            groups: list[Mapping[str, tuple[Any, Any] | None]] = []
+            for index in range(metadata.num_row_groups):
+                group = metadata.row_group(index)
+                bounds: dict[str, tuple[Any, Any] | None] = {}
+                for attribute in attributes:
+                    stats = group.column(names.index(attribute)).statistics if attribute in names else None
+                    bounds[attribute] = (
+                        (stats.min, stats.max) if stats is not None and stats.has_min_max else None
+                    )
+                    if stats is not None and stats.null_count:
+                        bounds[f"{attribute}\0nulls"] = (True, True)
+                groups.append(bounds)
+            self.files.append(groups)
+        self.row_groups = sum(len(groups) for groups in self.files)
+
+    def units_read(self, attribute: str, partition: RangePartition, kept: frozenset[int]) -> UnitsRead:
+        """What a sketch keeping ``kept`` of ``partition`` reads now: a row group when its
+        bounds reach a kept fragment (or it has NULLs and the NULL fragment is kept, or it has
+        no bounds), a file when any of its row groups is read."""
+        ranges = sorted(f for f in kept if f != partition.null_fragment)
+        files = groups = 0
+        for file_groups in self.files:
+            read = [self._reads(g, attribute, partition, ranges, kept) for g in file_groups]
+            groups += sum(read)
+            files += any(read) or not file_groups
+        return UnitsRead(files, len(self.files), groups, self.row_groups)
+
+    @staticmethod
+    def _reads(
+        bounds: Mapping[str, tuple[Any, Any] | None],
+        attribute: str,
+        partition: RangePartition,
+        ranges: list[int],
+        kept: frozenset[int],
+    ) -> bool:
+        if partition.null_fragment in kept and f"{attribute}\0nulls" in bounds:
+            return True
+        found = bounds.get(attribute)
+        if found is None:
+            return True
+        low, high = partition.fragment_of(found[0]), partition.fragment_of(found[1])
+        index = bisect_left(ranges, low)
+        return index < len(ranges) and ranges[index] <= high

@@ -1,0 +1,75 @@
+"""The layout advisor on real tables: what a report's sketch reads now (from the files'
+footers) is what the query reads; the recommended layout, applied with ``recluster``, makes
+the report read what the advisor expected, and no report it was given reads more."""
+
+from __future__ import annotations
+
+import pytest
+
+from sketch_core.datasets import synthetic_table
+from sketch_core.errors import ConfigurationError
+from sketch_core.layout.simulation import Layout
+from sketch_core.service.facade import SketchService
+from tests.oracles.results import sorted_rows
+
+pytestmark = pytest.mark.spark
+
+BY_GROUP = "SELECT a, SUM(b) AS s FROM {t} GROUP BY a HAVING SUM(b) > :floor"
+BY_KEY = "SELECT key, b FROM {t} WHERE key < :top"
+
+
+def _report(svc: SketchService, sql: str, params: dict[str, int], runs: int) -> tuple[int, int]:
+    for _ in range(runs):
+        result = svc.query(sql, params, use_sketches="always")
+    assert sorted_rows(result.table) == sorted_rows(svc.query(sql, params, use_sketches=False).table)
+    return result.files_read, result.files_total
+
+
+def test_the_advisor_sorts_a_table_for_its_report_and_recluster_delivers_it(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc, table = spark_svc, f"{ns}.sales"
+    svc.tables.create(table, synthetic_table(60_000, 300, seed=51), sort_by=["key"])
+    sql, params = BY_GROUP.format(t=table), {"floor": 4000}
+    name = f"{ns}_groups"
+    svc.capture(sql, params=params, name=name, attributes={table: "a"}, fragments=100)
+    read_before, total = _report(svc, sql, params, runs=3)
+    assert read_before == total > 4, "sorted by key, every file holds every group"
+
+    advice = svc.advise_layout(table)
+    assert advice.current.reads[name].files == read_before, "the footers tell what the query reads"
+    assert advice.recommended is not None and advice.recommended.layout == Layout("sort", ("a",)), (
+        advice.reason
+    )
+    expected = advice.recommended.reads[name].files
+    assert expected < read_before / 2
+
+    sequence = svc.recluster(table)
+    assert svc.tables.commits(table)[-1].seq == sequence
+    (run,) = svc.maintain(name)
+    assert (run.strategy, run.delta_rows) == ("incremental", 0)
+    read_after, _ = _report(svc, sql, params, runs=1)
+    assert read_after <= expected + 1, (read_after, expected)
+
+
+def test_no_layout_is_recommended_that_makes_a_given_report_read_more(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc, table = spark_svc, f"{ns}.orders"
+    svc.tables.create(table, synthetic_table(60_000, 300, seed=52), sort_by=["key"])
+    groups, keys = BY_GROUP.format(t=table), BY_KEY.format(t=table)
+    svc.capture(groups, params={"floor": 4000}, name=f"{ns}_g", attributes={table: "a"}, fragments=100)
+    svc.capture(keys, params={"top": 500}, name=f"{ns}_k", attributes={table: "key"}, fragments=100)
+    _report(svc, groups, {"floor": 4000}, runs=2)
+    read_keys, total = _report(svc, keys, {"top": 500}, runs=2)
+    assert read_keys < total
+
+    advice = svc.advise_layout(table)
+    assert advice.recommended is None, advice.reason
+    # Every layout that would serve the group report costs the key report files it skips now.
+    for candidate in advice.candidates:
+        if candidate.layout != Layout("sort", ("key",)):
+            assert candidate.reads[f"{ns}_k"].files > read_keys, candidate
+    with pytest.raises(ConfigurationError, match="recommends no rewrite"):
+        svc.recluster(table)
+    assert svc.tables.commits(table)[-1].operation == "create", "nothing rewritten"
