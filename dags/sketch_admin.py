@@ -1,6 +1,9 @@
-"""Administer one sketch by hand (the UI's buttons trigger this): capture, maintain or drop.
+"""Administer one sketch by hand (the UI's buttons trigger this): capture, maintain or drop;
+or rewrite a table's files in the layout its reports need (recluster).
 
-Params: ``action`` (capture, maintain or drop), ``name``; for capture the ``sql`` with its
+Params: ``action`` (capture, maintain, drop or recluster), ``name``; for recluster the
+``table`` and optionally the ``layout`` (``sort(a, b)`` or ``zorder(a, b)``; empty: the layout
+advisor's recommendation, refused when it has none); for capture the ``sql`` with its
 ``parameters``, and optionally the ``attributes`` to partition on (``{table: attribute}``) and
 the ``fragments`` per partition (0: the default); for maintain the ``strategy``. Capturing
 under the name of an existing sketch recaptures it on the same attributes and fragment counts
@@ -42,6 +45,24 @@ def capture(svc: SketchService, name: str | None, params: dict[str, Any]) -> Ske
     )
 
 
+def recluster(svc: SketchService, params: dict[str, Any]) -> dict[str, Any]:
+    """Rewrite a table in the given layout, or in the one the layout advisor recommends."""
+    from sketch_core.layout.simulation import Layout
+
+    if not params.get("table"):
+        raise ConfigurationError(
+            "recluster needs a table", hint='trigger with conf {"action": "recluster", "table": "ns.table"}'
+        )
+    layout = Layout.parse(params["layout"]) if params.get("layout") else None
+    sequence = svc.recluster(params["table"], layout)
+    return {
+        "action": "recluster",
+        "table": params["table"],
+        "layout": str(layout or "advised"),
+        "sequence": sequence,
+    }
+
+
 with DAG(
     dag_id="sketch_admin",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
@@ -52,13 +73,17 @@ with DAG(
     is_paused_upon_creation=False,
     tags=["sketch", "example"],
     params={
-        "action": Param("maintain", enum=["capture", "maintain", "drop"]),
+        "action": Param("maintain", enum=["capture", "maintain", "drop", "recluster"]),
         "name": Param("", type="string", description="The sketch."),
         "sql": Param("", type="string", description="capture: the query."),
         "parameters": Param({}, type="object", description="capture: values of :name placeholders."),
         "attributes": Param({}, type="object", description="capture: {table: attribute} (default: chosen)."),
         "fragments": Param(0, type="integer", minimum=0, description="capture: fragments (0: default)."),
         "strategy": Param("auto", enum=["auto", "incremental", "full"]),
+        "table": Param("", type="string", description="recluster: the table (ns.table)."),
+        "layout": Param(
+            "", type="string", description="recluster: sort(a, ...) or zorder(a, ...) (default: advised)."
+        ),
     },
 ) as dag:
 
@@ -69,6 +94,8 @@ with DAG(
             with failing_without_retry_on_bad_input():
                 svc = hook.get_conn()
                 action, name = params["action"], params["name"] or None
+                if action == "recluster":
+                    return recluster(svc, params)
                 if action == "capture":
                     version = capture(svc, name, params)
                     emit_version(context, [SKETCH_VERSIONS], version.name, version.version, version.sequence)

@@ -13,15 +13,25 @@ from sketch_core.lazy import lazy_attributes
 if TYPE_CHECKING:
     from sketch_core.config import Settings
     from sketch_core.errors import SketchError
+    from sketch_core.layout.simulation import Layout
     from sketch_core.service import QueryResult, SketchService, SketchVersion
     from sketch_core.status import SketchStatus
 
-__all__ = ["QueryResult", "Settings", "SketchError", "SketchService", "SketchStatus", "SketchVersion"]
+__all__ = [
+    "Layout",
+    "QueryResult",
+    "Settings",
+    "SketchError",
+    "SketchService",
+    "SketchStatus",
+    "SketchVersion",
+]
 __version__ = "0.1.0"
 
 _HOMES = {
     "Settings": "sketch_core.config",
     "SketchError": "sketch_core.errors",
+    "Layout": "sketch_core.layout.simulation",
     "QueryResult": "sketch_core.service",
     "SketchService": "sketch_core.service",
     "SketchVersion": "sketch_core.service",

@@ -18,6 +18,7 @@ from rich.table import Table
 from sketch_core.attribute_choice.strategies import heuristic_fallbacks, preferences
 from sketch_core.config import Settings
 from sketch_core.errors import QueryError, SketchError
+from sketch_core.layout.simulation import Layout
 from sketch_core.localstack.postgres import PrivatePostgres
 from sketch_core.localstack.stack import resolve
 from sketch_core.metastore.engine import connect_metastore
@@ -461,6 +462,41 @@ def tables_list() -> None:
                 str(pin.sequence),
             )
     console.print(view)
+
+
+@tables_app.command("advise")
+def tables_advise(name: str) -> None:
+    """Show which layout of NAME would let its reports' sketches skip the most files: what each
+    reads now and under each candidate sort or Z-order (simulated), and the recommendation."""
+    with _errors(), _service() as svc:
+        advice = svc.advise_layout(name)
+    reports = sorted(advice.current.reads)
+    view = Table("layout", *reports, "weighted share read")
+    for estimate in (advice.current, *advice.candidates):
+        label = "now" if estimate.layout is None else str(estimate.layout)
+        if advice.recommended is not None and estimate.layout == advice.recommended.layout:
+            label += " (recommended)"
+        cells = [
+            f"{r.files}/{r.files_total} files, {r.row_groups}/{r.row_groups_total} row groups"
+            for r in (estimate.reads[report] for report in reports)
+        ]
+        view.add_row(label, *cells, f"{estimate.weighted_share:.0%}")
+    console.print(view)
+    console.print(advice.reason)
+
+
+@tables_app.command("recluster")
+def tables_recluster(
+    name: str,
+    layout: Annotated[
+        str | None, typer.Option(help="sort(a, ...) or zorder(a, ...); default: the advised layout.")
+    ] = None,
+) -> None:
+    """Rewrite NAME's files in a layout (one Iceberg rewrite on Spark; no rows change)."""
+    with _errors(), _service() as svc:
+        chosen = Layout.parse(layout) if layout else None
+        seq = svc.recluster(name, chosen)
+    console.print(f"rewrote {name} in {chosen or 'the advised layout'} at commit sequence {seq}")
 
 
 @tables_app.command("commits")

@@ -24,6 +24,7 @@ on ``customer`` the runs hold 0..3 and 4..7: one file is read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -57,6 +58,19 @@ class Layout:
                 f"a Z-order covers at most {64 // ZORDER_BITS} columns, got {len(self.columns)}",
                 hint="Z-order the columns the reports filter on most, or sort by them in turn",
             )
+
+    @classmethod
+    def parse(cls, text: str) -> Layout:
+        """A layout as users write it: ``sort(a, b)``, ``zorder(a, b)``, or ``a, b`` (a sort)."""
+        called = re.fullmatch(r"\s*(\w+)\s*\(([\w, ]*)\)\s*", text)
+        kind, inside = (called.group(1).lower(), called.group(2)) if called else ("sort", text)
+        columns = tuple(c.strip() for c in inside.split(","))
+        if not all(re.fullmatch(r"\w+", c) for c in columns):
+            raise ConfigurationError(
+                f"cannot read the layout {text!r}",
+                hint="write sort(col, ...) or zorder(col, ...), or the columns to sort by",
+            )
+        return cls(kind, columns)
 
     @property
     def sort_order(self) -> str:

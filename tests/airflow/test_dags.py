@@ -174,6 +174,17 @@ def test_example_dags_end_to_end(
     # load_then_capture declares the sketch's asset: Airflow knows it, DAGs can be scheduled on it.
     assert asset_is_active(sketch_asset(DEMO_SKETCH).uri)
 
+    # Rewriting the table's files (a Z-order here) changes no rows: the sketch stays current.
+    recluster = {"action": "recluster", "table": DEMO_TABLE, "layout": "zorder(a, key)"}
+    assert admin.test(run_conf=recluster).state == "success"
+    assert svc.tables.commits(DEMO_TABLE)[-1].operation == "replace"
+    (run,) = svc.maintain(DEMO_SKETCH)
+    assert (run.strategy, run.delta_rows) == ("incremental", 0)
+    assert (
+        admin.test(run_conf={"action": "recluster", "table": DEMO_TABLE, "layout": "sort(a; x)"}).state
+        == "failed"
+    )
+
 
 def asset_is_active(uri: str) -> bool:
     from airflow.models.asset import AssetActive

@@ -213,3 +213,21 @@ def test_validation_lists_overrides_and_declares(
     assert "overridden" in every.output and "amounts in cents" in every.output
     declared = runner.invoke(app, ["validation", "nullable", table, "c", "nope"], env=env)
     assert declared.exit_code == EXIT_TERMINAL and "nope" in declared.output
+
+
+def test_tables_advise_and_recluster(env: dict[str, str], spark_svc: SketchService, ns: str) -> None:
+    runner = CliRunner()
+    table = f"{ns}.sales"
+    spark_svc.tables.create(table, synthetic_table(30_000, groups=150, seed=7), sort_by=["key"])
+    sql = f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a HAVING SUM(b) > :t"
+    spark_svc.capture(sql, params={"t": 2500}, name=f"{ns}_adv", attributes={table: "a"}, fragments=60)
+    spark_svc.query(sql, {"t": 2500}, use_sketches="always")
+
+    advised = runner.invoke(app, ["tables", "advise", table], env=env, terminal_width=240)
+    assert advised.exit_code == 0, advised.output
+    assert "now" in advised.output and "sort(a) (recommended)" in advised.output, advised.output
+    refused = runner.invoke(app, ["tables", "recluster", table, "--layout", "sort(a; b)"], env=env)
+    assert refused.exit_code == EXIT_TERMINAL and "cannot read the layout" in refused.output
+    rewritten = runner.invoke(app, ["tables", "recluster", table], env=env)
+    assert rewritten.exit_code == 0, rewritten.output
+    assert "rewrote" in rewritten.output and spark_svc.tables.commits(table)[-1].operation == "replace"

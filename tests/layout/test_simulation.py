@@ -102,3 +102,15 @@ def test_layouts_name_what_iceberg_takes_and_refuse_bad_shapes() -> None:
         Layout("sort", ())
     with pytest.raises(ConfigurationError, match="at most 4 columns"):
         Layout("zorder", ("a", "b", "c", "d", "e"))
+
+
+def test_layouts_are_read_as_users_write_them() -> None:
+    assert Layout.parse("sort(a, b)") == Layout("sort", ("a", "b"))
+    assert Layout.parse(" ZORDER(a,b) ") == Layout("zorder", ("a", "b"))
+    assert Layout.parse("customer") == Layout("sort", ("customer",))
+    assert Layout.parse(str(Layout("zorder", ("a", "c")))) == Layout("zorder", ("a", "c"))
+    for bad in ("", "sort()", "a; DROP TABLE t", "sort(a"):
+        with pytest.raises(ConfigurationError, match="cannot read the layout"):
+            Layout.parse(bad)
+    with pytest.raises(ConfigurationError, match="unknown layout kind 'hilbert'"):
+        Layout.parse("hilbert(a, b)")

@@ -229,6 +229,34 @@ class MaintainSketchesOperator(_SketchOperator):
         return summaries
 
 
+class ReclusterTableOperator(_SketchOperator):
+    """Rewrite a table's files in the layout its reports need (one Iceberg rewrite on Spark,
+    no rows changed: the sketches stay valid). Run it after loads, at a quiet hour.
+
+    :param table: the table (templated).
+    :param layout: ``sort(a, ...)`` or ``zorder(a, ...)`` (templated; default: the layout
+        advisor's recommendation; the task then fails, without retry, when it has none).
+
+    Returns (to XCom) the table, the layout and the rewrite's commit sequence.
+    """
+
+    template_fields: Sequence[str] = ("table", "layout")
+
+    def __init__(self, *, table: str, layout: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.layout = layout
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from sketch_core.layout.simulation import Layout
+
+        with failing_without_retry_on_bad_input():
+            layout = Layout.parse(self.layout) if self.layout else None
+            sequence = self._service().recluster(self.table, layout)
+        self.log.info("rewrote %s in %s at sequence %d", self.table, layout or "the advised layout", sequence)
+        return {"table": self.table, "layout": str(layout) if layout else "advised", "sequence": sequence}
+
+
 class RefreshSketchesOperator(_SketchOperator):
     """Bring a report's sketches to the latest snapshots right before it runs.
 
