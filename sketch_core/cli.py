@@ -294,6 +294,12 @@ def status(name: Annotated[str | None, typer.Argument(help="Only this sketch.")]
             last += f"\nstate {describe_state_mode(s.state_mode)}"
         if s.blocked is not None:
             last += f"\nBLOCKED: {s.blocked}"
+        if s.files_expected:
+            tables += "\nexpected files read: " + ", ".join(
+                f"{t} {v:.0%}" for t, v in sorted(s.files_expected.items())
+            )
+        if s.last_use is not None:
+            tables += f"\nlast use read {s.last_use[0]} of {s.last_use[1]} files"
         view.add_row(
             s.name,
             "-" if s.version is None else str(s.version),

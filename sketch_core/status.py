@@ -7,7 +7,7 @@ sequence its newest version is valid for, and the rows they added or deleted. No
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -65,6 +65,11 @@ class SketchStatus:
     state_mode: StateMode | None = None  # the state budget's choice (None: no budget, kept in full)
     # Why maintenance is blocked: the quarantined delta batches past its version (None: it is not)
     blocked: str | None = None
+    # Per table, the share of its data files the capture expected the sketch to read (from the
+    # cost-based attribute choice's estimates; empty when the attributes were given or chosen
+    # by the heuristic), and the files the newest query with the sketch read, of the total.
+    files_expected: dict[str, float] = field(default_factory=dict)
+    last_use: tuple[int, int] | None = None
 
     @property
     def fresh(self) -> bool:

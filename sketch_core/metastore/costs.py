@@ -195,6 +195,20 @@ class CostRecords:
             rows = conn.execute(query.order_by(d.decision_id.desc()).limit(limit)).all()
         return [CostDecision(r.context, r.action, r.reason, r.decided_at) for r in rows]
 
+    def last_use(self, name: str) -> tuple[int, int] | None:
+        """The data files the newest query that used sketch ``name`` read, of the files in
+        total (None: no query used it yet)."""
+        q = t.query_runs.c
+        with self.engine.connect() as conn:
+            sketch_id = sketch_id_of(conn, name)
+            row = conn.execute(
+                select(q.files_read, q.files_total)
+                .where(q.sketch_id == sketch_id)
+                .order_by(q.run_id.desc())
+                .limit(1)
+            ).first()
+        return (int(row.files_read), int(row.files_total)) if row is not None else None
+
     def runs_by_template(self, since: datetime) -> dict[str, int]:
         """How many times each query template ran since ``since`` (with a sketch or without)."""
         q = t.query_runs.c

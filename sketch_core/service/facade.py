@@ -241,11 +241,31 @@ class SketchService:
         modes = self.state_modes.all([d.name for d in definitions])
         quarantined = self.validations.quarantined()
         return [
-            sketch_status(
-                self.sketches, self.policies, self.commit_log, d, self.costs, modes.get(d.name), quarantined
+            self._with_files_read(
+                sketch_status(
+                    self.sketches,
+                    self.policies,
+                    self.commit_log,
+                    d,
+                    self.costs,
+                    modes.get(d.name),
+                    quarantined,
+                )
             )
             for d in definitions
         ]
+
+    def _with_files_read(self, status: SketchStatus) -> SketchStatus:
+        """``status`` with the files its capture expected the sketch to read and those its
+        newest use read."""
+        choice = self.context.choices.get(status.name)
+        expected = {}
+        if choice is not None and choice.outcome:
+            for table, outcome in choice.outcome.items():
+                estimate = choice.estimates.get(table, {}).get(outcome.get("attribute"), {})
+                if estimate.get("files_read") is not None:
+                    expected[table] = float(estimate["files_read"])
+        return dataclasses.replace(status, files_expected=expected, last_use=self.costs.last_use(status.name))
 
     def coordinated(
         self, name: str, what: str, wait_seconds: float | None = None

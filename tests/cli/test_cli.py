@@ -117,6 +117,9 @@ def test_capture_query_and_status(env: dict[str, str], spark_svc: SketchService,
     rows_without = sorted(line for line in without.output.splitlines() if line.startswith("│"))
     assert rows_with == rows_without and len(rows_with) > 1
 
+    used = runner.invoke(app, ["status", f"{ns}_cli"], env=env, terminal_width=200)
+    assert "last use read" in used.output and "files" in used.output, used.output
+
     spark_svc.tables.append(table, synthetic_table(10, groups=40, seed=6, key_start=4000))
     stale = runner.invoke(app, ["status", f"{ns}_cli"], env=env, terminal_width=200)
     assert "1 commits" in stale.output and "10" in stale.output

@@ -73,3 +73,19 @@ def test_no_layout_is_recommended_that_makes_a_given_report_read_more(
     with pytest.raises(ConfigurationError, match="recommends no rewrite"):
         svc.recluster(table)
     assert svc.tables.commits(table)[-1].operation == "create", "nothing rewritten"
+
+
+def test_status_tells_the_files_a_sketch_was_expected_to_read_and_those_its_last_use_read(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc, table = spark_svc, f"{ns}.visits"
+    svc.tables.create(table, synthetic_table(60_000, 300, seed=53), sort_by=["a"])
+    sql, params = BY_GROUP.format(t=table), {"floor": 4000}
+    name = f"{ns}_chosen"
+    svc.capture(sql, params=params, name=name, fragments=100)  # the default, cost-based choice
+    (status,) = svc.status(name)
+    assert set(status.files_expected) == {table} and 0 < status.files_expected[table] < 1, status
+    assert status.last_use is None
+    used = svc.query(sql, params, use_sketches="always")
+    (status,) = svc.status(name)
+    assert status.last_use == (used.files_read, used.files_total)
