@@ -25,14 +25,26 @@ def _report(svc: SketchService, sql: str, params: dict[str, int], runs: int) -> 
     return result.files_read, result.files_total
 
 
+def _group_report(
+    svc: SketchService,
+    table: str,
+    seed: int,
+    sort_by: str,
+    name: str,
+    attributes: dict[str, str] | None = None,
+) -> tuple[str, dict[str, int]]:
+    """A 60,000-row table sorted by ``sort_by`` and the group report's sketch ``name``."""
+    svc.tables.create(table, synthetic_table(60_000, 300, seed=seed), sort_by=[sort_by])
+    sql, params = BY_GROUP.format(t=table), {"floor": 4000}
+    svc.capture(sql, params=params, name=name, attributes=attributes, fragments=100)
+    return sql, params
+
+
 def test_the_advisor_sorts_a_table_for_its_report_and_recluster_delivers_it(
     spark_svc: SketchService, ns: str
 ) -> None:
-    svc, table = spark_svc, f"{ns}.sales"
-    svc.tables.create(table, synthetic_table(60_000, 300, seed=51), sort_by=["key"])
-    sql, params = BY_GROUP.format(t=table), {"floor": 4000}
-    name = f"{ns}_groups"
-    svc.capture(sql, params=params, name=name, attributes={table: "a"}, fragments=100)
+    svc, table, name = spark_svc, f"{ns}.sales", f"{ns}_groups"
+    sql, params = _group_report(svc, table, 51, "key", name, attributes={table: "a"})
     read_before, total = _report(svc, sql, params, runs=3)
     assert read_before == total > 4, "sorted by key, every file holds every group"
 
@@ -78,11 +90,8 @@ def test_no_layout_is_recommended_that_makes_a_given_report_read_more(
 def test_status_tells_the_files_a_sketch_was_expected_to_read_and_those_its_last_use_read(
     spark_svc: SketchService, ns: str
 ) -> None:
-    svc, table = spark_svc, f"{ns}.visits"
-    svc.tables.create(table, synthetic_table(60_000, 300, seed=53), sort_by=["a"])
-    sql, params = BY_GROUP.format(t=table), {"floor": 4000}
-    name = f"{ns}_chosen"
-    svc.capture(sql, params=params, name=name, fragments=100)  # the default, cost-based choice
+    svc, table, name = spark_svc, f"{ns}.visits", f"{ns}_chosen"
+    sql, params = _group_report(svc, table, 53, "a", name)  # the default, cost-based choice
     (status,) = svc.status(name)
     assert set(status.files_expected) == {table} and 0 < status.files_expected[table] < 1, status
     assert status.last_use is None
