@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sketch_core.errors import DatasetError
+from sketch_core.tables.deltas import read_files
 from sketch_core.tables.service import TableService
 
 DeltaKind = Literal["insert", "delete", "mixed", "update"]
@@ -104,12 +105,20 @@ def rows_predicate(keys: pa.Table, key_columns: tuple[str, ...]) -> str:
     )
 
 
+# Above this many rows, a delta is drawn from a random run of the table's files holding about
+# this many rows, not from the whole table: TPC-H SF10's lineitem read whole for each delta
+# took 14 GB and most of a benchmark cell's minute.
+READ_ROWS_LIMIT = 2_000_000
+
+
 class DeltaGenerator:
     """Makes deltas for one table from its current snapshot, reproducibly from ``seed``.
 
-    Deleted rows are drawn at random from the whole table, or with ``clustered`` as one run of
+    Deleted rows are drawn at random from the whole table (or, above ``read_rows_limit`` rows,
+    from a random run of its files in key order), or with ``clustered`` as one run of
     consecutive rows in the table's sort order (cancelling a batch of orders, say): then a
     copy-on-write delete rewrites one or two data files, not nearly every file of a large table.
+    Inserted rows get keys above the table's largest.
     """
 
     def __init__(
@@ -119,15 +128,29 @@ class DeltaGenerator:
         key_columns: tuple[str, ...],
         seed: int = 0,
         clustered: bool = False,
+        read_rows_limit: int = READ_ROWS_LIMIT,
     ) -> None:
         self.tables = tables
         self.table = table
         self.key_columns = key_columns
         self.clustered = clustered
+        self.read_rows_limit = read_rows_limit
         self.rng = np.random.default_rng(seed)
+        self._top_key: Any = None
 
     def _current(self) -> pa.Table:
-        return self.tables.read_arrow(self.table)
+        pin = self.tables.pin(self.table)
+        last = self.key_columns[-1]
+        self._top_key = pin.column_bounds().get(last, (None, None))[1]
+        if pin.record_count <= self.read_rows_limit or len(pin.files) < 2:
+            return self.tables.read_arrow(self.table)
+        first = self.key_columns[0]
+        bounded = [f for f in pin.files if f.lower.get(first) is not None]
+        ordered = sorted(bounded, key=lambda f: f.lower[first]) + [f for f in pin.files if f not in bounded]
+        per_file = max(1, pin.record_count // len(ordered))
+        count = min(len(ordered), max(1, -(-self.read_rows_limit // per_file)))
+        start = int(self.rng.integers(0, len(ordered) - count + 1))
+        return read_files(ordered[start : start + count], pin.schema)
 
     def _sample(self, current: pa.Table, size: int, replace: bool) -> pa.Table:
         if size < 0:
@@ -147,6 +170,8 @@ class DeltaGenerator:
         rows = self._sample(current, size, replace=True)
         last = self.key_columns[-1]
         top = pc.max(current.column(last)).as_py()
+        if self._top_key is not None and (top is None or self._top_key > top):
+            top = self._top_key  # the table's largest key, when only some files were read
         fresh = pa.array(np.arange(top + 1, top + 1 + size), type=current.schema.field(last).type)
         return rows.set_column(rows.schema.get_field_index(last), last, fresh)
 

@@ -86,6 +86,22 @@ def test_inserts_come_from_the_same_distribution(svc: SketchService, ns: str) ->
     )
 
 
+def test_deltas_of_a_large_table_come_from_a_run_of_its_files(svc: SketchService, ns: str) -> None:
+    name = f"{ns}.big"
+    svc.tables.create(name, synthetic_table(40_000, groups=20, seed=1), sort_by=["key"])
+    assert len(svc.tables.pin(name).files) >= 4
+    # As if the table were too big to read whole: deltas from ~5,000 rows' worth of files.
+    generator = DeltaGenerator(svc.tables, name, ("key",), seed=5, read_rows_limit=5_000)
+    fresh = generator.inserts(200).inserts
+    assert fresh is not None and pc.min(fresh.column("key")).as_py() == 40_000, (
+        "above the table's largest key"
+    )
+    delta = generator.mixed(300)
+    delta.apply(svc.tables)
+    keys = svc.tables.read_arrow(name).column("key").to_pylist()
+    assert len(keys) == 40_000 + 150 - 150 and len(set(keys)) == len(keys)
+
+
 def test_rows_predicate_is_shallow_for_many_rows() -> None:
     import pyarrow as pa
 
