@@ -611,8 +611,7 @@ class SketchService:
         commit that changes no rows: every sketch stays valid, and its next maintenance reads
         nothing. Returns the commit's sequence. Raises ConfigurationError (no recommendation, a
         column the table lacks), TableNotFoundError or SparkJobError."""
-        sequence, _ = self.layouts.recluster(table, layout)
-        return sequence
+        return self.layouts.recluster(table, layout)
 
     # -- incremental engines, to inspect and to build on --------------------------------------
 

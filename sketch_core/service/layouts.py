@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -25,6 +24,7 @@ from sketch_core.layout.advisor import Advice, ReportSketch, advise
 from sketch_core.layout.simulation import Layout, SketchOnSample, UnitsRead
 from sketch_core.partitions import RangePartition
 from sketch_core.service.context import ServiceContext
+from sketch_core.tables.deltas import read_files
 from sketch_core.tables.orphans import local_path
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -57,31 +57,30 @@ class LayoutAdvisor:
         footers = _RowGroupBounds(pin, {r.attribute for r in reports})
         current = {r.name: footers.units_read(r.attribute, r.partition, r.kept) for r in reports}
         sample = _sample(pin, sorted({r.attribute for r in reports}), seed)
-        by_attribute: dict[str, _Report] = {}
+        fragments = {r.name: r.partition.fragments_of(_values(sample.column(r.attribute))) for r in reports}
+        finest: dict[str, _Report] = {}
         for report in reports:  # the finest partition of each attribute ranks its rows
-            known = by_attribute.get(report.attribute)
+            known = finest.get(report.attribute)
             if known is None or report.partition.fragment_count > known.partition.fragment_count:
-                by_attribute[report.attribute] = report
-        ranks = {a: _ranks(r.partition, sample.column(a)) for a, r in by_attribute.items()}
+                finest[report.attribute] = report
+        # NULLs first (``NULLS FIRST``), below every fragment.
+        ranks = {
+            a: np.where(fragments[r.name] == r.partition.null_fragment, -1, fragments[r.name])
+            for a, r in finest.items()
+        }
         simulated = [
             ReportSketch(
                 r.name,
                 r.runs,
-                SketchOnSample(
-                    r.attribute,
-                    r.partition.fragments_of(_values(sample.column(r.attribute))),
-                    r.partition.null_fragment,
-                    r.kept,
-                ),
+                SketchOnSample(r.attribute, fragments[r.name], r.partition.null_fragment, r.kept),
             )
             for r in reports
         ]
         groups = max(1, round(footers.row_groups / max(1, len(pin.files))))
         return advise(pin.table, simulated, ranks, current, max(1, len(pin.files)), groups)
 
-    def recluster(self, table: str, layout: Layout | None = None) -> tuple[int, Advice | None]:
+    def recluster(self, table: str, layout: Layout | None = None) -> int:
         """See :meth:`SketchService.recluster`."""
-        advice = None
         if layout is None:
             advice = self.advise(table)
             if advice.recommended is None or advice.recommended.layout is None:
@@ -90,7 +89,7 @@ class LayoutAdvisor:
                     hint="pass a layout to rewrite it anyway, e.g. Layout('sort', ('column',))",
                 )
             layout = advice.recommended.layout
-        return self.context.tables.recluster(table, layout), advice
+        return self.context.tables.recluster(table, layout)
 
     def _reports(self, table: str) -> list[_Report]:
         ctx = self.context
@@ -118,21 +117,15 @@ def _values(column: pa.ChunkedArray) -> np.ndarray:
     return np.asarray(column.to_pylist(), dtype=object)
 
 
-def _ranks(partition: RangePartition, column: pa.ChunkedArray) -> np.ndarray:
-    """Each sample row's fragment on ``partition``, NULLs first (``NULLS FIRST``)."""
-    fragments = partition.fragments_of(_values(column))
-    return np.where(fragments == partition.null_fragment, -1, fragments)
-
-
 def _sample(pin: PinnedSnapshot, columns: list[str], seed: int) -> pa.Table:
-    """At most ``SAMPLE_ROWS`` rows of ``columns``, each row of the table equally likely:
+    """About ``SAMPLE_ROWS`` rows of ``columns``, each live row of the table equally likely:
     every file's columns read, a random share of its rows kept (memory: one file's columns)."""
     rng = np.random.default_rng(seed)
     total = max(1, pin.record_count)
     share = min(1.0, SAMPLE_ROWS / total)
     parts = []
-    for data_file in pin.files:
-        read = pq.read_table(local_path(data_file.path), columns=columns)
+    for data_file in pin.files:  # one file at a time, its deleted rows dropped
+        read = read_files([data_file], pin.schema, columns)
         keep = rng.random(read.num_rows) < share
         parts.append(read.filter(pa.array(keep)))
     if not parts:
@@ -140,25 +133,31 @@ def _sample(pin: PinnedSnapshot, columns: list[str], seed: int) -> pa.Table:
     return pa.concat_tables(parts)
 
 
+# A row group's bounds on an attribute: its lowest and highest values (None: no statistics)
+# and whether it holds NULLs.
+_Bounds = tuple[Any, Any, bool]
+
+
 class _RowGroupBounds:
     """The table's row groups' bounds on the attributes, from the files' Parquet footers."""
 
     def __init__(self, pin: PinnedSnapshot, attributes: set[str]) -> None:
-        self.files: list[list[Mapping[str, tuple[Any, Any] | None]]] = []
+        self.files: list[list[dict[str, _Bounds]]] = []
         for data_file in pin.files:
             metadata = pq.read_metadata(local_path(data_file.path))
             names = metadata.schema.names
-            groups: list[Mapping[str, tuple[Any, Any] | None]] = []
+            groups = []
             for index in range(metadata.num_row_groups):
                 group = metadata.row_group(index)
-                bounds: dict[str, tuple[Any, Any] | None] = {}
+                bounds = {}
                 for attribute in attributes:
                     stats = group.column(names.index(attribute)).statistics if attribute in names else None
+                    known = stats is not None and stats.has_min_max
                     bounds[attribute] = (
-                        (stats.min, stats.max) if stats is not None and stats.has_min_max else None
+                        stats.min if known else None,  # type: ignore[union-attr]
+                        stats.max if known else None,  # type: ignore[union-attr]
+                        bool(stats is not None and stats.null_count),
                     )
-                    if stats is not None and stats.null_count:
-                        bounds[f"{attribute}\0nulls"] = (True, True)
                 groups.append(bounds)
             self.files.append(groups)
         self.row_groups = sum(len(groups) for groups in self.files)
@@ -168,26 +167,22 @@ class _RowGroupBounds:
         bounds reach a kept fragment (or it has NULLs and the NULL fragment is kept, or it has
         no bounds), a file when any of its row groups is read."""
         ranges = sorted(f for f in kept if f != partition.null_fragment)
+        nulls_kept = partition.null_fragment in kept
         files = groups = 0
         for file_groups in self.files:
-            read = [self._reads(g, attribute, partition, ranges, kept) for g in file_groups]
+            read = [_reads(g[attribute], partition, ranges, nulls_kept) for g in file_groups]
             groups += sum(read)
             files += any(read) or not file_groups
         return UnitsRead(files, len(self.files), groups, self.row_groups)
 
-    @staticmethod
-    def _reads(
-        bounds: Mapping[str, tuple[Any, Any] | None],
-        attribute: str,
-        partition: RangePartition,
-        ranges: list[int],
-        kept: frozenset[int],
-    ) -> bool:
-        if partition.null_fragment in kept and f"{attribute}\0nulls" in bounds:
-            return True
-        found = bounds.get(attribute)
-        if found is None:
-            return True
-        low, high = partition.fragment_of(found[0]), partition.fragment_of(found[1])
-        index = bisect_left(ranges, low)
-        return index < len(ranges) and ranges[index] <= high
+
+def _reads(bounds: _Bounds, partition: RangePartition, ranges: list[int], nulls_kept: bool) -> bool:
+    """Whether a row group with ``bounds`` holds a kept fragment (``ranges``: sorted)."""
+    low, high, has_nulls = bounds
+    if nulls_kept and has_nulls:
+        return True
+    if low is None or high is None:
+        return True
+    first, last = partition.fragment_of(low), partition.fragment_of(high)
+    index = bisect_left(ranges, first)
+    return index < len(ranges) and ranges[index] <= last
