@@ -500,7 +500,8 @@ class QueryRunner:
         self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
     ) -> dict[str, tuple[str, Condition | None]]:
         """Per sketched table its attribute and the row condition its scans get (None: only
-        its files are pruned, see ``row_condition_pays``). Made once per usable sketch: the
+        its files are pruned, see ``row_condition_pays``; always one where the kept files have
+        merge-on-read deletes). Made once per usable sketch: the
         use decision and the run both need them."""
         if usable.conditions is not None:
             return usable.conditions
@@ -510,7 +511,11 @@ class QueryRunner:
         for table, (partition, fragments) in usable.sketched.items():
             share = partition.predicate_share(fragments, max_intervals)
             rows_read, rows_total = usable.pruned[table].record_count, pins[table].record_count
-            pays = row_condition_pays(share, rows_read, rows_total, feeds_join=table in joined)
+            # Files with merge-on-read deletes are read through Iceberg's source, over the whole
+            # snapshot: there the condition is what skips the other files (by their statistics).
+            pays = usable.pruned[table].has_deletes or row_condition_pays(
+                share, rows_read, rows_total, feeds_join=table in joined
+            )
             condition = sketch_condition(partition, fragments, max_intervals) if pays else None
             conditions[table] = (partition.attribute, condition)
         usable.conditions = conditions

@@ -9,6 +9,7 @@ sketch equals a fresh capture; the sketched query equals the plain one.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,7 +25,7 @@ from sketch_core.errors import SnapshotExpiredError, UnsupportedTableFeatureErro
 from sketch_core.service.facade import SketchService
 from sketch_core.tables.deltas import read_files
 from tests.oracles.results import sorted_rows
-from tests.service.test_maintain import HAVING, fresh_fragments, maintained
+from tests.service.test_maintain import HAVING, TOPK, fresh_fragments, maintained
 
 pytestmark = pytest.mark.spark
 
@@ -187,3 +188,38 @@ def test_equality_deletes_are_refused_by_name_and_their_sketches_do_not_drift(
     with pytest.raises(UnsupportedTableFeatureError, match="equality delete"):
         svc.maintain(sketch, "incremental")
     assert svc.sketches.versions(sketch) == [1], "nothing published"
+
+
+def test_a_sketched_report_over_deleted_rows_skips_files_by_its_range_condition(
+    spark_svc: SketchService, spark: SparkSession, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files with merge-on-read deletes are read through Iceberg's source, over the snapshot:
+    only the sketch's range condition makes that scan skip files. It must reach the query even
+    where, over plain Parquet files, the condition would not be worth evaluating."""
+    svc, table = spark_svc, f"{ns}.facts"
+    rows = synthetic_table(4000, 40, seed=35).sort_by("a")
+    svc.tables.create(table, rows.slice(0, 1000), sort_by=["a"])
+    for start in range(1000, 4000, 1000):  # four files, each holding its own range of a
+        svc.tables.append(table, rows.slice(start, 1000))
+    sql = TOPK.format(t=table)
+    sketch = f"{ns}_topk"
+    svc.capture(sql, name=sketch, attributes={table: "a"}, fragments=40)
+    make_merge_on_read(spark, table, 2)
+    spark.sql(f"DELETE FROM lake.{table} WHERE key % 7 = 0")  # a deleted row in every file
+    svc.maintain(sketch)
+    assert svc.tables.pin(table).has_deletes
+
+    ran: list[str] = []
+    real_sql = spark.sql
+
+    def recording(text: str, *args: object, **kwargs: object) -> object:
+        ran.append(text)
+        return real_sql(text, *args, **kwargs)
+
+    monkeypatch.setattr(spark, "sql", recording)
+    sketched = svc.query(sql, use_sketches="always")
+    monkeypatch.undo()
+    assert sketched.sketch is not None and sketched.files_read < sketched.files_total
+    (query,) = [text for text in ran if "GROUP BY" in text]
+    assert re.search(r"\ba (>=|<=|>|<|BETWEEN|IN)", query), query
+    assert sorted_rows(sketched.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
