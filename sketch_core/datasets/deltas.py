@@ -179,12 +179,35 @@ class DeltaGenerator:
         fresh = self._fresh_rows(self._current(), size)
         return Delta(self.table, "insert", fresh, None, 0)
 
-    def deletes(self, size: int) -> Delta:
-        victims = self._sample(self._current(), size, replace=False)
+    def _newest(self, count: int) -> pa.Table:
+        """The rows whose (integer) key is among the table's ``count`` largest keys: the ones
+        loaded last, read from the files that can hold them only."""
+        pin = self.tables.pin(self.table)
+        last = self.key_columns[-1]
+        if not pa.types.is_integer(pin.schema.field(last).type):
+            raise DatasetError(f"newest rows need an integer key; {last} of {self.table} is not")
+        top = pin.column_bounds().get(last, (None, None))[1]
+        if top is None:
+            return pin.schema.empty_table()
+        self._top_key = top
+        floor = top - count
+        files = [f for f in pin.files if f.upper.get(last) is None or f.upper[last] > floor]
+        rows = read_files(files, pin.schema)
+        return rows.filter(pc.greater(rows.column(last), floor))
+
+    def _pool(self, among_newest: int | None) -> pa.Table:
+        """The rows a delta draws from: the table's (see :meth:`_current`), or its newest."""
+        return self._current() if among_newest is None else self._newest(among_newest)
+
+    def deletes(self, size: int, among_newest: int | None = None) -> Delta:
+        """``size`` rows deleted; with ``among_newest``, drawn from the rows with that many
+        largest keys (orders cancelled soon after they were loaded), not the whole table."""
+        victims = self._sample(self._pool(among_newest), size, replace=False)
         return Delta(self.table, "delete", None, rows_predicate(victims, self.key_columns), size)
 
-    def mixed(self, size: int) -> Delta:
-        current = self._current()
+    def mixed(self, size: int, among_newest: int | None = None) -> Delta:
+        """``size // 2`` rows inserted and the rest deleted (``among_newest``: see :meth:`deletes`)."""
+        current = self._pool(among_newest)
         removed = size - size // 2
         victims = self._sample(current, removed, replace=False)
         fresh = self._fresh_rows(current, size // 2)

@@ -53,6 +53,6 @@ def test_the_demo_story_publishes_versions_and_agrees_with_the_plain_report(
     assert outcome.files[0] < outcome.files[1]
     assert outcome.default_use.startswith(("use", "skip")), output
     assert outcome.full_seconds > 0 and outcome.incremental_seconds > 0
-    assert "load 1 (Spark INSERT and DELETE): 1,000 rows in, 400 out; policy waits" in output
-    assert "load 2 (Spark INSERT and DELETE): 1,000 rows in, 400 out; policy fires" in output
+    assert "load 1 (Spark INSERT and DELETE): 1,000 rows in, 400 of them cancelled; policy waits" in output
+    assert "load 2 (Spark INSERT and DELETE): 1,000 rows in, 400 of them cancelled; policy fires" in output
     assert "Summary" in output and Path(outcome.report_path or "").exists()

@@ -74,6 +74,23 @@ def test_clustered_deletes_remove_one_run_of_keys_from_few_files(svc: SketchServ
     assert svc.tables.commits(name)[-1].removed_files <= 2
 
 
+def test_deletes_among_the_newest_rows_touch_only_the_newest_files(svc: SketchService, ns: str) -> None:
+    name = f"{ns}.r"
+    svc.tables.create(name, synthetic_table(20_000, groups=20, seed=1), sort_by=["a"])
+    generator = DeltaGenerator(svc.tables, name, ("key",), seed=6)
+    generator.inserts(500).apply(svc.tables)
+    delta = generator.deletes(200, among_newest=500)
+    delta.apply(svc.tables)
+    gone = set(range(20_500)) - set(svc.tables.read_arrow(name).column("key").to_pylist())
+    assert len(gone) == 200 and min(gone) >= 20_000, "only rows of the last load"
+    assert svc.tables.commits(name)[-1].removed_files <= 1
+    mixed = generator.mixed(100, among_newest=500)
+    assert mixed.delete_where is not None and mixed.inserts is not None
+    mixed.apply(svc.tables)
+    keys = svc.tables.read_arrow(name).column("key").to_pylist()
+    assert len(keys) == 20_500 - 200 + 50 - 50 and min(set(range(20_000)) - set(keys), default=None) is None
+
+
 def test_inserts_come_from_the_same_distribution(svc: SketchService, ns: str) -> None:
     name = f"{ns}.r"
     svc.tables.create(name, synthetic_table(20_000, groups=20, seed=1), sort_by=["key"])
