@@ -3,6 +3,7 @@ warehouse of its own per benchmark and scale, with TPC-H loaded (kept between ru
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -15,13 +16,18 @@ from sketch_core.service import SketchService
 
 
 @contextmanager
-def bench_service(scale: float, home: Path, prefix: str = "") -> Iterator[SketchService]:
-    """``prefix`` keeps benchmarks apart (``""``: capture and use; ``"maint_"``: maintenance)."""
+def bench_service(scale: float, home: Path, prefix: str = "", fresh: bool = False) -> Iterator[SketchService]:
+    """``prefix`` keeps benchmarks apart (``""``: capture and use; ``"maint_"``: maintenance);
+    ``fresh``: start from a new database and warehouse (a benchmark that rewrites the tables)."""
     server = PrivatePostgres.default()
     port, started = server.ensure_running()
     # float(): scale 1 and 1.0 must name the same database (the warehouse is named by {scale:g}).
-    url = server.ensure_database(port, f"sketch_bench_{prefix}sf{str(float(scale)).replace('.', '_')}")
+    database = f"sketch_bench_{prefix}sf{str(float(scale)).replace('.', '_')}"
     warehouse = home / f"bench-{prefix.replace('_', '-')}warehouse-{scale:g}"
+    if fresh:
+        server.drop_database(port, database)
+        shutil.rmtree(warehouse, ignore_errors=True)
+    url = server.ensure_database(port, database)
     # Captures without attributes sketch the sort key first, as the capture, use and maintenance
     # reports describe their sketches; the attribute-choice benchmark picks its own strategy.
     # Delta validation is a step per commit, whatever maintains the sketches (README, "Delta
