@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from sketch_core.attribute_choice.sampling import quota
+from sketch_core.attribute_choice.store import sample_rate
 from sketch_core.service import SketchService
 
 pytestmark = pytest.mark.spark
@@ -78,3 +79,27 @@ def test_null_group_keys_are_a_stratum(spark_svc: SketchService, ns: str) -> Non
     sample = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"]).sample
     assert sorted(sample.stratum_rows.tolist()) == [300, 300]
     assert sample.rows.column("g").null_count == quota(300, spark_svc.settings.sample_rate)
+
+
+def test_the_rate_halves_until_the_sample_fits() -> None:
+    assert sample_rate(0.05, 1_000_000, 500_000) == 0.05
+    assert sample_rate(0.05, 10_000_000, 500_000) == 0.05  # 500,000 rows: fits
+    assert sample_rate(0.05, 60_000_000, 500_000) == 0.05 / 8  # 375,000 rows
+    assert sample_rate(0.05, 70_000_000, 500_000) == 0.05 / 8  # a growing table keeps its rate
+    assert sample_rate(1.0, 0, 500_000) == 1.0
+
+
+def test_a_large_table_gets_a_sample_of_bounded_size_and_keeps_it(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if 20,000 rows were many: a sample of at most 100 rows.
+    monkeypatch.setattr("sketch_core.attribute_choice.store.MAX_SAMPLE_ROWS", 100)
+    name = f"{ns}.facts"
+    spark_svc.tables.create(name, grouped(4, 5_000), sort_by=["id"])
+    stored = spark_svc.samples.sample(spark_svc.tables.pin(name), [])
+    rate = spark_svc.settings.sample_rate / 16  # 0.05 / 16 of 20,000 rows: 62.5 expected
+    assert stored.drawn and stored.sample.rate == rate
+    assert 20 <= stored.sample.rows.num_rows <= 120
+    record = spark_svc.samples.repository.find(name, [], rate)
+    assert record is not None and record.rate == rate
+    assert not spark_svc.samples.sample(spark_svc.tables.pin(name), []).drawn
