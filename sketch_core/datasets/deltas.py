@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from sketch_core.errors import DatasetError
 from sketch_core.tables.deltas import read_files
+from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 
 DeltaKind = Literal["insert", "delete", "mixed", "update"]
@@ -138,10 +139,14 @@ class DeltaGenerator:
         self.rng = np.random.default_rng(seed)
         self._top_key: Any = None
 
-    def _current(self) -> pa.Table:
+    def _pinned(self) -> PinnedSnapshot:
+        """The table's current snapshot; notes its largest key (from the files' bounds)."""
         pin = self.tables.pin(self.table)
-        last = self.key_columns[-1]
-        self._top_key = pin.column_bounds().get(last, (None, None))[1]
+        self._top_key = pin.column_bounds().get(self.key_columns[-1], (None, None))[1]
+        return pin
+
+    def _current(self) -> pa.Table:
+        pin = self._pinned()
         if pin.record_count <= self.read_rows_limit or len(pin.files) < 2:
             return self.tables.read_arrow(self.table)
         first = self.key_columns[0]
@@ -182,15 +187,13 @@ class DeltaGenerator:
     def _newest(self, count: int) -> pa.Table:
         """The rows whose (integer) key is among the table's ``count`` largest keys: the ones
         loaded last, read from the files that can hold them only."""
-        pin = self.tables.pin(self.table)
+        pin = self._pinned()
         last = self.key_columns[-1]
         if not pa.types.is_integer(pin.schema.field(last).type):
             raise DatasetError(f"newest rows need an integer key; {last} of {self.table} is not")
-        top = pin.column_bounds().get(last, (None, None))[1]
-        if top is None:
+        if self._top_key is None:
             return pin.schema.empty_table()
-        self._top_key = top
-        floor = top - count
+        floor = self._top_key - count
         files = [f for f in pin.files if f.upper.get(last) is None or f.upper[last] > floor]
         rows = read_files(files, pin.schema)
         return rows.filter(pc.greater(rows.column(last), floor))
