@@ -33,7 +33,7 @@ from sketch_core.errors import (
 )
 from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
 from sketch_core.partitions import RangePartition
-from sketch_core.partitions.pruning import prune_files, row_condition_pays
+from sketch_core.partitions.pruning import prune_files, pushed_intervals, row_condition_pays
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.service.arguments import checked_mapping, checked_sketch_use, checked_snapshot, checked_sql
 from sketch_core.service.capture import Capturer, CaptureRequest
@@ -44,6 +44,7 @@ from sketch_core.spark.annotate import rows_in_fragments
 from sketch_core.spark.jobs import spark_job
 from sketch_core.spark.lake import iceberg_relation
 from sketch_core.spark.views import pinned_dataframe, register_view, table_schemas
+from sketch_core.tables.page_index import has_page_index
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
@@ -509,14 +510,18 @@ class QueryRunner:
         conditions: dict[str, tuple[str, Condition | None]] = {}
         joined = {scan.table for scan in scans_below_joins(parsed.plan)}
         for table, (partition, fragments) in usable.sketched.items():
-            share = partition.predicate_share(fragments, max_intervals)
-            rows_read, rows_total = usable.pruned[table].record_count, pins[table].record_count
+            kept = usable.pruned[table]
             # Files with merge-on-read deletes are read through Iceberg's source, over the whole
             # snapshot: there the condition is what skips the other files (by their statistics).
-            pays = usable.pruned[table].has_deletes or row_condition_pays(
+            # Its reader uses no page index; Spark's, over the kept files, does.
+            page_index = not kept.has_deletes and has_page_index(kept.files, partition.attribute)
+            intervals = pushed_intervals(max_intervals, page_index)
+            share = partition.predicate_share(fragments, intervals)
+            rows_read, rows_total = kept.record_count, pins[table].record_count
+            pays = kept.has_deletes or row_condition_pays(
                 share, rows_read, rows_total, feeds_join=table in joined
             )
-            condition = sketch_condition(partition, fragments, max_intervals) if pays else None
+            condition = sketch_condition(partition, fragments, intervals) if pays else None
             conditions[table] = (partition.attribute, condition)
         usable.conditions = conditions
         return conditions

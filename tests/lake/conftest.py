@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
+from pyspark.sql import SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+T = TypeVar("T")
 
 # Every way PySpark brings a DataFrame's rows to the driver (take, head, first and show too).
 COLLECTING = ("collect", "toArrow", "toPandas", "toLocalIterator", "take", "head", "first", "show")
@@ -42,3 +47,17 @@ class DriverCollections:
             raise AssertionError(f"DataFrame.{method} collected rows to the driver")
 
         return collecting
+
+
+def spark_sql_during(spark: SparkSession, run: Callable[[], T]) -> tuple[T, list[str]]:
+    """``run()``'s result and the SQL texts it handed to ``spark.sql``."""
+    ran: list[str] = []
+    real_sql = spark.sql
+
+    def recording(text: str, *args: object, **kwargs: object) -> object:
+        ran.append(text)
+        return real_sql(text, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(spark, "sql", recording)
+        return run(), ran

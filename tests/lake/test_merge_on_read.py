@@ -24,6 +24,7 @@ from sketch_core.datasets import synthetic_table
 from sketch_core.errors import SnapshotExpiredError, UnsupportedTableFeatureError
 from sketch_core.service.facade import SketchService
 from sketch_core.tables.deltas import read_files
+from tests.lake.conftest import spark_sql_during
 from tests.oracles.results import sorted_rows
 from tests.service.test_maintain import HAVING, TOPK, fresh_fragments, maintained
 
@@ -191,7 +192,7 @@ def test_equality_deletes_are_refused_by_name_and_their_sketches_do_not_drift(
 
 
 def test_a_sketched_report_over_deleted_rows_skips_files_by_its_range_condition(
-    spark_svc: SketchService, spark: SparkSession, ns: str, monkeypatch: pytest.MonkeyPatch
+    spark_svc: SketchService, spark: SparkSession, ns: str
 ) -> None:
     """Files with merge-on-read deletes are read through Iceberg's source, over the snapshot:
     only the sketch's range condition makes that scan skip files. It must reach the query even
@@ -209,16 +210,7 @@ def test_a_sketched_report_over_deleted_rows_skips_files_by_its_range_condition(
     svc.maintain(sketch)
     assert svc.tables.pin(table).has_deletes
 
-    ran: list[str] = []
-    real_sql = spark.sql
-
-    def recording(text: str, *args: object, **kwargs: object) -> object:
-        ran.append(text)
-        return real_sql(text, *args, **kwargs)
-
-    monkeypatch.setattr(spark, "sql", recording)
-    sketched = svc.query(sql, use_sketches="always")
-    monkeypatch.undo()
+    sketched, ran = spark_sql_during(spark, lambda: svc.query(sql, use_sketches="always"))
     assert sketched.sketch is not None and sketched.files_read < sketched.files_total
     (query,) = [text for text in ran if "GROUP BY" in text]
     assert re.search(r"\ba (>=|<=|>|<|BETWEEN|IN)", query), query

@@ -11,7 +11,12 @@ import pyarrow.parquet as pq
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.partitions import RangePartition
-from sketch_core.partitions.pruning import prune_files, row_condition_pays
+from sketch_core.partitions.pruning import (
+    PAGE_INDEX_MAX_INTERVALS,
+    prune_files,
+    pushed_intervals,
+    row_condition_pays,
+)
 from sketch_core.service import SketchService
 from sketch_core.tables.pinned import DataFileInfo
 
@@ -60,6 +65,16 @@ def test_row_condition_only_below_a_join() -> None:
     # Dropping 90% of the rows read pays before a join, not before an aggregation of one table.
     assert row_condition_pays(0.01, rows_read=100_000, rows_total=1_000_000, feeds_join=True)
     assert not row_condition_pays(0.01, rows_read=100_000, rows_total=1_000_000, feeds_join=False)
+
+
+def test_files_with_a_page_index_are_given_the_sketch_s_own_ranges() -> None:
+    assert pushed_intervals(4, page_index=False) == 4
+    assert pushed_intervals(4, page_index=True) == PAGE_INDEX_MAX_INTERVALS
+    assert pushed_intervals(1000, page_index=True) == 1000  # a larger setting is kept
+    partition = RangePartition("t", "x", tuple(range(10, 1000, 10)))  # 100 fragments
+    scattered = range(0, 100, 3)  # 34 separate ranges
+    assert len(partition.intervals(scattered, pushed_intervals(4, page_index=True))) == 34
+    assert len(partition.intervals(scattered, pushed_intervals(4, page_index=False))) == 4
 
 
 def read_rows(files: list[DataFileInfo]) -> pa.Table:
