@@ -497,11 +497,14 @@ def tables_recluster(
     layout: Annotated[
         str | None, typer.Option(help="sort(a, ...) or zorder(a, ...); default: the advised layout.")
     ] = None,
+    page_rows: Annotated[
+        int | None, typer.Option(help="Parquet pages of at most this many rows (default: Iceberg's 20,000).")
+    ] = None,
 ) -> None:
     """Rewrite NAME's files in a layout (one Iceberg rewrite on Spark; no rows change)."""
     with _errors(), _service() as svc:
         chosen = Layout.parse(layout) if layout else None
-        seq = svc.recluster(name, chosen)
+        seq = svc.recluster(name, chosen, page_rows)
     console.print(f"rewrote {name} in {chosen or 'the advised layout'} at commit sequence {seq}")
 
 

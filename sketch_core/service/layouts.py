@@ -79,7 +79,7 @@ class LayoutAdvisor:
         groups = max(1, round(footers.row_groups / max(1, len(pin.files))))
         return advise(pin.table, simulated, ranks, current, max(1, len(pin.files)), groups)
 
-    def recluster(self, table: str, layout: Layout | None = None) -> int:
+    def recluster(self, table: str, layout: Layout | None = None, page_rows: int | None = None) -> int:
         """See :meth:`SketchService.recluster`."""
         if layout is None:
             advice = self.advise(table)
@@ -89,7 +89,7 @@ class LayoutAdvisor:
                     hint="pass a layout to rewrite it anyway, e.g. Layout('sort', ('column',))",
                 )
             layout = advice.recommended.layout
-        return self.context.tables.recluster(table, layout)
+        return self.context.tables.recluster(table, layout, page_rows)
 
     def _reports(self, table: str) -> list[_Report]:
         ctx = self.context

@@ -16,9 +16,15 @@ from typing import Any
 from sketch_core.layout.simulation import Layout
 
 
-def layout_statements(catalog: str, table: str, layout: Layout) -> list[str]:
-    """The Spark SQL statements that rewrite ``table`` (``namespace.name``) in ``layout``."""
+def layout_statements(catalog: str, table: str, layout: Layout, page_rows: int | None = None) -> list[str]:
+    """The Spark SQL statements that rewrite ``table`` (``namespace.name``) in ``layout``;
+    with ``page_rows``, the table's Parquet pages hold at most that many rows from then on."""
     target = f"{catalog}.{table}"
+    pages = []
+    if page_rows is not None:
+        pages = [
+            f"ALTER TABLE {target} SET TBLPROPERTIES ('write.parquet.page-row-limit' = '{int(page_rows)}')"
+        ]
     if layout.kind == "sort":
         order = f"ALTER TABLE {target} WRITE ORDERED BY {layout.sort_order}"
     else:
@@ -27,14 +33,16 @@ def layout_statements(catalog: str, table: str, layout: Layout) -> list[str]:
         f"CALL {catalog}.system.rewrite_data_files(table => '{table}', strategy => 'sort', "
         f"sort_order => '{layout.sort_order}', options => map('rewrite-all', 'true'))"
     )
-    return [order, rewrite]
+    return [*pages, order, rewrite]
 
 
-def rewrite_in_layout(spark: Any, catalog: str, table: str, layout: Layout) -> dict[str, Any]:
+def rewrite_in_layout(
+    spark: Any, catalog: str, table: str, layout: Layout, page_rows: int | None = None
+) -> dict[str, Any]:
     """Run the rewrite; returns what Iceberg's procedure reports (files rewritten and added,
     bytes rewritten)."""
     result: dict[str, Any] = {}
-    for statement in layout_statements(catalog, table, layout):
+    for statement in layout_statements(catalog, table, layout, page_rows):
         rows = spark.sql(statement).collect()
         if rows:
             result = rows[0].asDict()

@@ -484,13 +484,21 @@ class TableService:
         self._loaded.pop(name, None)
         log.info("expired %d snapshots of %s with Spark", len(snapshot_ids), name)
 
-    def recluster(self, name: str, layout: Layout) -> int:
+    def recluster(self, name: str, layout: Layout, page_rows: int | None = None) -> int:
         """Rewrite every data file of ``name`` in ``layout`` (a sort or a Z-order) with
         Iceberg's ``rewrite_data_files`` on Spark: one ``replace`` commit, the same rows, so
         sketches stay valid and their maintenance has nothing to do (see
-        :mod:`sketch_core.tables.rewrites`). Returns the latest commit sequence of the table
-        after it. Raises TableNotFoundError, ConfigurationError (a column the table lacks, or
-        no Spark) or SparkJobError."""
+        :mod:`sketch_core.tables.rewrites`). ``page_rows``: Parquet pages of at most that many
+        rows, in this rewrite and the table's later Spark writes. Returns the latest commit
+        sequence of the table after it. Raises TableNotFoundError, ConfigurationError (a
+        column the table lacks, a page size below one row, or no Spark) or SparkJobError."""
+        if page_rows is not None and (
+            isinstance(page_rows, bool) or not isinstance(page_rows, int) or page_rows < 1
+        ):
+            raise ConfigurationError(
+                f"page_rows must be a positive number of rows, got {page_rows!r}",
+                hint="e.g. the rows of one sketch fragment (table rows / fragments), or leave it unset",
+            )
         name = self._require(name).name
         columns = self.catalog.load_table(name).schema().column_names
         missing = [c for c in layout.columns if c not in columns]
@@ -507,7 +515,7 @@ class TableService:
         from sketch_core.spark.jobs import spark_job
 
         with spark_job(f"the rewrite of {name} in {layout}"):
-            outcome = rewrite_in_layout(self.spark(), self.settings.catalog_name, name, layout)
+            outcome = rewrite_in_layout(self.spark(), self.settings.catalog_name, name, layout, page_rows)
         self._loaded.pop(name, None)
         log.info("rewrote %s in %s: %s", name, layout, outcome)
         self.commit_log.latest_sequence()  # records the rewrite's commit

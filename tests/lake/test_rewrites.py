@@ -79,9 +79,14 @@ def test_a_sort_rewrite_becomes_the_table_s_write_order_and_skips_files_on_its_c
         svc.tables.recluster(table, Layout("sort", ("a", "nope")))
     assert svc.tables.commits(table)[-1].operation == "create", "nothing committed"
 
-    svc.tables.recluster(table, Layout("sort", ("a",)))
+    with pytest.raises(ConfigurationError, match="page_rows must be a positive number of rows"):
+        svc.tables.recluster(table, Layout("sort", ("a",)), page_rows=0)
+    assert svc.tables.commits(table)[-1].operation == "create", "nothing committed"
+
+    svc.tables.recluster(table, Layout("sort", ("a",)), page_rows=500)
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES lake.{table}").collect()}
     assert props["sort-order"] == "a ASC NULLS FIRST"
+    assert props["write.parquet.page-row-limit"] == "500"
     (run,) = svc.maintain(name)
     assert (run.strategy, run.delta_rows) == ("incremental", 0)
     clustered = svc.query(sql, params, use_sketches="always")
