@@ -91,7 +91,70 @@ def main() -> None:
     figure.savefig(IMAGES / "workload_auto_vs_best.png", dpi=110)
     plt.close(figure)
     read_paths_plot(plt)
+    skipping_levels_plot(plt)
+    tpch_maintenance_plot(plt, "maintenance_sf10_q1_q6_q3_q10_rows_10_100_1000_10000_100000.json")
     print(f"plots written to {IMAGES}")
+
+
+def skipping_levels_plot(plt: Any) -> None:
+    """Sketched speedup per report and layout at each level of skipping (files, row groups,
+    pages), SF1 and SF10."""
+    runs = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("skipping_levels_sf*.json"))]
+    short = {"rewritten by Spark": "rewritten", "pages of a fragment": "1k-row pages"}
+    bars = [
+        (
+            f"{r['query'].replace('tpch_', '').upper()} SF{run['scale']:g}\n"
+            f"{short.get(r['layout'], 'loaded')}",
+            r,
+        )
+        for run in sorted(runs, key=lambda run: run["scale"])
+        if run["scale"] >= 1  # the committed runs, not quick trials
+        for r in run["results"]
+    ]
+    levels = ("files", "row groups", "pages")
+    figure, axis = plt.subplots(figsize=(max(7.0, 0.9 * len(bars)), 4.2))
+    positions = range(len(bars))
+    for offset, level in zip((-0.27, 0.0, 0.27), levels, strict=True):
+        axis.bar(
+            [p + offset for p in positions],
+            [r["speedups"][level] for _, r in bars],
+            width=0.27,
+            label={"files": "files only", "row groups": "+ row groups", "pages": "+ pages (default)"}[level],
+        )
+    axis.axhline(1.0, color="grey", linewidth=0.8)
+    axis.set_xticks(list(positions), [label for label, _ in bars], fontsize=7)
+    axis.set_ylabel("speedup over the plain report")
+    axis.set_title("Sketched reports by level of skipping")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(IMAGES / "skipping_levels.png", dpi=110)
+    plt.close(figure)
+
+
+def tpch_maintenance_plot(plt: Any, name: str) -> None:
+    """Incremental (warm, per delta kind) and recapture time against delta size per query."""
+    path = RESULTS / name
+    if not path.exists():
+        return
+    run = json.loads(path.read_text())
+    queries = sorted({r["query"] for r in run["results"]}, key=lambda q: int(q.removeprefix("tpch_q")))
+    figure, axes = plt.subplots(1, len(queries), figsize=(3.6 * len(queries), 3.4), sharey=True)
+    for axis, query in zip(axes, queries, strict=True):
+        rows = [r for r in run["results"] if r["query"] == query]
+        for kind in ("insert", "delete", "mixed"):
+            points = sorted((r["delta_rows"], r["incremental_s"]) for r in rows if r["kind"] == kind)
+            axis.plot([p[0] for p in points], [p[1] for p in points], "o-", label=f"incremental, {kind}")
+        full = sorted((r["delta_rows"], r["full_s"]) for r in rows)
+        axis.plot([p[0] for p in full], [p[1] for p in full], "kx", label="recapture")
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_title(f"{query.replace('tpch_', '').upper()}, SF{run['scale']:g}")
+        axis.set_xlabel("delta rows")
+    axes[0].set_ylabel("seconds")
+    axes[-1].legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(IMAGES / f"maintenance_tpch_sf{run['scale']:g}.png", dpi=110)
+    plt.close(figure)
 
 
 def read_paths_plot(plt: Any) -> None:
