@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from sketch_core.errors import DatasetError
 from sketch_core.tables.deltas import read_files
-from sketch_core.tables.pinned import PinnedSnapshot
+from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.service import TableService
 
 DeltaKind = Literal["insert", "delete", "mixed", "update"]
@@ -106,10 +106,68 @@ def rows_predicate(keys: pa.Table, key_columns: tuple[str, ...]) -> str:
     )
 
 
+def grouped_rows_predicate(
+    victims: pa.Table, pool: pa.Table, key_columns: tuple[str, str], complete: tuple[Any, Any]
+) -> str:
+    """:func:`rows_predicate` for two-column keys, short for runs of whole groups.
+
+    ``pool`` holds every row of the table whose first key lies strictly between the bounds of
+    ``complete`` (None: unbounded), and ``victims`` are some of its rows. A group (first-key
+    value) inside those bounds whose rows are all victims is named by its first key alone, and
+    a run of such groups, consecutive among the pool's first keys, as one BETWEEN: no other
+    group of the table lies between them. So a clustered delete of thousands of rows is a range
+    and two partial groups, not thousands of clauses (PyIceberg plans a delete's predicate
+    with a visitor per node: 10,000 lineitem rows as ``(l_orderkey = x AND l_linenumber IN
+    (...)) OR ...`` took a minute and a half per delete at TPC-H SF10).
+    """
+    first = key_columns[0]
+    low, high = complete
+    in_pool = _group_sizes(pool.column(first))
+    doomed = _group_sizes(victims.column(first))
+    whole = {
+        group
+        for group, count in doomed.items()
+        if in_pool.get(group) == count and (low is None or group > low) and (high is None or group < high)
+    }
+    clauses: list[str] = []
+    run: list[Any] = []
+    for group in sorted(in_pool):  # runs of whole groups, consecutive among the pool's groups
+        if group in whole:
+            run.append(group)
+            continue
+        clauses.extend(_group_run(first, run))
+        run = []
+    clauses.extend(_group_run(first, run))
+    partial = victims.filter(
+        pc.invert(pc.is_in(victims.column(first), pa.array(sorted(whole), victims.schema.field(first).type)))
+    )
+    if partial.num_rows:
+        clauses.append(rows_predicate(partial, key_columns))
+    if not clauses:
+        raise DatasetError("no rows to name in a predicate")
+    return _balanced_or(clauses)
+
+
+def _group_sizes(column: pa.ChunkedArray) -> dict[Any, int]:
+    counts = pc.value_counts(column.combine_chunks())
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+
+
+def _group_run(column: str, run: list[Any]) -> list[str]:
+    if not run:
+        return []
+    if len(run) == 1:
+        return [f"{column} = {_literal(run[0])}"]
+    return [f"{column} BETWEEN {_literal(run[0])} AND {_literal(run[-1])}"]
+
+
 # Above this many rows, a delta is drawn from a random run of the table's files holding about
 # this many rows, not from the whole table: TPC-H SF10's lineitem read whole for each delta
 # took 14 GB and most of a benchmark cell's minute.
 READ_ROWS_LIMIT = 2_000_000
+# Files reaching into the key range of the run read for a delta (rows appended to old orders,
+# say) are read too, only their rows in that range, up to this many times the limit in rows.
+REACHING_ROWS_FACTOR = 10
 
 
 class DeltaGenerator:
@@ -138,6 +196,9 @@ class DeltaGenerator:
         self.read_rows_limit = read_rows_limit
         self.rng = np.random.default_rng(seed)
         self._top_key: Any = None
+        # Bounds (exclusive; None: unbounded) of the first key within which the last pool read
+        # holds every row of the table; None when it is not known to (see _current).
+        self._complete: tuple[Any, Any] | None = None
 
     def _pinned(self) -> PinnedSnapshot:
         """The table's current snapshot; notes its largest key (from the files' bounds)."""
@@ -148,14 +209,34 @@ class DeltaGenerator:
     def _current(self) -> pa.Table:
         pin = self._pinned()
         if pin.record_count <= self.read_rows_limit or len(pin.files) < 2:
-            return self.tables.read_arrow(self.table)
+            self._complete = (None, None)
+            rows = self.tables.read_arrow(self.table)
+            # A clustered delta is a run in the table's key order, whatever order its files hold.
+            return rows.sort_by([(c, "ascending") for c in self.key_columns]) if self.clustered else rows
         first = self.key_columns[0]
         bounded = [f for f in pin.files if f.lower.get(first) is not None]
         ordered = sorted(bounded, key=lambda f: f.lower[first]) + [f for f in pin.files if f not in bounded]
         per_file = max(1, pin.record_count // len(ordered))
         count = min(len(ordered), max(1, -(-self.read_rows_limit // per_file)))
         start = int(self.rng.integers(0, len(ordered) - count + 1))
-        return read_files(ordered[start : start + count], pin.schema)
+        run = ordered[start : start + count]
+        if any(f.lower.get(first) is None or f.upper.get(first) is None for f in run):
+            self._complete = None
+            return read_files(run, pin.schema)
+        # The keys from the run's first file up to the next file's first key, every row of the
+        # table among them: the run's, and those of files reaching in (rows appended to old
+        # orders later, say, in files spanning much of the key range), read by that range.
+        low = run[0].lower[first]
+        following = ordered[start + count] if start + count < len(ordered) else None
+        high = following.lower.get(first) if following is not None else None
+        reaching = [f for f in pin.files if f not in run and _may_reach(f, first, low, high)]
+        if sum(f.record_count for f in reaching) > REACHING_ROWS_FACTOR * self.read_rows_limit:
+            self._complete = None  # a table in no key order: the run's own rows only
+            return read_files(run, pin.schema)
+        self._complete = (low, high)
+        inside = pc.field(first) > low if high is None else (pc.field(first) > low) & (pc.field(first) < high)
+        rows = read_files([*run, *reaching], pin.schema, row_filter=inside)
+        return rows.sort_by([(c, "ascending") for c in self.key_columns])
 
     def _sample(self, current: pa.Table, size: int, replace: bool) -> pa.Table:
         if size < 0:
@@ -200,13 +281,23 @@ class DeltaGenerator:
 
     def _pool(self, among_newest: int | None) -> pa.Table:
         """The rows a delta draws from: the table's (see :meth:`_current`), or its newest."""
-        return self._current() if among_newest is None else self._newest(among_newest)
+        if among_newest is None:
+            return self._current()
+        self._complete = None
+        return self._newest(among_newest)
+
+    def _victims_predicate(self, victims: pa.Table, pool: pa.Table) -> str:
+        if len(self.key_columns) == 2 and self._complete is not None:
+            first, second = self.key_columns
+            return grouped_rows_predicate(victims, pool, (first, second), self._complete)
+        return rows_predicate(victims, self.key_columns)
 
     def deletes(self, size: int, among_newest: int | None = None) -> Delta:
         """``size`` rows deleted; with ``among_newest``, drawn from the rows with that many
         largest keys (orders cancelled soon after they were loaded), not the whole table."""
-        victims = self._sample(self._pool(among_newest), size, replace=False)
-        return Delta(self.table, "delete", None, rows_predicate(victims, self.key_columns), size)
+        pool = self._pool(among_newest)
+        victims = self._sample(pool, size, replace=False)
+        return Delta(self.table, "delete", None, self._victims_predicate(victims, pool), size)
 
     def mixed(self, size: int, among_newest: int | None = None) -> Delta:
         """``size // 2`` rows inserted and the rest deleted (``among_newest``: see :meth:`deletes`)."""
@@ -214,7 +305,7 @@ class DeltaGenerator:
         removed = size - size // 2
         victims = self._sample(current, removed, replace=False)
         fresh = self._fresh_rows(current, size // 2)
-        return Delta(self.table, "mixed", fresh, rows_predicate(victims, self.key_columns), removed)
+        return Delta(self.table, "mixed", fresh, self._victims_predicate(victims, current), removed)
 
     def updates(self, size: int) -> Delta:
         current = self._current()
@@ -226,3 +317,12 @@ class DeltaGenerator:
                 index = updated.schema.get_field_index(name)
                 updated = updated.set_column(index, name, donors.column(name))
         return Delta(self.table, "update", updated, rows_predicate(victims, self.key_columns), size)
+
+
+def _may_reach(info: DataFileInfo, column: str, low: Any, high: Any) -> bool:
+    """Whether the file may hold ``column`` values strictly between ``low`` and ``high``
+    (None: unbounded above); a file without bounds may."""
+    lower, upper = info.lower.get(column), info.upper.get(column)
+    if lower is None or upper is None:
+        return True
+    return bool(upper > low and (high is None or lower < high))

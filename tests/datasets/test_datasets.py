@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -72,6 +73,39 @@ def test_clustered_deletes_remove_one_run_of_keys_from_few_files(svc: SketchServ
     gone = sorted(set(range(40_000)) - set(svc.tables.read_arrow(name).column("key").to_pylist()))
     assert len(gone) == 300 and gone[-1] - gone[0] == 299, "one run of consecutive keys"
     assert svc.tables.commits(name)[-1].removed_files <= 2
+
+
+@pytest.mark.parametrize("read_rows_limit", [1_000_000, 12_000])
+def test_clustered_deletes_on_two_key_columns_name_whole_groups_by_a_range(
+    svc: SketchService, ns: str, read_rows_limit: int
+) -> None:
+    """Lines of orders: a run of 3,000 rows is a range of whole orders and the two orders it
+    cuts, exactly those rows, whether the generator read the whole table or a run of files."""
+    name = f"{ns}.lines"
+    orders = np.repeat(np.arange(0, 40_000, 4), 4)  # 10,000 orders of 4 lines, keys with gaps
+    lines = np.tile(np.arange(1, 5), 10_000)
+    rows = pa.table(
+        {"o": pa.array(orders, pa.int64()), "l": pa.array(lines, pa.int64()), "v": pa.array(lines * 2.0)}
+    )
+    svc.tables.create(name, rows.slice(0, 10_000), sort_by=["o", "l"])
+    for start in range(10_000, 40_000, 10_000):  # four files, each its own range of orders
+        svc.tables.append(name, rows.slice(start, 10_000))
+    # A late fifth line for every hundredth order: a file reaching into every other's range.
+    late = np.arange(0, 40_000, 400)
+    fifth = pa.table({"o": pa.array(late, pa.int64()), "l": pa.array(np.full(len(late), 5), pa.int64())})
+    svc.tables.append(name, fifth.append_column("v", pa.array(np.full(len(late), 10.0))))
+    generator = DeltaGenerator(
+        svc.tables, name, ("o", "l"), seed=8, clustered=True, read_rows_limit=read_rows_limit
+    )
+    delta = generator.deletes(3_001)
+    assert delta.delete_where is not None and len(delta.delete_where) < 300, delta.delete_where
+    assert "BETWEEN" in delta.delete_where
+    before = set(zip(*svc.tables.read_arrow(name).select(["o", "l"]).to_pydict().values(), strict=True))
+    delta.apply(svc.tables)
+    after = set(zip(*svc.tables.read_arrow(name).select(["o", "l"]).to_pydict().values(), strict=True))
+    gone = sorted(before - after)
+    assert len(gone) == 3_001 and len(after) == 40_100 - 3_001
+    assert gone == sorted(before)[sorted(before).index(gone[0]) :][:3_001], "one run in key order"
 
 
 def test_deletes_among_the_newest_rows_touch_only_the_newest_files(svc: SketchService, ns: str) -> None:
