@@ -9,9 +9,10 @@ side in one run; incremental is the median of ``WARM_RUNS`` runs. The first run 
 capture (a one-row delta, in a service that kept no engine, as a fresh process: it restores the
 state the capture stored, or builds the operator state from the snapshot) is its own column,
 with its ratio to the recapture of the query's first cell (the target: at or below 1), beside
-the capture's own time. Garbage collection of expired versions and
-their state files runs between the measured runs, untimed (maintain throttles it to once every
-few minutes, which would otherwise land in a random cell).
+the capture's own time. Per query the report gives the crossover: the delta size from which
+a recapture is the faster way (measured, or extended from the measured sizes). Garbage
+collection of expired versions and their state files runs between the measured runs, untimed
+(maintain throttles it to once every few minutes, which would otherwise land in a random cell).
 """
 
 from __future__ import annotations
@@ -173,23 +174,54 @@ def report(
         + ", ".join(f"{q} {ratio:.2f}" for q, ratio in sorted(firsts.items()))
         + f"; {len(at_or_below)} of {len(firsts)} at or below 1 (the target)"
     )
-    for kind, target, labels in _classes(results):
-        ratios = [m.speedup for m in results if m.query in labels]
+    for kind, target, labels in _classes(results, scale):
+        cells = [m for m in results if m.query in labels]
+        if scale >= 10:  # the SF10 targets are set at 1,000-row deltas
+            cells = [m for m in cells if m.delta_rows == 1000] or cells
+        ratios = [m.speedup for m in cells]
         met = sum(r >= target for r in ratios)
         lines.append(
             f"\n- {kind} ({', '.join(sorted(labels))}): median {statistics.median(ratios):.1f}x, "
-            f"min {min(ratios):.1f}x; {met} of {len(ratios)} cells >= {target:g}x (the target)"
+            f"min {min(ratios):.1f}x; {met} of {len(ratios)} cells "
+            f"{'of 1,000 rows ' if scale >= 10 else ''}>= {target:g}x (the target)"
         )
+    for query in sorted({m.query for m in results}):
+        lines.append(f"\n- crossover, {query}: {crossover(results, query)}")
     markdown = RESULTS / f"{stem}.md"
     markdown.write_text("\n".join(lines + footer) + "\n")
     return markdown
 
 
-def _classes(results: list[Measurement]) -> list[tuple[str, float, set[str]]]:
-    """The issue's two targets: single-table queries >= 100x, join queries >= 10x."""
+def crossover(results: list[Measurement], query: str) -> str:
+    """The delta size from which a recapture beats an incremental run of ``query``: the
+    smallest measured one where it did, else the line through the warm incremental times
+    (least squares over every kind and size) extended to the median recapture time."""
+    cells = sorted((m for m in results if m.query == query), key=lambda m: m.delta_rows)
+    lost = [m.delta_rows for m in cells if m.speedup < 1.0]
+    if lost:
+        return f"recapture faster from {min(lost):,} delta rows (measured)"
+    sizes = [float(m.delta_rows) for m in cells]
+    largest = int(max(sizes))
+    if len(set(sizes)) < 2:
+        return f"incremental faster at every size measured (up to {largest:,} rows)"
+    slope, intercept = statistics.linear_regression(sizes, [m.incremental_s for m in cells])
+    full = statistics.median(m.full_s for m in cells)
+    if slope <= 0:
+        return f"incremental faster at every size measured (up to {largest:,} rows; no growth to extend)"
+    rows = (full - intercept) / slope
+    return (
+        f"about {rows:,.0f} delta rows, extended from sizes up to {largest:,} "
+        f"(incremental {slope * 1e6:.2f} s per million rows + {intercept:.3f} s; recapture {full:.2f} s)"
+    )
+
+
+def _classes(results: list[Measurement], scale: float) -> list[tuple[str, float, set[str]]]:
+    """The issues' targets: single-table queries >= 100x, join queries >= 10x; at SF10 and
+    above, 500x and 50x at 1,000-row deltas."""
     measured = {m.query for m in results}
     single = {q for q in measured if len(referenced_tables(TPCH_QUERIES[int(q.removeprefix("tpch_q"))])) == 1}
-    classes = [("single-table queries", 100.0, single), ("join queries", 10.0, measured - single)]
+    targets = (500.0, 50.0) if scale >= 10 else (100.0, 10.0)
+    classes = [("single-table queries", targets[0], single), ("join queries", targets[1], measured - single)]
     return [c for c in classes if c[2]]
 
 
