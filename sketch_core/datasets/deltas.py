@@ -168,6 +168,9 @@ READ_ROWS_LIMIT = 2_000_000
 # Files reaching into the key range of the run read for a delta (rows appended to old orders,
 # say) are read too, only their rows in that range, up to this many times the limit in rows.
 REACHING_ROWS_FACTOR = 10
+# Bounds (exclusive; None: unbounded) of a table's first key column within which the rows a
+# delta draws from are every row of the table; None when that is not known.
+Complete = tuple[Any, Any] | None
 
 
 class DeltaGenerator:
@@ -196,9 +199,6 @@ class DeltaGenerator:
         self.read_rows_limit = read_rows_limit
         self.rng = np.random.default_rng(seed)
         self._top_key: Any = None
-        # Bounds (exclusive; None: unbounded) of the first key within which the last pool read
-        # holds every row of the table; None when it is not known to (see _current).
-        self._complete: tuple[Any, Any] | None = None
 
     def _pinned(self) -> PinnedSnapshot:
         """The table's current snapshot; notes its largest key (from the files' bounds)."""
@@ -207,12 +207,16 @@ class DeltaGenerator:
         return pin
 
     def _current(self) -> pa.Table:
+        return self._current_pool()[0]
+
+    def _current_pool(self) -> tuple[pa.Table, Complete]:
+        """The rows a delta draws from, and the bounds of the first key within which they are
+        every row of the table (see :data:`Complete`)."""
         pin = self._pinned()
         if pin.record_count <= self.read_rows_limit or len(pin.files) < 2:
-            self._complete = (None, None)
             rows = self.tables.read_arrow(self.table)
             # A clustered delta is a run in the table's key order, whatever order its files hold.
-            return rows.sort_by([(c, "ascending") for c in self.key_columns]) if self.clustered else rows
+            return (self._in_key_order(rows) if self.clustered else rows), (None, None)
         first = self.key_columns[0]
         bounded = [f for f in pin.files if f.lower.get(first) is not None]
         ordered = sorted(bounded, key=lambda f: f.lower[first]) + [f for f in pin.files if f not in bounded]
@@ -221,8 +225,7 @@ class DeltaGenerator:
         start = int(self.rng.integers(0, len(ordered) - count + 1))
         run = ordered[start : start + count]
         if any(f.lower.get(first) is None or f.upper.get(first) is None for f in run):
-            self._complete = None
-            return read_files(run, pin.schema)
+            return read_files(run, pin.schema), None
         # The keys from the run's first file up to the next file's first key, every row of the
         # table among them: the run's, and those of files reaching in (rows appended to old
         # orders later, say, in files spanning much of the key range), read by that range.
@@ -231,11 +234,11 @@ class DeltaGenerator:
         high = following.lower.get(first) if following is not None else None
         reaching = [f for f in pin.files if f not in run and _may_reach(f, first, low, high)]
         if sum(f.record_count for f in reaching) > REACHING_ROWS_FACTOR * self.read_rows_limit:
-            self._complete = None  # a table in no key order: the run's own rows only
-            return read_files(run, pin.schema)
-        self._complete = (low, high)
+            return read_files(run, pin.schema), None  # a table in no key order: the run's own rows
         inside = pc.field(first) > low if high is None else (pc.field(first) > low) & (pc.field(first) < high)
-        rows = read_files([*run, *reaching], pin.schema, row_filter=inside)
+        return self._in_key_order(read_files([*run, *reaching], pin.schema, row_filter=inside)), (low, high)
+
+    def _in_key_order(self, rows: pa.Table) -> pa.Table:
         return rows.sort_by([(c, "ascending") for c in self.key_columns])
 
     def _sample(self, current: pa.Table, size: int, replace: bool) -> pa.Table:
@@ -279,33 +282,32 @@ class DeltaGenerator:
         rows = read_files(files, pin.schema)
         return rows.filter(pc.greater(rows.column(last), floor))
 
-    def _pool(self, among_newest: int | None) -> pa.Table:
-        """The rows a delta draws from: the table's (see :meth:`_current`), or its newest."""
+    def _pool(self, among_newest: int | None) -> tuple[pa.Table, Complete]:
+        """The rows a delta draws from: the table's (see :meth:`_current_pool`), or its newest."""
         if among_newest is None:
-            return self._current()
-        self._complete = None
-        return self._newest(among_newest)
+            return self._current_pool()
+        return self._newest(among_newest), None
 
-    def _victims_predicate(self, victims: pa.Table, pool: pa.Table) -> str:
-        if len(self.key_columns) == 2 and self._complete is not None:
+    def _victims_predicate(self, victims: pa.Table, pool: pa.Table, complete: Complete) -> str:
+        if len(self.key_columns) == 2 and complete is not None:
             first, second = self.key_columns
-            return grouped_rows_predicate(victims, pool, (first, second), self._complete)
+            return grouped_rows_predicate(victims, pool, (first, second), complete)
         return rows_predicate(victims, self.key_columns)
 
     def deletes(self, size: int, among_newest: int | None = None) -> Delta:
         """``size`` rows deleted; with ``among_newest``, drawn from the rows with that many
         largest keys (orders cancelled soon after they were loaded), not the whole table."""
-        pool = self._pool(among_newest)
+        pool, complete = self._pool(among_newest)
         victims = self._sample(pool, size, replace=False)
-        return Delta(self.table, "delete", None, self._victims_predicate(victims, pool), size)
+        return Delta(self.table, "delete", None, self._victims_predicate(victims, pool, complete), size)
 
     def mixed(self, size: int, among_newest: int | None = None) -> Delta:
         """``size // 2`` rows inserted and the rest deleted (``among_newest``: see :meth:`deletes`)."""
-        current = self._pool(among_newest)
+        current, complete = self._pool(among_newest)
         removed = size - size // 2
         victims = self._sample(current, removed, replace=False)
         fresh = self._fresh_rows(current, size // 2)
-        return Delta(self.table, "mixed", fresh, self._victims_predicate(victims, current), removed)
+        return Delta(self.table, "mixed", fresh, self._victims_predicate(victims, current, complete), removed)
 
     def updates(self, size: int) -> Delta:
         current = self._current()
