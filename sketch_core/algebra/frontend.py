@@ -353,8 +353,21 @@ class _Builder:
                 condition = self.translate(on, [combined, *outer], join)
                 rel = Join(rel, right, "semi" if kind == "SEMI" else "anti", condition)
                 continue  # the right side's columns are not visible after a semi/anti join
+            written = f"{' '.join(p for p in (side, kind) if p)} JOIN"
+            if side in ("LEFT", "RIGHT", "FULL") and kind in ("", "OUTER"):
+                if on is None:
+                    raise UnsupportedQueryError(
+                        f"{written} without ON", _where(join), hint="give the join its ON condition"
+                    )
+                condition = self.translate(on, [combined, *outer], join)
+                if side == "RIGHT":  # the same join with the padded side on the right
+                    rel = Join(right, rel, "left", condition)
+                else:
+                    rel = Join(rel, right, "left" if side == "LEFT" else "full", condition)
+                scope = combined
+                continue
             if side or kind not in ("", "INNER", "CROSS"):
-                raise UnsupportedQueryError(f"{' '.join(p for p in (side, kind) if p)} JOIN", _where(join))
+                raise UnsupportedQueryError(written, _where(join))
             if on is None:
                 rel = Join(rel, right, "cross")
             else:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 AggFunc = Literal["count", "sum", "avg", "min", "max", "collect_set", "union_sets"]
-JoinKind = Literal["inner", "cross", "semi", "anti"]
+JoinKind = Literal["inner", "cross", "semi", "anti", "left", "full"]
 
 # Aggregates users write; collect_set and union_sets only appear in capture plans.
 USER_AGGREGATES: frozenset[str] = frozenset({"count", "sum", "avg", "min", "max"})
@@ -160,6 +160,8 @@ class Project(Relation):
 @dataclass(frozen=True, eq=False)
 class Join(Relation):
     """Inner/cross joins output both sides; semi and anti joins output the left side only.
+    Left and full outer joins output both sides, a side without a match padded with NULLs
+    (RIGHT JOIN is a left join with its inputs swapped).
 
     ``null_aware`` marks an anti join that came from ``NOT IN``: a NULL on either side of its
     single equality makes the row disappear, as in SQL.
@@ -334,18 +336,25 @@ def scans(plan: Relation) -> list[Scan]:
 
 
 def positive_scans(plan: Relation) -> list[Scan]:
-    """Scans whose rows can only add to the result: all but those under an anti join's right side.
+    """Scans whose rows can only add to the result: all but those under an anti join's right
+    side or an outer join's NULL-padded side.
 
     Restricting the right input of an anti join to a sketch would let more rows through, so
-    those scans are never sketched and always read in full.
+    those scans are never sketched and always read in full. The same holds for the side an
+    outer join pads: a left row whose matches were left out of the sketch comes out padded
+    with NULLs, a row the full data never had (``WHERE o.id IS NULL`` above it keeps exactly
+    such rows). A left join's left side is positive: each of its rows gives the same output
+    rows whatever other left rows there are. A full join pads both sides, so neither is.
     """
     found: list[Scan] = []
 
     def visit(node: Relation) -> None:
         if isinstance(node, Scan):
             found.append(node)
-        elif isinstance(node, Join) and node.kind == "anti":
+        elif isinstance(node, Join) and node.kind in ("anti", "left"):
             visit(node.left)
+        elif isinstance(node, Join) and node.kind == "full":
+            return
         else:
             for child in node.children:
                 visit(child)

@@ -121,7 +121,14 @@ class _Printer:
                 f"SELECT * FROM ({left_sql}) AS {left} WHERE {probe} NOT IN "
                 f"(SELECT {key} FROM ({right_sql}) AS {right})"
             )
-        keyword = {"inner": "JOIN", "cross": "CROSS JOIN", "semi": "LEFT SEMI JOIN", "anti": "LEFT ANTI JOIN"}
+        keyword = {
+            "inner": "JOIN",
+            "cross": "CROSS JOIN",
+            "semi": "LEFT SEMI JOIN",
+            "anti": "LEFT ANTI JOIN",
+            "left": "LEFT OUTER JOIN",
+            "full": "FULL OUTER JOIN",
+        }
         on = f" ON {_expr(node.condition)}" if node.condition is not None else ""
         return f"SELECT * FROM ({left_sql}) AS {left} {keyword[node.kind]} ({right_sql}) AS {right}{on}"
 

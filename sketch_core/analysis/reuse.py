@@ -10,7 +10,8 @@ uconds(Q', Q) hold:
 * ge requires the group-by values (and DISTINCT's columns) to be equal, and a top-k's input to
   be the same relation with k' <= k;
 * uconds: Psi and all of Q''s conditions imply all of Q's conditions.
-Anti joins are not monotone, so their right sides must be identical in both instances.
+Anti joins are not monotone, so their right sides must be identical in both instances; so must
+an outer join's padded side and condition.
 """
 
 from __future__ import annotations
@@ -164,6 +165,18 @@ class _Checker:
         return state
 
     def join(self, state: _State, q: Join, q2: Join) -> None:
+        if q.kind in ("left", "full"):
+            # The padded side is read whole, and which rows get padded depends on it and on
+            # the condition: both must be the same in the two instances, and the matches too.
+            same_right = to_sql(q.right) == to_sql(q2.right)
+            same_left = q.kind == "left" or to_sql(q.left) == to_sql(q2.left)
+            assert q.condition is not None and q2.condition is not None
+            if not (same_right and same_left and q.condition.sql() == q2.condition.sql()):
+                raise _NotReusable("the outer join's padded side differs between the instances")
+            matched = referenced(q.condition) & set(q.left.columns)
+            if not all(self.equal(state, c, self._conds(state)) for c in matched):
+                raise _NotReusable("the outer join may match other rows in the two instances")
+            return
         if q.kind == "anti":
             if to_sql(q.right) != to_sql(q2.right) or (
                 q.condition and q2.condition and q.condition.sql() != q2.condition.sql()

@@ -15,7 +15,9 @@ projections' definitions, and min/max statistics from Iceberg) are z3 premises. 
 * top-k: each ascending key on the sketch must be no smaller than on the full data (no larger
   for descending keys), so rows left out of the top-k on the full data stay out;
 * DISTINCT and anti joins need the relevant columns equal; anti joins' right sides are never
-  sketched.
+  sketched;
+* outer joins: the padded sides are never sketched, and the preserved side's columns the
+  condition reads must be equal (a row must find the same matches, or none, on both).
 """
 
 from __future__ import annotations
@@ -166,6 +168,8 @@ class _Checker:
         return facts
 
     def join(self, node: Join, sketching: bool) -> _Facts:
+        if node.kind in ("left", "full"):
+            return self.outer_join(node, sketching)
         left = self.visit(node.left, sketching)
         right = self.visit(node.right, sketching and node.kind != "anti")
         facts = _Facts(left.premises + right.premises, left.sketched + right.sketched)
@@ -179,6 +183,24 @@ class _Checker:
                 raise _Unsafe(f"the anti join compares {unequal}, which may differ on the sketch's data")
             return facts
         self.implied(facts, node.condition, "the join condition")
+        return facts
+
+    def outer_join(self, node: Join, sketching: bool) -> _Facts:
+        """A left join's right side and both sides of a full join are read whole (see
+        ``positive_scans``). The rows the preserved side brings are its rows on the full data, so
+        the output rows are too, provided each of them finds the same matches: the columns the
+        condition reads on the preserved side must be equal, or a row could come out padded
+        with NULLs on the sketch and matched on the full data."""
+        left = self.visit(node.left, sketching and node.kind == "left")
+        right = self.visit(node.right, False)
+        facts = _Facts(left.premises + right.premises, left.sketched + right.sketched)
+        assert node.condition is not None
+        unequal = [c for c in referenced(node.condition) & set(node.left.columns) if not self.equal(facts, c)]
+        if unequal:
+            raise _Unsafe(
+                f"the outer join matches on {unequal}, which may differ on the sketch's data "
+                "(a row could come out padded with NULLs)"
+            )
         return facts
 
     def aggregate(self, node: Aggregate, sketching: bool) -> _Facts:

@@ -76,7 +76,8 @@ class _Evaluator:
 
     def join(self, node: Join, keys: Mapping[str, pa.Array] | None) -> pa.Table:
         pairs, residual = equi_keys(node.condition, node.left.columns, node.right.columns)
-        if not pairs or node.null_aware or (residual and node.kind != "inner"):
+        outer = node.kind in ("left", "full")  # Spark pads; the estimate leaves them to it
+        if not pairs or outer or node.null_aware or (residual and node.kind != "inner"):
             condition = node.condition.sql(dialect="spark") if node.condition is not None else "no condition"
             raise UnsupportedQueryError(f"this {node.kind} join in an in-process estimate", condition)
         # Semi and anti joins keep the left's rows: it comes first. An inner join starts from the

@@ -101,6 +101,10 @@ def estimate_candidates(
     positions = rows.column(SAMPLE_ROW).to_numpy(zero_copy_only=False).astype(np.int64)
     order = np.argsort(positions, kind="stable")
     rows, positions = rows.take(pa.array(order, pa.int64())), positions[order]
+    if len(positions) > 1 and bool(np.any(positions[1:] == positions[:-1])):
+        # The estimators weigh each sampled row once: a join that matches one to several rows
+        # (a dimension with duplicate keys, an outer join's matches) would count it twice.
+        raise NotEstimable("a join matches some sampled rows to several rows")
 
     sample = sampled.sample
     group_names = [name for name, _ in shape.aggregate.groups]
@@ -214,8 +218,11 @@ def _widened(
             carried = tuple((n, column(n)) for n in dict.fromkeys(read.values()) if n not in present)
             return Project(child, node.outputs + carried), read
         if isinstance(node, Join):
+            if node.kind == "full":
+                lose(node, "read on a padded side of a full outer join")
+                return node, {}
             left, read = visit(node.left)
-            if node.kind in ("semi", "anti"):
+            if node.kind in ("semi", "anti", "left"):
                 lose(node.right, f"read only on the right side of a {node.kind} join")
                 return replace_children(node, (left, node.right)), read
             right, right_read = visit(node.right)

@@ -3,7 +3,8 @@
 Each sketched scan reads an annotated view whose extra column ``__fragment`` holds the row's
 fragment id (INIT, binary search on Spark). The id travels as a plain integer through
 selections, projections, joins and top-k (rules r1, r2, r4, r5), and becomes a set only where
-an aggregation or DISTINCT merges rows (r3, with collect_set instead of bit-or). Where the group
+an aggregation or DISTINCT merges rows (r3, with collect_set instead of bit-or). Outer joins
+pass their preserved side's ids on (a padded row's provenance is its preserved row alone). Where the group
 key fixes the sketch attribute's value (the attribute, or a column a selection or inner join
 equates with it, is a group column), every row of a group has the same fragment and the id stays
 an integer (MIN): no arrays to build and merge, the common case for GROUP BY key. For min/max-only
@@ -184,6 +185,11 @@ class _Instrumenter:
             # The right side stays whole: restricting it would let more left rows through.
             return Join(left, node.right, "anti", node.condition, node.null_aware), left_annotations
         right, right_annotations = self.run(node.right)
+        if node.kind in ("left", "full"):
+            # The padded sides are never sketched (positive_scans), so only a left join's left
+            # side brings annotations; the condition's equalities fail on padded rows, so no key
+            # grows through them.
+            return Join(left, right, node.kind, node.condition), {**left_annotations, **right_annotations}
         if node.kind in ("inner", "cross"):
             pairs = _equated_columns(node.condition, self.types)
             joined = _with_equalities({**left_annotations, **right_annotations}, pairs)

@@ -5,7 +5,8 @@ The front end keeps comma joins as cross products under one selection, as SQL wr
 Spark's optimizer pushes the conjuncts down, but the in-process incremental engine evaluates
 the plan as it is, and a cross product of two tables' rows is not something to build. The
 rewrite keeps the result and each row's lineage (and hence every sketch) unchanged: it only
-moves conjuncts next to the columns they read.
+moves conjuncts next to the columns they read. Above an outer join, only conjuncts on a left
+join's preserved side move (one on the padded side also filters the padded rows).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _into_join(join: Join, parts: list[exp.Expr]) -> Relation:
         refs = referenced(part)
         if not refs:
             keep.append(part)
-        elif refs <= left_columns:
+        elif refs <= left_columns and join.kind != "full":  # a full join pads left rows too
             to_left.append(part)
         elif refs <= right_columns and join.kind in ("inner", "cross"):
             to_right.append(part)

@@ -213,7 +213,15 @@ class AttributeChooser:
                     raise QueryError(
                         f"{table} has no column {attribute!r}", hint=f"columns: {pins[table].schema.names}"
                     )
+            positive = {scan.table for scan in positive_scans(plan)}
             for table, attribute in wanted.items():
+                if table not in positive:
+                    raise UnsafeAttributeError(
+                        table,
+                        attribute,
+                        "the query reads it only where a sketch could add rows the full data does "
+                        "not have: on a padded side of an outer join, or under NOT IN / NOT EXISTS",
+                    )
                 alone = check_safety(plan, {table: attribute}, statistics)
                 if not alone.safe:
                     raise UnsafeAttributeError(table, attribute, alone.reason or "unsafe")
@@ -224,6 +232,12 @@ class AttributeChooser:
                 )
             return wanted, None
         positive = {scan.table for scan in positive_scans(plan)}
+        if not positive:
+            raise NoSafeAttributeError(
+                sorted(pins),
+                "the query reads every table where a sketch could add rows it does not have on the "
+                "full data: on a padded side of an outer join, or under NOT IN / NOT EXISTS",
+            )
         # Largest tables first: they have the most to skip, so they get first pick.
         sketched = [
             table

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from sqlglot import exp
 
 from sketch_core.algebra.frontend import decode_params, encode_params, to_ir
 from sketch_core.algebra.ir import Aggregate, Join, Scan, TopK, positive_scans, scans, scans_below_joins
@@ -77,7 +78,7 @@ def test_params_round_trip_through_json() -> None:
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("SELECT r.region FROM s.regions r LEFT JOIN s.sales s ON r.region = s.region", "LEFT JOIN"),
+        ("SELECT id, x FROM s.sales LATERAL VIEW explode(array(1)) e AS x", "LATERAL VIEW"),
         ("SELECT id FROM s.sales LIMIT 3", "LIMIT without ORDER BY"),
         ("SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS n FROM s.sales", "window function"),
         ("SELECT id FROM s.sales WHERE amount > (SELECT AVG(amount) FROM s.sales)", "scalar subquery"),
@@ -105,3 +106,23 @@ def test_scans_read_only_referenced_columns() -> None:
     plan = to_ir("SELECT COUNT(*) AS n FROM s.sales WHERE amount > 0", SCHEMAS).plan
     (scan,) = [n for n in plan.walk() if isinstance(n, Scan)]
     assert scan.source_columns == ("amount",)
+
+
+def test_outer_joins_keep_the_preserved_side_positive() -> None:
+    left = to_ir("SELECT r.region, s.id FROM s.regions r LEFT JOIN s.sales s ON r.region = s.region", SCHEMAS)
+    (join,) = [n for n in left.plan.walk() if isinstance(n, Join)]
+    assert join.kind == "left"
+    assert [s.table for s in positive_scans(left.plan)] == ["s.regions"]
+    # RIGHT JOIN: the same left join with the inputs swapped.
+    right = to_ir(
+        "SELECT r.region, s.id FROM s.regions r RIGHT JOIN s.sales s ON r.region = s.region", SCHEMAS
+    )
+    (join,) = [n for n in right.plan.walk() if isinstance(n, Join)]
+    assert join.kind == "left" and [s.table for s in positive_scans(right.plan)] == ["s.sales"]
+    full = to_ir("SELECT r.region FROM s.regions r FULL JOIN s.sales s ON r.region = s.region", SCHEMAS)
+    assert positive_scans(full.plan) == []
+    # USING: an equality, and the shared column once.
+    using = to_ir("SELECT region, id FROM s.regions JOIN s.sales USING (region)", SCHEMAS)
+    (join,) = [n for n in using.plan.walk() if isinstance(n, Join)]
+    assert join.kind == "inner" and isinstance(join.condition, exp.EQ)
+    assert using.output_names == ("region", "id")

@@ -114,3 +114,36 @@ def test_reuse_refuses_different_shapes() -> None:
     a = plan("SELECT state FROM t.cities WHERE popden > 1")
     b = plan("SELECT city FROM t.cities WHERE popden > 1")
     assert not can_reuse(a, b, STATS).reusable
+
+
+@pytest.mark.parametrize(
+    ("sql", "attribute", "safe"),
+    [
+        # A city's matches on the padded side do not depend on the other cities: safe.
+        (
+            "SELECT c.state, COUNT(o.city) AS n FROM t.cities c LEFT JOIN t.cities o "
+            "ON c.city = o.state GROUP BY c.state HAVING COUNT(o.city) > 2",
+            "popden",
+            True,
+        ),
+        # The join matches on a count that a sketch on popden cuts short: a state could come
+        # out padded on the sketch and matched on the full data.
+        (
+            "SELECT g.state, o.city FROM (SELECT state, COUNT(*) AS n FROM t.cities GROUP BY state) g "
+            "LEFT JOIN t.cities o ON g.n = o.popden",
+            "popden",
+            False,
+        ),
+        (
+            "SELECT g.state, o.city FROM (SELECT state, COUNT(*) AS n FROM t.cities GROUP BY state) g "
+            "LEFT JOIN t.cities o ON g.n = o.popden",
+            "state",
+            True,
+        ),
+    ],
+)
+def test_outer_join_safety(sql: str, attribute: str, safe: bool) -> None:
+    result = check_safety(plan(sql), {"t.cities": attribute}, STATS)
+    assert result.safe is safe, result.reason
+    if not safe:
+        assert "padded" in (result.reason or "")

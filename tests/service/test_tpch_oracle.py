@@ -15,7 +15,6 @@ REQUIRED = {1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 18, 19}
 REFUSED = {
     2: "scalar subquery",
     11: "scalar subquery",
-    13: "LEFT OUTER JOIN",
     15: "scalar subquery",
     17: "scalar subquery",
     20: "scalar subquery",
