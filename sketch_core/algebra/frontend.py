@@ -5,6 +5,17 @@ The query is parsed, its ``:name`` parameters are bound to typed literals, and s
 Then each SELECT becomes scans, joins, a selection, semi/anti joins for IN and EXISTS
 subqueries, an aggregation, a projection, DISTINCT and top-k, in SQL's evaluation order.
 Anything without a rule raises :class:`UnsupportedQueryError` naming the construct.
+
+Scalar subqueries become joins that bring their value to each row:
+
+* uncorrelated, a one-row aggregation (``x > (SELECT AVG(y) FROM t)``): a scalar join, a
+  cross product with its single row (a subquery that may return no row or several is refused:
+  SQL gives NULL or an error there, a join neither);
+* correlated through equalities (TPC-H Q17's ``l_quantity < (SELECT 0.2 * AVG(l_quantity) FROM
+  lineitem WHERE l_partkey = p_partkey)``): the subquery grouped by its side of the
+  equalities, joined on them. Where the value's NULL (no group matches) drops the row anyway,
+  as a comparison in WHERE does, the join is inner; elsewhere it is a left join, whose padded
+  row gives the NULL. COUNT is refused there: over no rows it is 0, not the padding's NULL.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from sketch_core.algebra.ir import (
     Aggregate,
     Distinct,
     Join,
+    JoinKind,
     Project,
     Relation,
     Scan,
@@ -198,6 +210,71 @@ def _where(node: exp.Expr) -> str:
     return node.sql(dialect="spark")
 
 
+def _scalar_subqueries(expression: exp.Expr) -> list[exp.Subquery]:
+    """The subqueries in ``expression`` used as values (not inside another subquery)."""
+    found: list[exp.Subquery] = []
+
+    def visit(node: exp.Expr) -> None:
+        for child in node.iter_expressions():
+            if isinstance(child, exp.Subquery):
+                found.append(child)
+            elif not isinstance(child, exp.Query):
+                visit(child)
+
+    visit(expression)
+    return found
+
+
+# Operators whose result is NULL when an operand is: a NULL value under only these makes a
+# WHERE conjunct drop the row.
+_NULL_REJECTING = (
+    exp.Not,
+    exp.Paren,
+    exp.Cast,
+    exp.Neg,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    *(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE),
+)
+
+
+def _rejects_null(conjunct: exp.Expr, sub: exp.Expr) -> bool:
+    """Whether ``conjunct`` is NULL (drops the row) when the value of ``sub`` is NULL."""
+    node = sub.parent
+    while node is not None:
+        if not isinstance(node, _NULL_REJECTING):
+            return False
+        if node is conjunct:
+            return True
+        node = node.parent
+    return False
+
+
+def _one_row(rel: Relation) -> bool:
+    """Whether ``rel`` always has exactly one row: an aggregation without groups, projected."""
+    while isinstance(rel, Project):
+        rel = rel.child
+    return isinstance(rel, Aggregate) and not rel.groups
+
+
+def _from_aliases(node: exp.Select) -> set[str]:
+    from_ = node.args.get("from_")
+    sources = [from_.this] if from_ is not None else []
+    sources += [join.this for join in node.args.get("joins") or []]
+    return {source.alias_or_name for source in sources}
+
+
+def _aggregates_outside_subqueries(expression: exp.Expr) -> bool:
+    def visit(node: exp.Expr) -> bool:
+        if isinstance(node, exp.AggFunc):
+            return True
+        return any(visit(c) for c in node.iter_expressions() if not isinstance(c, exp.Query | exp.Subquery))
+
+    return visit(expression)
+
+
 def _has_subquery(node: exp.Expr) -> bool:
     return any(isinstance(n, exp.Query | exp.Subquery) for n in node.walk() if n is not node) or isinstance(
         node, exp.Exists
@@ -221,6 +298,7 @@ class _Builder:
         self.schemas = schemas
         self.refs = refs
         self.names = _Names()
+        self.scalars = 0
 
     # -- expressions --------------------------------------------------------------------------
     def translate(self, expression: exp.Expr, scopes: Sequence[Scope], where: exp.Expr) -> exp.Expr:
@@ -400,7 +478,167 @@ class _Builder:
         if isinstance(inner, exp.Exists):
             right, correlation = self._correlated(inner, ctes, scopes)
             return Join(rel, right, "anti" if negated else "semi", correlation)
-        raise UnsupportedQueryError("scalar subquery", _where(predicate))
+        if not _scalar_subqueries(predicate):
+            raise UnsupportedQueryError("a subquery in this position", _where(predicate))
+        rel, replaced, with_values = self._with_scalars(rel, predicate, ctes, scopes, where=True)
+        return Select(rel, self.translate(replaced, with_values, predicate))
+
+    def _with_scalars(
+        self,
+        rel: Relation,
+        expression: exp.Expr,
+        ctes: Mapping[str, exp.Expr],
+        scopes: Sequence[Scope],
+        *,
+        where: bool,
+        uncorrelated_only: bool = False,
+    ) -> tuple[Relation, exp.Expr, list[Scope]]:
+        """``rel`` joined with the value of each scalar subquery in ``expression``, the expression
+        with columns of those values in their place, and the scopes that resolve the columns.
+        ``where``: the expression is a WHERE conjunct (a NULL that it rejects drops the row)."""
+        replaced, values, joins = self._scalar_values(
+            expression, ctes, scopes, where=where, uncorrelated_only=uncorrelated_only
+        )
+        for right, kind, condition in joins:
+            rel = Join(rel, right, kind, condition)
+        return rel, replaced, [values, *scopes]
+
+    def _scalar_values(
+        self,
+        expression: exp.Expr,
+        ctes: Mapping[str, exp.Expr],
+        scopes: Sequence[Scope],
+        *,
+        where: bool,
+        uncorrelated_only: bool = False,
+    ) -> tuple[exp.Expr, Scope, list[tuple[Relation, JoinKind, exp.Expr | None]]]:
+        """:meth:`_with_scalars` before the joins: the expression, the scope of the value
+        columns, and the joins that bring them (right side, kind, condition)."""
+        replaced = expression.copy()
+        values: Scope = {}
+        joins: list[tuple[Relation, JoinKind, exp.Expr | None]] = []
+        for sub in _scalar_subqueries(replaced):
+            rejecting = where and _rejects_null(replaced, sub)
+            name, *join = self._scalar(sub, ctes, scopes, rejecting, uncorrelated_only)
+            joins.append(tuple(join))  # type: ignore[arg-type]
+            self.scalars += 1
+            alias = f"__scalar_{self.scalars}"
+            values[alias] = {"value": name}
+            sub.replace(exp.column("value", table=alias))
+        return replaced, values, joins
+
+    def _scalar(
+        self,
+        sub: exp.Subquery,
+        ctes: Mapping[str, exp.Expr],
+        scopes: Sequence[Scope],
+        rejecting: bool,
+        uncorrelated_only: bool,
+    ) -> tuple[str, Relation, JoinKind, exp.Expr | None]:
+        """The column holding ``sub``'s value, and the join that brings it: the relation
+        joined on the right, the kind and the condition (module docstring)."""
+        try:
+            built = self.query(sub.this, ctes)
+        except QueryError as exc:
+            if "cannot resolve column" not in exc.message:
+                raise
+            # qualify() validated every column, so an unresolved one refers to the outer query.
+            if uncorrelated_only:
+                raise UnsupportedQueryError(
+                    "a correlated scalar subquery in the select list or HAVING of an aggregation",
+                    _where(sub),
+                    hint="compute it in a derived table joined on the correlation",
+                ) from exc
+            return self._correlated_scalar(sub, ctes, scopes, rejecting)
+        if len(built.visible) != 1:
+            raise QueryError(f"a scalar subquery must return one column: {_where(sub)[:200]!r}")
+        if not _one_row(built.rel):
+            raise UnsupportedQueryError(
+                "a scalar subquery that may return no row or several",
+                _where(sub),
+                hint="aggregate it without GROUP BY or HAVING (MAX(...), SUM(...)) so it returns one row",
+            )
+        return built.rel.columns[0], built.rel, "scalar", None
+
+    def _correlated_scalar(
+        self, sub: exp.Subquery, ctes: Mapping[str, exp.Expr], scopes: Sequence[Scope], rejecting: bool
+    ) -> tuple[str, Relation, JoinKind, exp.Expr | None]:
+        """A scalar subquery correlated through equalities, grouped by its side of them."""
+        body = sub.this
+        if not isinstance(body, exp.Select):
+            raise UnsupportedQueryError("a correlated scalar subquery over a set operation", _where(sub))
+        for arg in ("group", "having", "limit", "order", "distinct", "with_", "offset"):
+            if body.args.get(arg):
+                construct = arg.upper().rstrip("_")
+                raise UnsupportedQueryError(f"{construct} in a correlated scalar subquery", _where(sub))
+        if len(body.expressions) != 1:
+            raise QueryError(f"a scalar subquery must return one column: {_where(sub)[:200]!r}")
+        item = body.expressions[0]
+        value = item.this if isinstance(item, exp.Alias) else item
+        if value.find(exp.AggFunc) is None:
+            raise UnsupportedQueryError(
+                "a correlated scalar subquery without an aggregate",
+                _where(sub),
+                hint="aggregate its value (MAX(...), SUM(...)) so each outer row gets one",
+            )
+        if value.find(exp.Count) is not None:
+            raise UnsupportedQueryError(
+                "COUNT in a correlated scalar subquery",
+                _where(sub),
+                hint="count in a derived table joined on the correlation, with COALESCE(n, 0)",
+            )
+        inner = _from_aliases(body)
+        local: list[exp.Expr] = []
+        keys: list[tuple[exp.Expr, exp.Expr]] = []  # (the subquery's side, the outer side)
+        for conjunct in conjuncts(body.args["where"].this if body.args.get("where") else None):
+            tables = {c.table for c in conjunct.find_all(exp.Column)}
+            if not tables - inner or _has_subquery(conjunct):
+                local.append(conjunct)
+                continue
+            if isinstance(conjunct, exp.EQ):
+                sides = (conjunct.this, conjunct.expression)
+                owners = [{c.table for c in side.find_all(exp.Column)} for side in sides]
+                for mine, theirs in ((0, 1), (1, 0)):
+                    if (
+                        owners[mine]
+                        and owners[mine] <= inner
+                        and owners[theirs]
+                        and not owners[theirs] & inner
+                    ):
+                        keys.append((sides[mine], sides[theirs]))
+                        break
+                else:
+                    owners = []
+                if owners:
+                    continue
+            raise UnsupportedQueryError("a non-equality correlation in a scalar subquery", _where(conjunct))
+        grouped = body.copy()
+        grouped.set("where", exp.Where(this=exp.and_(*local)) if local else None)
+        grouped.set(
+            "expressions",
+            [
+                exp.alias_(value.copy(), "value"),
+                *(exp.alias_(k.copy(), f"key_{i}") for i, (k, _) in enumerate(keys)),
+            ],
+        )
+        grouped.set("group", exp.Group(expressions=[k.copy() for k, _ in keys]))
+        try:
+            built = self.query(grouped, ctes)
+        except QueryError as exc:
+            if "cannot resolve column" not in exc.message:
+                raise
+            raise UnsupportedQueryError(
+                "a correlated scalar subquery that reads outer columns outside its WHERE equalities",
+                _where(sub),
+            ) from exc
+        value_name, *key_names = built.rel.columns
+        condition = exp.and_(
+            *(
+                exp.EQ(this=self.translate(outer, scopes, sub), expression=column(key))
+                for (_, outer), key in zip(keys, key_names, strict=True)
+            )
+        )
+        return value_name, built.rel, "inner" if rejecting else "left", condition
 
     def _correlated(
         self, exists: exp.Exists, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
@@ -457,16 +695,26 @@ class _Builder:
         for conjunct in subqueries:
             rel = self._subquery_join(rel, conjunct, ctes, scopes)
 
-        items = node.expressions
-        visible = tuple(item.alias_or_name for item in items)
-        having = node.args.get("having")
+        visible = tuple(item.alias_or_name for item in node.expressions)
         group = node.args.get("group")
-        parts = [p for p in (*items, having, node.args.get("order")) if p is not None]
-        aggregated = bool(group) or any(p.find(exp.AggFunc) is not None for p in parts)
+        parts = [p for p in (*node.expressions, node.args.get("having"), node.args.get("order")) if p]
+        aggregated = bool(group) or any(_aggregates_outside_subqueries(p) for p in parts)
+        # Scalar subqueries in the select list and HAVING: their values as columns. Over an
+        # aggregation they join its output (a global one has its row even over no rows).
+        node, values, joins = self._select_values(node, ctes, scopes, aggregated)
+        scopes = [values, *scopes] if values else scopes
+        if not aggregated:
+            for right, kind, condition in joins:
+                rel = Join(rel, right, kind, condition)
+        items = node.expressions
+        having = node.args.get("having")
 
         agg_map: dict[str, str] = {}
         if aggregated:
             rel, agg_map = self.aggregate(node, rel, scopes)
+            for right, kind, condition in joins:
+                rel = Join(rel, right, kind, condition)
+            agg_map.update({name: name for scope in values.values() for name in scope.values()})
         outputs: list[tuple[str, exp.Expr]] = []
         for item, name in zip(items, visible, strict=True):
             source = item.this if isinstance(item, exp.Alias) else item
@@ -485,6 +733,29 @@ class _Builder:
         if distinct is not None:
             rel = Distinct(rel)
         return self._order_limit(node, _Built(rel, visible), top=top, scopes=scopes, agg_map=agg_map)
+
+    def _select_values(
+        self, node: exp.Select, ctes: Mapping[str, exp.Expr], scopes: Sequence[Scope], aggregated: bool
+    ) -> tuple[exp.Select, Scope, list[tuple[Relation, JoinKind, exp.Expr | None]]]:
+        """``node`` with its select list's and HAVING's scalar subqueries replaced by value
+        columns, their scope, and the joins that bring them (see :meth:`_with_scalars`)."""
+        having = node.args.get("having")
+        if not any(_scalar_subqueries(p) for p in (*node.expressions, *([having] if having else []))):
+            return node, {}, []
+        node = node.copy()
+        values: Scope = {}
+        joins: list[tuple[Relation, JoinKind, exp.Expr | None]] = []
+        targets = [*node.expressions, *([node.args["having"].this] if having else [])]
+        for part in targets:
+            if not _scalar_subqueries(part):
+                continue
+            replaced, found, needed = self._scalar_values(
+                part, ctes, scopes, where=False, uncorrelated_only=aggregated
+            )
+            part.replace(replaced)
+            values.update(found)
+            joins += needed
+        return node, values, joins
 
     def _post(
         self, expression: exp.Expr, scopes: Sequence[Scope], agg_map: Mapping[str, str], where: exp.Expr

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 AggFunc = Literal["count", "sum", "avg", "min", "max", "collect_set", "union_sets"]
-JoinKind = Literal["inner", "cross", "semi", "anti", "left", "full"]
+JoinKind = Literal["inner", "cross", "semi", "anti", "left", "full", "scalar"]
 
 # Aggregates users write; collect_set and union_sets only appear in capture plans.
 USER_AGGREGATES: frozenset[str] = frozenset({"count", "sum", "avg", "min", "max"})
@@ -161,7 +161,8 @@ class Project(Relation):
 class Join(Relation):
     """Inner/cross joins output both sides; semi and anti joins output the left side only.
     Left and full outer joins output both sides, a side without a match padded with NULLs
-    (RIGHT JOIN is a left join with its inputs swapped).
+    (RIGHT JOIN is a left join with its inputs swapped). A scalar join is a cross product with
+    a right side of exactly one row: the value of an uncorrelated scalar subquery, read whole.
 
     ``null_aware`` marks an anti join that came from ``NOT IN``: a NULL on either side of its
     single equality makes the row disappear, as in SQL.
@@ -176,9 +177,9 @@ class Join(Relation):
     def __post_init__(self) -> None:
         both = self.left.columns + self.right.columns
         _check_unique(both)
-        if self.kind == "cross" and self.condition is not None:
-            raise PlanError("a cross product has no condition")
-        if self.kind != "cross" and self.condition is None:
+        if self.kind in ("cross", "scalar") and self.condition is not None:
+            raise PlanError(f"a {self.kind} join has no condition")
+        if self.kind not in ("cross", "scalar") and self.condition is None:
             raise PlanError(f"a {self.kind} join needs a condition")
         if self.condition is not None:
             _check_refs(f"{self.kind} join condition", self.condition, both)
@@ -344,14 +345,16 @@ def positive_scans(plan: Relation) -> list[Scan]:
     outer join pads: a left row whose matches were left out of the sketch comes out padded
     with NULLs, a row the full data never had (``WHERE o.id IS NULL`` above it keeps exactly
     such rows). A left join's left side is positive: each of its rows gives the same output
-    rows whatever other left rows there are. A full join pads both sides, so neither is.
+    rows whatever other left rows there are. A full join pads both sides, so neither is. A
+    scalar subquery's input is read whole too: its value depends on all of it, and a sketch
+    could leave out rows of it that no result row shows (``x > (SELECT AVG(y) FROM t)``).
     """
     found: list[Scan] = []
 
     def visit(node: Relation) -> None:
         if isinstance(node, Scan):
             found.append(node)
-        elif isinstance(node, Join) and node.kind in ("anti", "left"):
+        elif isinstance(node, Join) and node.kind in ("anti", "left", "scalar"):
             visit(node.left)
         elif isinstance(node, Join) and node.kind == "full":
             return

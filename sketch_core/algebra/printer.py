@@ -87,8 +87,10 @@ class _Printer:
         if isinstance(node, Select):
             scan = node.child
             if isinstance(scan, Scan) and scan.names == scan.source_columns:
-                # Unrenamed columns: the condition can sit on the scan itself.
-                return f"{self.sql(scan)} WHERE {_expr(node.condition)}"
+                # Unrenamed columns: the condition can sit on the scan itself. The alias keeps
+                # Spark from reading ``WHERE (FALSE)`` (an empty sketch's condition) as an alias
+                # with a column list, WHERE being a non-reserved word.
+                return f"{self.sql(scan)} AS {self.alias()} WHERE {_expr(node.condition)}"
             return f"SELECT * FROM ({self.sql(node.child)}) AS {self.alias()} WHERE {_expr(node.condition)}"
         if isinstance(node, Project):
             return self.project(node.child, [(n, _expr(e)) for n, e in node.outputs])
@@ -128,6 +130,7 @@ class _Printer:
             "anti": "LEFT ANTI JOIN",
             "left": "LEFT OUTER JOIN",
             "full": "FULL OUTER JOIN",
+            "scalar": "CROSS JOIN",
         }
         on = f" ON {_expr(node.condition)}" if node.condition is not None else ""
         return f"SELECT * FROM ({left_sql}) AS {left} {keyword[node.kind]} ({right_sql}) AS {right}{on}"

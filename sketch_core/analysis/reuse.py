@@ -165,6 +165,10 @@ class _Checker:
         return state
 
     def join(self, state: _State, q: Join, q2: Join) -> None:
+        if q.kind == "scalar":
+            if to_sql(q.right) != to_sql(q2.right):
+                raise _NotReusable("the scalar subqueries differ between the instances")
+            return
         if q.kind in ("left", "full"):
             # The padded side is read whole, and which rows get padded depends on it and on
             # the condition: both must be the same in the two instances, and the matches too.

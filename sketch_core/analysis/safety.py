@@ -16,6 +16,7 @@ projections' definitions, and min/max statistics from Iceberg) are z3 premises. 
   for descending keys), so rows left out of the top-k on the full data stay out;
 * DISTINCT and anti joins need the relevant columns equal; anti joins' right sides are never
   sketched;
+* scalar subqueries: their input is never sketched, so their value is the same;
 * outer joins: the padded sides are never sketched, and the preserved side's columns the
   condition reads must be equal (a row must find the same matches, or none, on both).
 """
@@ -170,6 +171,9 @@ class _Checker:
     def join(self, node: Join, sketching: bool) -> _Facts:
         if node.kind in ("left", "full"):
             return self.outer_join(node, sketching)
+        if node.kind == "scalar":  # the value is computed from its whole input (positive_scans)
+            left, right = self.visit(node.left, sketching), self.visit(node.right, False)
+            return _Facts(left.premises + right.premises, left.sketched + right.sketched)
         left = self.visit(node.left, sketching)
         right = self.visit(node.right, sketching and node.kind != "anti")
         facts = _Facts(left.premises + right.premises, left.sketched + right.sketched)

@@ -76,7 +76,7 @@ class _Evaluator:
 
     def join(self, node: Join, keys: Mapping[str, pa.Array] | None) -> pa.Table:
         pairs, residual = equi_keys(node.condition, node.left.columns, node.right.columns)
-        outer = node.kind in ("left", "full")  # Spark pads; the estimate leaves them to it
+        outer = node.kind in ("left", "full", "scalar")  # left to Spark
         if not pairs or outer or node.null_aware or (residual and node.kind != "inner"):
             condition = node.condition.sql(dialect="spark") if node.condition is not None else "no condition"
             raise UnsupportedQueryError(f"this {node.kind} join in an in-process estimate", condition)

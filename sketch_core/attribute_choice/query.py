@@ -222,7 +222,7 @@ def _widened(
                 lose(node, "read on a padded side of a full outer join")
                 return node, {}
             left, read = visit(node.left)
-            if node.kind in ("semi", "anti", "left"):
+            if node.kind in ("semi", "anti", "left", "scalar"):
                 lose(node.right, f"read only on the right side of a {node.kind} join")
                 return replace_children(node, (left, node.right)), read
             right, right_read = visit(node.right)

@@ -301,8 +301,9 @@ class _Join(_Node):
     ):
         if node.kind not in ("inner", "cross"):
             article = "an" if node.kind == "anti" else "a"
+            what = "a scalar subquery" if node.kind == "scalar" else f"{article} {node.kind} join"
             raise UnsupportedQueryError(
-                f"{article} {node.kind} join in incremental maintenance (not yet)",
+                f"{what} in incremental maintenance (not yet)",
                 node.kind,
                 hint="maintain this sketch with strategy='full'",
             )

@@ -185,10 +185,10 @@ class _Instrumenter:
             # The right side stays whole: restricting it would let more left rows through.
             return Join(left, node.right, "anti", node.condition, node.null_aware), left_annotations
         right, right_annotations = self.run(node.right)
-        if node.kind in ("left", "full"):
-            # The padded sides are never sketched (positive_scans), so only a left join's left
-            # side brings annotations; the condition's equalities fail on padded rows, so no key
-            # grows through them.
+        if node.kind in ("left", "full", "scalar"):
+            # The padded sides and scalar subqueries are never sketched (positive_scans), so only
+            # the left side brings annotations; an outer join's equalities fail on padded rows,
+            # so no key grows through them.
             return Join(left, right, node.kind, node.condition), {**left_annotations, **right_annotations}
         if node.kind in ("inner", "cross"):
             pairs = _equated_columns(node.condition, self.types)

@@ -53,7 +53,7 @@ def _into_join(join: Join, parts: list[exp.Expr]) -> Relation:
             keep.append(part)
         elif refs <= left_columns and join.kind != "full":  # a full join pads left rows too
             to_left.append(part)
-        elif refs <= right_columns and join.kind in ("inner", "cross"):
+        elif refs <= right_columns and join.kind in ("inner", "cross"):  # (a scalar's value: kept)
             to_right.append(part)
         elif refs <= left_columns | right_columns and join.kind in ("inner", "cross"):
             to_join.append(part)

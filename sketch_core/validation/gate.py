@@ -172,7 +172,10 @@ class DeltaGate:
         # One data file of the history tells identifiers (all values distinct) from measures.
         sample = read_files(pinned.files[:1], pinned.schema, integers) if integers else None
         identifiers = identifier_columns(sample) if sample is not None else frozenset()
-        suite = learn_suite(table, pinned.schema, pinned.column_bounds(), identifiers)
+        # A column the history already holds NULLs in may get more: only the others must have
+        # values (counted from the data files' statistics, before merge-on-read deletes).
+        holding_nulls = frozenset(c for f in pinned.files for c, n in f.null_counts.items() if n)
+        suite = learn_suite(table, pinned.schema, pinned.column_bounds(), identifiers, holding_nulls)
         self._save_suite(table, suite, pinned.sequence)
         return suite, pinned.sequence
 

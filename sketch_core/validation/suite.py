@@ -4,7 +4,8 @@ What a delta batch of a table must satisfy before any sketch is maintained with 
 
 - **schema and types**: the columns, in order, with the Arrow types the suite learned;
 - **no NULLs** in the columns that must have values: the table's sort key and the attributes
-  its sketches' partitions are on, unless declared nullable;
+  its sketches' partitions are on, unless declared nullable or holding NULLs in the history the
+  suite was learned from;
 - **value domains learned from history**: each numeric, date or timestamp column stays within
   the range the table has held so far, widened on both sides by ``slack`` times that range's
   width (see :meth:`Domain.allowed`): growth and new key ranges pass, a sentinel like
@@ -80,7 +81,8 @@ class ColumnRule:
 class TableSuite:
     table: str
     columns: tuple[ColumnRule, ...]
-    nullable: frozenset[str] = field(default_factory=frozenset)  # declared by an operator
+    # declared by an operator, or holding NULLs in the history the suite was learned from
+    nullable: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def column_names(self) -> list[str]:
@@ -190,10 +192,12 @@ def learn_suite(
     schema: pa.Schema,
     bounds: Mapping[str, tuple[Any, Any]],
     identifiers: frozenset[str] = frozenset(),
+    holding_nulls: frozenset[str] = frozenset(),
 ) -> TableSuite:
     """A table's first suite: its schema, and the value ranges of its history (``bounds``:
     per column, the (min, max) over the table's data files, from Iceberg's metadata), except
-    for ``identifiers`` (see :func:`identifier_columns`)."""
+    for ``identifiers`` (see :func:`identifier_columns`). The columns of ``holding_nulls``
+    (NULLs in the history) are nullable: a batch with NULLs there is what the table has held."""
     columns = []
     for f in schema:
         rule = ColumnRule(f.name, str(f.type), identifier=f.name in identifiers)
@@ -201,7 +205,7 @@ def learn_suite(
         if rule.kind in _RANGED and low is not None and high is not None and not rule.identifier:
             rule = replace(rule, domain=Domain(low, high))
         columns.append(rule)
-    return TableSuite(table, tuple(columns))
+    return TableSuite(table, tuple(columns), holding_nulls & frozenset(schema.names))
 
 
 # Fewer sampled rows than this say nothing about whether a column's values repeat.

@@ -81,7 +81,18 @@ def test_params_round_trip_through_json() -> None:
         ("SELECT id, x FROM s.sales LATERAL VIEW explode(array(1)) e AS x", "LATERAL VIEW"),
         ("SELECT id FROM s.sales LIMIT 3", "LIMIT without ORDER BY"),
         ("SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS n FROM s.sales", "window function"),
-        ("SELECT id FROM s.sales WHERE amount > (SELECT AVG(amount) FROM s.sales)", "scalar subquery"),
+        (
+            "SELECT id FROM s.sales WHERE amount > (SELECT amount FROM s.sales ORDER BY id LIMIT 1)",
+            "a scalar subquery that may return no row or several",
+        ),
+        (
+            "SELECT id FROM s.sales x WHERE amount > (SELECT COUNT(*) FROM s.sales y WHERE y.id = x.id)",
+            "COUNT in a correlated scalar subquery",
+        ),
+        (
+            "SELECT id FROM s.sales x WHERE amount > (SELECT MAX(amount) FROM s.sales y WHERE y.id < x.id)",
+            "a non-equality correlation in a scalar subquery",
+        ),
         ("SELECT region FROM s.sales INTERSECT SELECT region FROM s.regions", "INTERSECT"),
         ("SELECT STDDEV(amount) AS x FROM s.sales", "aggregate function STDDEV"),
     ],

@@ -14,14 +14,7 @@ from sketch_core.spark.views import register_view, table_schemas
 from tests.oracles.results import rounded
 
 # Queries with constructs the front end refuses, and the construct it must name.
-UNSUPPORTED = {
-    2: "scalar subquery",
-    11: "scalar subquery",
-    15: "scalar subquery",
-    17: "scalar subquery",
-    20: "scalar subquery",
-    22: "scalar subquery",
-}
+UNSUPPORTED = {}
 
 
 @pytest.mark.parametrize("number", sorted(TPCH_QUERIES))

@@ -1,5 +1,5 @@
-"""Reports written with outer joins, JOIN ... USING, scalar subqueries and the other constructs
-of the users'-SQL issue, on generated tables with NULL join keys, duplicate keys and ties.
+"""Reports written with outer joins, JOIN ... USING and scalar subqueries (uncorrelated, and
+correlated through equalities), on generated tables with NULL join keys, duplicate keys and ties.
 
 The oracle is differential: captured with the default attribute choice, the query on its sketch
 (applied whatever it costs) equals the full query; after inserts and deletes, maintenance
@@ -80,6 +80,29 @@ CAPTURED = {
     "left_join_using": f"""
         SELECT k, COUNT(*) AS n, COUNT(name) AS named FROM {NS}.facts LEFT JOIN {NS}.dims USING (k)
         WHERE id < 20000 GROUP BY k HAVING COUNT(*) > 130""",
+    # Scalar subqueries: uncorrelated (one aggregated row) in WHERE, HAVING and the select list.
+    "scalar_where": f"""
+        SELECT g, COUNT(*) AS n FROM {NS}.facts WHERE v > (SELECT AVG(v) FROM {NS}.facts WHERE g < 10)
+        GROUP BY g ORDER BY n DESC, g LIMIT 3""",
+    "scalar_having": f"""
+        SELECT k, SUM(v) AS s FROM {NS}.facts GROUP BY k
+        HAVING SUM(v) > (SELECT SUM(v) / 200 FROM {NS}.facts)""",
+    "scalar_select": f"""
+        SELECT g, SUM(v) * 100.0 / (SELECT SUM(v) FROM {NS}.facts) AS share FROM {NS}.facts
+        GROUP BY g ORDER BY share DESC, g LIMIT 3""",
+    # Correlated through an equality (TPC-H Q17's shape), with NULL keys on the outer side.
+    "correlated_where": f"""
+        SELECT f.g, COUNT(*) AS n FROM {NS}.facts f
+        WHERE f.v > (SELECT AVG(x.v) FROM {NS}.facts x WHERE x.k = f.k AND x.g < 20)
+        GROUP BY f.g ORDER BY n DESC, f.g LIMIT 3""",
+    # A NULL value the row must keep: under OR, and in the select list (a left join).
+    "correlated_or": f"""
+        SELECT f.g, COUNT(*) AS n FROM {NS}.facts f
+        WHERE f.v > (SELECT MAX(d.w) * 20 FROM {NS}.dims d WHERE d.k = f.k) OR f.g = 3
+        GROUP BY f.g ORDER BY n DESC, f.g LIMIT 3""",
+    "correlated_select": f"""
+        SELECT f.id, f.v, (SELECT MAX(d.w) FROM {NS}.dims d WHERE d.k = f.k) AS w
+        FROM {NS}.facts f WHERE f.v > 95 ORDER BY f.id LIMIT 20""",
 }
 
 
@@ -89,6 +112,11 @@ NOT_INCREMENTAL = {
     "left_join_counts": "a left join in incremental maintenance (not yet)",
     "right_join": "a left join in incremental maintenance (not yet)",
     "left_join_using": "a left join in incremental maintenance (not yet)",
+    "scalar_where": "a scalar subquery in incremental maintenance (not yet)",
+    "scalar_having": "a scalar subquery in incremental maintenance (not yet)",
+    "scalar_select": "a scalar subquery in incremental maintenance (not yet)",
+    "correlated_or": "a left join in incremental maintenance (not yet)",
+    "correlated_select": "a left join in incremental maintenance (not yet)",
 }
 
 

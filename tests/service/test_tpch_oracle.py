@@ -13,13 +13,7 @@ from tests.oracles.results import sorted_rows
 REQUIRED = {1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 18, 19}
 # Refused, and the construct the refusal must name.
 REFUSED = {
-    2: "scalar subquery",
-    11: "scalar subquery",
-    15: "scalar subquery",
-    17: "scalar subquery",
-    20: "scalar subquery",
     21: "a non-equality correlation in a semi join (capture)",
-    22: "scalar subquery",
 }
 # Top-k reports must skip data even at this tiny scale.
 SELECTIVE = {3, 10, 18, 19}

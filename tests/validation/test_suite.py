@@ -87,6 +87,12 @@ def test_required_columns_leave_out_the_declared_nullable_and_unknown_ones() -> 
         suite.declaring_nullable({"nope"})
 
 
+def test_columns_holding_nulls_in_the_history_may_get_more() -> None:
+    suite = learn_suite("n.t", SCHEMA, {}, holding_nulls=frozenset({"day", "gone"}))
+    assert suite.required({"key", "day"}) == ["key"]
+    assert suite.nullable == frozenset({"day"})
+
+
 def test_a_suite_survives_its_json_form() -> None:
     suite = learn_suite("n.t", SCHEMA, {"key": (0, 10)}).declaring_nullable({"name"})
     assert TableSuite.from_json(suite.to_json()) == suite

@@ -59,16 +59,16 @@ FROM (
         SELECT
           id,
           amount
-        FROM s.sales
+        FROM s.sales AS q2
         WHERE
           (
             id >= 100 AND id < 300
           )
-      ) AS q2
+      ) AS q3
       WHERE
         amount > 50
-    ) AS q3
-  ) AS q4
+    ) AS q4
+  ) AS q5
 ) AS q1
 ORDER BY
   q1.amount DESC,

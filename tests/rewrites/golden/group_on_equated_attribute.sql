@@ -78,7 +78,7 @@ FROM (
           SELECT
             id,
             amount
-          FROM s.sales
+          FROM s.sales AS q4
           WHERE
             (
               id >= 100 AND id < 300
@@ -91,20 +91,20 @@ FROM (
             SELECT
               id AS id_2
             FROM s.sales
-          ) AS q4
+          ) AS q5
           WHERE
             (
               id_2 >= 100 AND id_2 < 300
             )
         ) AS q3
           ON id = id_2
-      ) AS q5
+      ) AS q6
       WHERE
         amount > 0
-    ) AS q6
+    ) AS q7
     GROUP BY
       id_2
-  ) AS q7
+  ) AS q8
 ) AS q1
 ORDER BY
   q1.n DESC

@@ -47,15 +47,15 @@ FROM (
       SELECT
         id,
         amount
-      FROM s.sales
+      FROM s.sales AS q1
       WHERE
         (
           id >= 100 AND id < 300
         )
-    ) AS q1
+    ) AS q2
     GROUP BY
       id
-  ) AS q2
+  ) AS q3
   WHERE
     total > 10
-) AS q3
+) AS q4
