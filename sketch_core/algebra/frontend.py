@@ -49,6 +49,9 @@ from sketch_core.algebra.ir import (
     SortKey,
     TopK,
     Union,
+    Window,
+    WindowCall,
+    WindowFunc,
     column,
     conjuncts,
 )
@@ -56,6 +59,17 @@ from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundE
 
 # table name -> ordered (column, Spark SQL type)
 TableSchemas = Mapping[str, Sequence[tuple[str, str]]]
+
+_WINDOW_FUNCTIONS: dict[type[exp.Expr], WindowFunc] = {
+    exp.RowNumber: "row_number",
+    exp.Rank: "rank",
+    exp.DenseRank: "dense_rank",
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+}
 
 _AGGREGATES: dict[type[exp.Expr], str] = {
     exp.Count: "count",
@@ -259,6 +273,30 @@ def _one_row(rel: Relation) -> bool:
     return isinstance(rel, Aggregate) and not rel.groups
 
 
+class _Uncorrelated(Exception):
+    """An EXISTS subquery that reads nothing of the outer query."""
+
+
+def _in_as_exists(predicate: exp.In) -> exp.Exists:
+    """``x IN (SELECT y FROM t WHERE p)`` as ``EXISTS (SELECT 1 FROM t WHERE p AND y = x)``: the
+    same rows pass a WHERE (where a NULL is as good as false), and a correlated IN becomes a
+    correlated EXISTS."""
+    query = predicate.args["query"]
+    sub = query.this if isinstance(query, exp.Subquery) else query
+    shaped = isinstance(sub, exp.Select) and len(sub.expressions) == 1
+    if not shaped or any(sub.args.get(a) for a in ("group", "having", "limit", "order", "distinct", "with_")):
+        # (Named so: with stand-in schemas an uncorrelated IN can look correlated.)
+        raise UnsupportedQueryError("correlated IN subquery", _where(predicate))
+    item = sub.expressions[0]
+    value = item.this if isinstance(item, exp.Alias) else item
+    rewritten = sub.copy()
+    matches = exp.EQ(this=value.copy(), expression=predicate.this.copy())
+    where = rewritten.args.get("where")
+    rewritten.set("where", exp.Where(this=exp.and_(where.this, matches) if where else matches))
+    rewritten.set("expressions", [exp.Literal.number(1)])
+    return exp.Exists(this=rewritten)
+
+
 def _from_aliases(node: exp.Select) -> set[str]:
     from_ = node.args.get("from_")
     sources = [from_.this] if from_ is not None else []
@@ -266,9 +304,30 @@ def _from_aliases(node: exp.Select) -> set[str]:
     return {source.alias_or_name for source in sources}
 
 
+def _windowed(node: exp.Expr) -> bool:
+    """Whether ``node`` is the function a window computes (``SUM(x)`` of ``SUM(x) OVER (...)``)."""
+    return isinstance(node.parent, exp.Window) and node.arg_key == "this"
+
+
+def _windows_in(expression: exp.Expr) -> list[exp.Window]:
+    """The window functions in ``expression``, outside subqueries."""
+    found: list[exp.Window] = []
+
+    def visit(node: exp.Expr) -> None:
+        if isinstance(node, exp.Window):
+            found.append(node)
+            return
+        for child in node.iter_expressions():
+            if not isinstance(child, exp.Query | exp.Subquery):
+                visit(child)
+
+    visit(expression)
+    return found
+
+
 def _aggregates_outside_subqueries(expression: exp.Expr) -> bool:
     def visit(node: exp.Expr) -> bool:
-        if isinstance(node, exp.AggFunc):
+        if isinstance(node, exp.AggFunc) and not _windowed(node):
             return True
         return any(visit(c) for c in node.iter_expressions() if not isinstance(c, exp.Query | exp.Subquery))
 
@@ -283,12 +342,10 @@ def _has_subquery(node: exp.Expr) -> bool:
 
 _UNSUPPORTED_SELECT_ARGS = {
     "laterals": "LATERAL VIEW",
-    "qualify": "QUALIFY",
     "windows": "WINDOW clause",
     "sort": "SORT BY",
     "cluster": "CLUSTER BY",
     "distribute": "DISTRIBUTE BY",
-    "offset": "OFFSET",
     "pivots": "PIVOT",
 }
 
@@ -334,7 +391,7 @@ class _Builder:
         if isinstance(node, exp.Union):
             return self.union(node, ctes, top=top, outer=outer)
         if isinstance(node, exp.Intersect | exp.Except):
-            raise UnsupportedQueryError(node.key.upper(), _where(node))
+            return self.set_difference(node, ctes, top=top, outer=outer)
         if isinstance(node, exp.Select):
             return self.select(node, ctes, top=top, outer=outer)
         raise UnsupportedQueryError(f"{type(node).__name__} as a query", _where(node))
@@ -380,6 +437,39 @@ class _Builder:
         if node.args.get("distinct"):
             rel = Distinct(rel)
         return self._order_limit(node, _Built(rel, visible), top=top, scopes=(), agg_map={})
+
+    def set_difference(
+        self,
+        node: exp.Intersect | exp.Except,
+        ctes: Mapping[str, exp.Expr],
+        *,
+        top: bool,
+        outer: Sequence[Scope],
+    ) -> _Built:
+        """``A INTERSECT B`` as the distinct rows of A with a match in B, ``A EXCEPT B`` without
+        one: a semi or anti join on every column, NULLs matching NULLs (as set operations
+        compare rows), under DISTINCT. Their ALL forms count duplicates: refused."""
+        construct = node.key.upper()
+        if not node.args.get("distinct"):
+            raise UnsupportedQueryError(
+                f"{construct} ALL", _where(node), hint=f"write {construct} (distinct)"
+            )
+        ctes = self._with(node, ctes)
+        left = self.query(node.left, ctes, outer=outer)
+        right = self.query(node.right, ctes, outer=outer)
+        if len(left.visible) != len(right.visible):
+            raise QueryError(
+                f"{construct} inputs have different numbers of columns in {_where(node)[:200]!r}"
+            )
+        matches = exp.and_(
+            *(
+                exp.NullSafeEQ(this=column(a), expression=column(b))
+                for a, b in zip(left.rel.columns, right.rel.columns, strict=True)
+            )
+        )
+        kind: JoinKind = "semi" if isinstance(node, exp.Intersect) else "anti"
+        rel: Relation = Distinct(Join(left.rel, right.rel, kind, matches))
+        return self._order_limit(node, _Built(rel, left.visible), top=top, scopes=(), agg_map={})
 
     def _source(
         self, node: exp.Expr, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
@@ -467,7 +557,9 @@ class _Builder:
                 if "cannot resolve column" not in exc.message:
                     raise
                 # qualify() validated every column, so an unresolved one refers to the outer query.
-                raise UnsupportedQueryError("correlated IN subquery", _where(inner)) from exc
+                if negated:  # NOT IN's NULLs make it no NOT EXISTS
+                    raise UnsupportedQueryError("correlated NOT IN subquery", _where(inner)) from exc
+                return self._subquery_join(rel, _in_as_exists(inner), ctes, scopes)
             if len(built.visible) != 1:
                 raise QueryError(f"an IN subquery must return one column: {_where(inner)[:200]!r}")
             left = self.translate(inner.this, scopes, inner)
@@ -476,12 +568,32 @@ class _Builder:
                 return Join(rel, built.rel, "anti", condition, null_aware=True)
             return Join(rel, built.rel, "semi", condition)
         if isinstance(inner, exp.Exists):
-            right, correlation = self._correlated(inner, ctes, scopes)
+            try:
+                right, correlation = self._correlated(inner, ctes, scopes)
+            except _Uncorrelated:
+                return self._exists_as_count(rel, inner, negated, ctes)
             return Join(rel, right, "anti" if negated else "semi", correlation)
         if not _scalar_subqueries(predicate):
             raise UnsupportedQueryError("a subquery in this position", _where(predicate))
         rel, replaced, with_values = self._with_scalars(rel, predicate, ctes, scopes, where=True)
         return Select(rel, self.translate(replaced, with_values, predicate))
+
+    def _exists_as_count(
+        self, rel: Relation, exists: exp.Exists, negated: bool, ctes: Mapping[str, exp.Expr]
+    ) -> Relation:
+        """An uncorrelated [NOT] EXISTS holds for every row or none: its subquery's row count,
+        a scalar join's value, compared with 0 (its input read whole, as a scalar's)."""
+        sub = exists.this.this if isinstance(exists.this, exp.Subquery) else exists.this
+        counting = sub.copy()
+        counting.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "n")])
+        built = self.query(counting, ctes)
+        count = column(built.rel.columns[0])
+        holds = (
+            exp.EQ(this=count, expression=exp.Literal.number(0))
+            if negated
+            else exp.GT(this=count, expression=exp.Literal.number(0))
+        )
+        return Select(Join(rel, built.rel, "scalar"), holds)
 
     def _with_scalars(
         self,
@@ -665,7 +777,7 @@ class _Builder:
             tables = {c.table for c in conjunct.find_all(exp.Column)}
             (correlated if tables - set(scope) else local).append(conjunct)
         if not correlated:
-            raise UnsupportedQueryError("uncorrelated EXISTS", _where(exists))
+            raise _Uncorrelated()
         if local:
             rel = Select(rel, exp.and_(*(self.translate(c, [scope], sub) for c in local)))
         for conjunct in nested:
@@ -715,6 +827,13 @@ class _Builder:
             for right, kind, condition in joins:
                 rel = Join(rel, right, kind, condition)
             agg_map.update({name: name for scope in values.values() for name in scope.values()})
+        if having is not None:
+            rel = Select(rel, self._post(having.this, scopes, agg_map, having))
+        node, rel, scopes = self._windows(node, rel, scopes, agg_map)
+        qualify = node.args.get("qualify")
+        if qualify is not None:  # QUALIFY filters on the windows' values, before the projection
+            rel = Select(rel, self._post(qualify.this, scopes, agg_map, qualify))
+        items = node.expressions
         outputs: list[tuple[str, exp.Expr]] = []
         for item, name in zip(items, visible, strict=True):
             source = item.this if isinstance(item, exp.Alias) else item
@@ -727,12 +846,85 @@ class _Builder:
                 outputs.append((expression.name, expression))
             else:
                 outputs.append((self.names.fresh(name), expression))
-        if having is not None:
-            rel = Select(rel, self._post(having.this, scopes, agg_map, having))
         rel = Project(rel, tuple(outputs))
         if distinct is not None:
             rel = Distinct(rel)
         return self._order_limit(node, _Built(rel, visible), top=top, scopes=scopes, agg_map=agg_map)
+
+    def _windows(
+        self, node: exp.Select, rel: Relation, scopes: Sequence[Scope], agg_map: dict[str, str]
+    ) -> tuple[exp.Select, Relation, list[Scope]]:
+        """``rel`` with a Window per distinct window function of the select list (after the
+        aggregation and HAVING, as SQL evaluates them), ``node`` with columns of their values
+        in their place, and the scopes that resolve those columns. ``agg_map`` learns them."""
+        qualify = node.args.get("qualify")
+        parts = [*node.expressions, *([qualify] if qualify is not None else [])]
+        if not any(_windows_in(part) for part in parts):
+            return node, rel, list(scopes)
+        node = node.copy()
+        qualify = node.args.get("qualify")
+        values: Scope = {}
+        computed: dict[str, str] = {}  # a window's SQL -> its column (QUALIFY repeats them)
+        for item in [*node.expressions, *([qualify] if qualify is not None else [])]:
+            for window in _windows_in(item):
+                key = window.sql(dialect="spark")
+                if key not in computed:
+                    rel, computed[key] = self._window(window, rel, scopes, agg_map)
+                self.scalars += 1
+                alias = f"__window_{self.scalars}"
+                values[alias] = {"value": computed[key]}
+                if agg_map:  # over an aggregation: a column it may read
+                    agg_map[computed[key]] = computed[key]
+                window.replace(exp.column("value", table=alias))
+        return node, rel, [values, *scopes]
+
+    def _window(
+        self, window: exp.Window, rel: Relation, scopes: Sequence[Scope], agg_map: Mapping[str, str]
+    ) -> tuple[Relation, str]:
+        """``rel`` with a Window computing ``window``, and the column of its value."""
+        function = window.this
+        func = _WINDOW_FUNCTIONS.get(type(function))
+        if func is None or window.args.get("alias") or function.args.get("ignore_nulls"):
+            name = "a named window" if window.args.get("alias") else f"window function {function.key.upper()}"
+            raise UnsupportedQueryError(name, _where(window))
+        arg = function.this if func not in ("row_number", "rank", "dense_rank") else None
+        if isinstance(arg, exp.Distinct):
+            raise UnsupportedQueryError("DISTINCT in a window function", _where(window))
+        call = WindowCall(
+            func,
+            None if arg is None or isinstance(arg, exp.Star) else self._post(arg, scopes, agg_map, window),
+        )
+        # Partition and order keys as columns: computed ones are projected first.
+        extra: list[tuple[str, exp.Expr]] = []
+
+        def key_column(expression: exp.Expr) -> str:
+            translated = self._post(expression, scopes, agg_map, window)
+            if isinstance(translated, exp.Column) and translated.name in rel.columns:
+                return translated.name
+            name = self.names.fresh("window_key")
+            extra.append((name, translated))
+            return name
+
+        partition = tuple(key_column(e) for e in window.args.get("partition_by") or [])
+        order: list[SortKey] = []
+        for ordered in window.args["order"].expressions if window.args.get("order") else []:
+            descending = bool(ordered.args.get("desc"))
+            nulls_first = ordered.args.get("nulls_first")
+            order.append(
+                SortKey(
+                    key_column(ordered.this),
+                    descending,
+                    (not descending) if nulls_first is None else bool(nulls_first),
+                )
+            )
+        if func in ("row_number", "rank", "dense_rank") and not order:
+            raise QueryError(f"{func.upper()}() needs an ORDER BY in its window: {_where(window)[:200]!r}")
+        if extra:
+            rel = Project(rel, tuple((c, column(c)) for c in rel.columns) + tuple(extra))
+        spec = window.args.get("spec")
+        frame = spec.sql(dialect="spark") if spec is not None else None
+        name = self.names.fresh(func)
+        return Window(rel, partition, tuple(order), ((name, call),), frame), name
 
     def _select_values(
         self, node: exp.Select, ctes: Mapping[str, exp.Expr], scopes: Sequence[Scope], aggregated: bool
@@ -814,6 +1006,8 @@ class _Builder:
             parts.append(node.args["order"])
         for part in parts:
             for found in part.find_all(exp.AggFunc):
+                if _windowed(found):  # a window's function: computed above the aggregation
+                    continue
                 if any(isinstance(a, exp.AggFunc) for a in found.walk() if a is not found):
                     raise UnsupportedQueryError("nested aggregate", _where(found))
                 call = self._agg_call(found, scopes)
@@ -847,6 +1041,8 @@ class _Builder:
     ) -> _Built:
         order = node.args.get("order")
         limit = node.args.get("limit")
+        if node.args.get("offset") is not None and limit is None:
+            raise UnsupportedQueryError("OFFSET without LIMIT", _where(node), hint="add a LIMIT")
         if limit is not None and order is None:
             raise UnsupportedQueryError(
                 "LIMIT without ORDER BY",
@@ -890,7 +1086,11 @@ class _Builder:
             count = limit.expression
             if not isinstance(count, exp.Literal) or count.is_string:
                 raise UnsupportedQueryError("a LIMIT that is not a number", _where(limit))
-            rel = TopK(rel, tuple(keys), int(count.name))
+            skip = node.args.get("offset")
+            skipped = skip.expression if skip is not None else exp.Literal.number(0)
+            if not isinstance(skipped, exp.Literal) or skipped.is_string:
+                raise UnsupportedQueryError("an OFFSET that is not a number", _where(skip or node))
+            rel = TopK(rel, tuple(keys), int(count.name), int(skipped.name))
         elif top:
             rel = Sort(rel, tuple(keys))
         else:
@@ -945,11 +1145,8 @@ def ir_from_tree(
 ) -> ParsedQuery:
     """:func:`to_ir` of a parsed query (left unchanged: parameters are bound into a copy)."""
     tree = bind_parameters(query, params)
-    # Checked before anything else: a window's aggregate would pass for a GROUP BY's, and a
-    # select list that is fine under ROLLUP is refused as not grouped.
-    window = next(tree.find_all(exp.Window), None)
-    if window is not None:
-        raise UnsupportedQueryError("window function", _where(window))
+    # Checked before anything else: a select list that is fine under ROLLUP is refused as not
+    # grouped.
     for group in tree.find_all(exp.Group):
         nested = any(isinstance(e, exp.Rollup | exp.Cube | exp.GroupingSets) for e in group.expressions)
         if nested or group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
@@ -970,7 +1167,19 @@ def ir_from_tree(
 
 
 # Verdicts that turn on which table a column belongs to, which stand-in schemas cannot know.
-_DEPENDS_ON_COLUMN_OWNERS = frozenset({"correlated IN subquery", "uncorrelated EXISTS"})
+_DEPENDS_ON_COLUMN_OWNERS = frozenset(
+    {
+        "correlated IN subquery",
+        "correlated NOT IN subquery",
+        "a correlated scalar subquery in the select list or HAVING of an aggregation",
+        "a correlated scalar subquery over a set operation",
+        "a correlated scalar subquery without an aggregate",
+        "a correlated scalar subquery that reads outer columns outside its WHERE equalities",
+        "a non-equality correlation in a scalar subquery",
+        "COUNT in a correlated scalar subquery",
+        "a scalar subquery that may return no row or several",
+    }
+)
 
 
 def check_supported(sql: str) -> None:

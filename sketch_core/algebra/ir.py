@@ -256,16 +256,23 @@ def _check_order(order: tuple[SortKey, ...], available: tuple[str, ...]) -> None
 
 @dataclass(frozen=True, eq=False)
 class TopK(Relation):
-    """ORDER BY ``order`` LIMIT ``limit``."""
+    """ORDER BY ``order`` LIMIT ``limit`` OFFSET ``offset``."""
 
     child: Relation
     order: tuple[SortKey, ...]
     limit: int
+    offset: int = 0
 
     def __post_init__(self) -> None:
         _check_order(self.order, self.child.columns)
-        if self.limit < 0:
-            raise PlanError("a limit cannot be negative")
+        if self.limit < 0 or self.offset < 0:
+            raise PlanError("a limit or offset cannot be negative")
+
+    @property
+    def reach(self) -> int:
+        """The first rows of the order the result depends on: those it skips decide where it
+        starts, so their provenance is the result's too."""
+        return self.limit + self.offset
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -289,6 +296,59 @@ class Sort(Relation):
     @property
     def columns(self) -> tuple[str, ...]:
         return self.child.columns
+
+    @property
+    def children(self) -> tuple[Relation, ...]:
+        return (self.child,)
+
+
+# Window functions users write; collect_set and union_sets only appear in capture plans.
+WindowFunc = Literal[
+    "row_number", "rank", "dense_rank", "count", "sum", "avg", "min", "max", "collect_set", "union_sets"
+]
+RANKING_FUNCTIONS: frozenset[str] = frozenset({"row_number", "rank", "dense_rank"})
+
+
+@dataclass(frozen=True)
+class WindowCall:
+    func: WindowFunc
+    arg: exp.Expr | None = None  # None for the ranking functions and COUNT(*)
+
+    def __post_init__(self) -> None:
+        if self.func in RANKING_FUNCTIONS and self.arg is not None:
+            raise PlanError(f"{self.func} takes no argument")
+        if self.func not in RANKING_FUNCTIONS and self.func != "count" and self.arg is None:
+            raise PlanError(f"{self.func} needs an argument")
+
+
+@dataclass(frozen=True, eq=False)
+class Window(Relation):
+    """``calls`` over the rows of each partition (the rows equal on ``partition``), ordered by
+    ``order``; ``frame`` is the frame clause as written (None: SQL's default). The output is
+    the child's columns, then one per call."""
+
+    child: Relation
+    partition: tuple[str, ...]
+    order: tuple[SortKey, ...]
+    calls: tuple[tuple[str, WindowCall], ...]
+    frame: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.calls:
+            raise PlanError("a window needs at least one function")
+        _check_unique(self.columns)
+        missing = [c for c in self.partition if c not in self.child.columns]
+        if missing:
+            raise PlanError(f"window partition references {missing}, not among {list(self.child.columns)}")
+        if self.order:
+            _check_order(self.order, self.child.columns)
+        for name, call in self.calls:
+            if call.arg is not None:
+                _check_refs(f"window function {name}", call.arg, self.child.columns)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.child.columns + tuple(n for n, _ in self.calls)
 
     @property
     def children(self) -> tuple[Relation, ...]:
@@ -395,11 +455,13 @@ def replace_children(node: Relation, children: tuple[Relation, ...]) -> Relation
     if isinstance(node, Aggregate):
         return Aggregate(children[0], node.groups, node.aggregates)
     if isinstance(node, TopK):
-        return TopK(children[0], node.order, node.limit)
+        return TopK(children[0], node.order, node.limit, node.offset)
     if isinstance(node, Sort):
         return Sort(children[0], node.order)
     if isinstance(node, Union):
         return Union(children, node.names)
     if isinstance(node, Distinct):
         return Distinct(children[0])
+    if isinstance(node, Window):
+        return Window(children[0], node.partition, node.order, node.calls, node.frame)
     raise PlanError(f"no rule for {type(node).__name__}")

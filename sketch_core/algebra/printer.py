@@ -25,6 +25,8 @@ from sketch_core.algebra.ir import (
     SortKey,
     TopK,
     Union,
+    Window,
+    WindowCall,
 )
 
 Source = Callable[[Scan], str]
@@ -47,6 +49,15 @@ def _call(call: AggCall) -> str:
         return f"ARRAY_DISTINCT(FLATTEN(COLLECT_LIST({arg})))"
     distinct = "DISTINCT " if call.distinct else ""
     return f"{call.func.upper()}({distinct}{arg})"
+
+
+def _window_call(call: WindowCall, over: str) -> str:
+    if call.arg is None:
+        return f"{'COUNT(*)' if call.func == 'count' else call.func.upper() + '()'} OVER ({over})"
+    arg = _expr(call.arg)
+    if call.func == "union_sets":  # the OVER belongs to the aggregate, inside the array functions
+        return f"ARRAY_DISTINCT(FLATTEN(COLLECT_LIST({arg}) OVER ({over})))"
+    return f"{call.func.upper()}({arg}) OVER ({over})"
 
 
 class _Printer:
@@ -73,7 +84,9 @@ class _Printer:
         """SELECT items over node; ORDER BY/LIMIT of a Sort or TopK below are kept in the same block."""
         if isinstance(node, TopK | Sort):
             alias = self.alias()
-            limit = f" LIMIT {node.limit}" if isinstance(node, TopK) else ""
+            limit = ""
+            if isinstance(node, TopK):
+                limit = f" LIMIT {node.limit}" + (f" OFFSET {node.offset}" if node.offset else "")
             return (
                 f"SELECT {self.select_list(items)} FROM ({self.sql(node.child)}) AS {alias}"
                 f"{self.order_by(alias, node.order)}{limit}"
@@ -111,7 +124,23 @@ class _Printer:
             return f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS {self.alias()}"
         if isinstance(node, Distinct):
             return f"SELECT DISTINCT * FROM ({self.sql(node.child)}) AS {self.alias()}"
+        if isinstance(node, Window):
+            return self.window(node)
         raise PlanError(f"the Spark printer has no rule for {type(node).__name__}")
+
+    def window(self, node: Window) -> str:
+        alias = self.alias()
+        spec = []
+        if node.partition:
+            spec.append(f"PARTITION BY {', '.join(f'{alias}.{_ident(c)}' for c in node.partition)}")
+        if node.order:
+            spec.append(self.order_by(alias, node.order).strip())
+        if node.frame:
+            spec.append(node.frame)
+        over = " ".join(spec)
+        items = [(c, _ident(c)) for c in node.child.columns]
+        items += [(name, _window_call(call, over)) for name, call in node.calls]
+        return f"SELECT {self.select_list(items)} FROM ({self.sql(node.child)}) AS {alias}"
 
     def join(self, node: Join) -> str:
         left, right = self.alias(), self.alias()

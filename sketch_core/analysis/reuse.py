@@ -234,8 +234,8 @@ class _Checker:
     def top_k(self, state: _State, q: TopK, q2: TopK) -> None:
         if q.order != q2.order:
             raise _NotReusable("the instances order differently")
-        if q2.limit > q.limit:
-            raise _NotReusable(f"LIMIT {q2.limit} asks for more rows than the sketch's LIMIT {q.limit}")
+        if q2.reach > q.reach:
+            raise _NotReusable(f"LIMIT/OFFSET reach {q2.reach} rows, more than the sketch's {q.reach}")
         base = self.premises(state)
         q_preds, q2_preds = self.all_preds(state, 0), self.all_preds(state, 1)
         if any((p[0] is None or p[1] is None) and not p[3] for p in state.preds):

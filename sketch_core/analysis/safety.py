@@ -17,6 +17,8 @@ projections' definitions, and min/max statistics from Iceberg) are z3 premises. 
 * DISTINCT and anti joins need the relevant columns equal; anti joins' right sides are never
   sketched;
 * scalar subqueries: their input is never sketched, so their value is the same;
+* windows: equal over whole partitions (a sketched attribute equal to a partition key), else
+  bounded like aggregates (ranks and counts of part of a partition are at most the full ones);
 * outer joins: the padded sides are never sketched, and the preserved side's columns the
   condition reads must be equal (a row must find the same matches, or none, on both).
 """
@@ -31,6 +33,7 @@ import z3
 from sqlglot import exp
 
 from sketch_core.algebra.ir import (
+    RANKING_FUNCTIONS,
     Aggregate,
     Distinct,
     Join,
@@ -41,6 +44,7 @@ from sketch_core.algebra.ir import (
     Sort,
     TopK,
     Union,
+    Window,
     conjuncts,
     referenced,
 )
@@ -151,6 +155,8 @@ class _Checker:
             return facts
         if isinstance(node, Union):
             return self.union(node, sketching)
+        if isinstance(node, Window):
+            return self.window(node, sketching)
         raise _Unsafe(f"no safety rule for {type(node).__name__}")
 
     def scan(self, node: Scan, sketching: bool) -> _Facts:
@@ -256,6 +262,57 @@ class _Checker:
             if call.func == "count":
                 outputs += [full >= 0, ps >= 0]
         facts.premises += outputs
+        return facts
+
+    def window(self, node: Window, sketching: bool) -> _Facts:
+        """A window's value is equal when each sketched attribute is equal to a partition key
+        (each partition lies in one fragment: wholly in the sketch or not at all). Otherwise,
+        over part of a partition with the same order-key values and SQL's default frame, a rank
+        or a count (max, a sum of non-negative values) is at most the full one, a min (a sum of
+        non-positive values) at least; other values are unrelated. Rows whose order keys tie
+        must not make ROW_NUMBER pick among them (Spark's choice there is arbitrary)."""
+        facts = self.visit(node.child, sketching)
+        unequal = [c for c in node.partition if not self.equal(facts, c)]
+        if unequal:
+            raise _Unsafe(f"the window's PARTITION BY {unequal} may differ on the sketch's data")
+        keys = [self.full_var(c) for c in node.partition]
+        whole = all(
+            any(
+                k.sort() == self.full_var(x).sort() and proves(facts.premises, self.full_var(x) == k)
+                for k in keys
+            )
+            for x in facts.sketched
+        )
+        comparable = node.frame is None and all(self.equal(facts, k.column) for k in node.order)
+        for name, call in node.calls:
+            argument = self.full(call.arg) if call.arg is not None else None
+            if call.func in RANKING_FUNCTIONS or call.func == "count":
+                self.sorts[name] = z3.IntSort()
+            else:
+                self.sorts[name] = (
+                    argument.sort() if argument is not None and call.func != "avg" else z3.RealSort()
+                )
+            full, ps = self.full_var(name), self.ps_var(name)
+            if whole:
+                facts.premises.append(ps == full)
+                continue
+            if not comparable:
+                continue
+            sign = None
+            if argument is not None and z3.is_arith(argument):
+                sign = (
+                    "non-negative"
+                    if proves(facts.premises, argument >= 0)
+                    else "non-positive"
+                    if proves(facts.premises, argument <= 0)
+                    else None
+                )
+            if call.func in (*RANKING_FUNCTIONS, "count", "max") or (
+                call.func == "sum" and sign == "non-negative"
+            ):
+                facts.premises.append(ps <= full)
+            elif call.func == "min" or (call.func == "sum" and sign == "non-positive"):
+                facts.premises.append(ps >= full)
         return facts
 
     def top_k(self, node: TopK, sketching: bool) -> _Facts:

@@ -72,5 +72,5 @@ def result_groups(shape: AggregationShape, estimates: pa.Table) -> np.ndarray:
                 for k in node.order
             ]
             order = pc.sort_indices(table, sort_keys=keys)
-            table = table.take(order[: node.limit])
+            table = table.take(order[: node.reach])
     return np.asarray(table.column(GROUP).to_numpy(zero_copy_only=False), dtype=np.int64)

@@ -35,6 +35,7 @@ from sketch_core.algebra.ir import (
     Sort,
     TopK,
     Union,
+    Window,
     column,
     conjuncts,
     positive_scans,
@@ -573,8 +574,9 @@ class IncrementalSketch:
                 self._noted(join, join.residual, join.schema)
             self._joins.append(join)
             return join
+        what = "a window function" if isinstance(node, Window) else type(node).__name__
         raise UnsupportedQueryError(
-            f"{type(node).__name__} in incremental maintenance",
+            f"{what} in incremental maintenance" + (" (not yet)" if isinstance(node, Window) else ""),
             type(node).__name__,
             hint="maintain this sketch with strategy='full'",
         )

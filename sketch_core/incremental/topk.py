@@ -106,13 +106,13 @@ class TopKOperator:
         self.rows: SortedDict = SortedDict()
         # Entries changed since the state was last persisted -> their row (see AggregateOperator).
         self.dirty: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self.keep = max(keep, node.limit) if keep else None
+        self.keep = max(keep, node.reach) if keep else None
         self.partial = False  # rows past the last kept entry were dropped
 
     def top(self) -> Counter[_Entry]:
         """The first k rows (with their annotations) and how many copies of each."""
         taken: Counter[_Entry] = Counter()
-        remaining = self.node.limit
+        remaining = self.node.reach
         for key, (row, count) in self.rows.items():
             if remaining <= 0:
                 break
@@ -159,7 +159,7 @@ class TopKOperator:
                 self.rows[entry] = (row, count)
             else:
                 self.rows.pop(entry, None)
-        if self.partial and sum(count for _, count in self.rows.values()) < self.node.limit:
+        if self.partial and sum(count for _, count in self.rows.values()) < self.node.reach:
             raise KeptValuesExhaustedError("top-k", self.keep or 0)
         self._trim()
         after = self.top()

@@ -4,7 +4,8 @@ Each sketched scan reads an annotated view whose extra column ``__fragment`` hol
 fragment id (INIT, binary search on Spark). The id travels as a plain integer through
 selections, projections, joins and top-k (rules r1, r2, r4, r5), and becomes a set only where
 an aggregation or DISTINCT merges rows (r3, with collect_set instead of bit-or). Outer joins
-pass their preserved side's ids on (a padded row's provenance is its preserved row alone). Where the group
+pass their preserved side's ids on (a padded row's provenance is its preserved row alone). A
+window function's row takes the set of its partition's ids. Where the group
 key fixes the sketch attribute's value (the attribute, or a column a selection or inner join
 equates with it, is a group column), every row of a group has the same fragment and the id stays
 an integer (MIN): no arrays to build and merge, the common case for GROUP BY key. For min/max-only
@@ -32,12 +33,14 @@ from sketch_core.algebra.ir import (
     Sort,
     TopK,
     Union,
+    Window,
+    WindowCall,
     column,
     conjuncts,
     positive_scans,
 )
 from sketch_core.errors import UnsupportedQueryError
-from sketch_core.rewrites.semi_joins import split_semi_condition
+from sketch_core.rewrites.semi_joins import key_equality, null_safe_semi_join, split_semi_condition
 
 FRAGMENT_COLUMN = "__fragment"
 
@@ -172,12 +175,37 @@ class _Instrumenter:
             return Aggregate(child, groups, unions), merged
         if isinstance(node, TopK):
             child, annotations = self.run(node.child)
-            return TopK(child, node.order, node.limit), annotations
+            # The rows an OFFSET skips decide which rows come out: a top-k of them all.
+            return TopK(child, node.order, node.reach), annotations
         if isinstance(node, Sort):
             return self.run(node.child)  # ordering does not change which rows are in the result
         if isinstance(node, Union):
             return self.union(node)
+        if isinstance(node, Window):
+            return self.window(node)
         raise UnsupportedQueryError(f"{type(node).__name__} in capture", type(node).__name__)
+
+    def window(self, node: Window) -> tuple[Relation, Annotations]:
+        """A window function's value depends on its whole partition (its frame is a part of it,
+        so the partition is a superset of its provenance): each row takes the fragments of its
+        partition's rows. Where a partition key fixes the attribute, the partition lies in one
+        fragment and the row's own id is already that."""
+        child, annotations = self.run(node.child)
+        window: Relation = Window(child, node.partition, node.order, node.calls, node.frame)
+        keys = set(node.partition)
+        spread = {n: a for n, a in annotations.items() if a.is_set or not a.keys & keys}
+        if not spread:
+            return window, annotations
+        merged = tuple(
+            (self.fresh("part"), WindowCall("union_sets" if a.is_set else "collect_set", column(n)))
+            for n, a in spread.items()
+        )
+        whole = Window(window, node.partition, (), merged)
+        outputs = tuple((c, column(c)) for c in window.columns if c not in spread) + tuple(
+            (n, column(m)) for n, (m, _) in zip(spread, merged, strict=True)
+        )
+        sets = {n: Annotation(a.table, True) for n, a in spread.items()}
+        return Project(whole, outputs), {**annotations, **sets}
 
     def join(self, node: Join) -> tuple[Relation, Annotations]:
         left, left_annotations = self.run(node.left)
@@ -209,8 +237,12 @@ class _Instrumenter:
     ) -> tuple[Relation, Annotations]:
         """L semi-join R as L joined with R grouped by its join keys, so L's rows keep their count."""
         assert node.condition is not None
+        null_safe = null_safe_semi_join(node)
         keys, left_only, right_only = split_semi_condition(
-            node, "capture", "sketch only the outer tables, or rewrite the condition as equalities"
+            node,
+            "capture",
+            "sketch only the outer tables, or rewrite the condition as equalities",
+            null_safe=null_safe,
         )
         if right_only:
             right = Select(right, exp.and_(*right_only))
@@ -218,7 +250,7 @@ class _Instrumenter:
         unions = tuple((a, _union_call(a, ann)) for a, ann in right_annotations.items())
         matches = Aggregate(right, groups, unions)
         condition = exp.and_(
-            *(exp.EQ(this=lk, expression=column(g)) for (lk, _), (g, _) in zip(keys, groups, strict=True)),
+            *(key_equality(lk, column(g), null_safe) for (lk, _), (g, _) in zip(keys, groups, strict=True)),
             *left_only,
         )
         joined = Join(left, matches, "inner", condition)

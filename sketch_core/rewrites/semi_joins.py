@@ -18,9 +18,17 @@ from sketch_core.errors import UnsupportedQueryError
 Keys = list[tuple[exp.Expr, exp.Expr]]
 
 
-def split_semi_condition(join: Join, where: str, hint: str) -> tuple[Keys, list[exp.Expr], list[exp.Expr]]:
+def key_equality(left: exp.Expr, right: exp.Expr, null_safe: bool) -> exp.Expr:
+    return exp.NullSafeEQ(this=left, expression=right) if null_safe else exp.EQ(this=left, expression=right)
+
+
+def split_semi_condition(
+    join: Join, where: str, hint: str, *, null_safe: bool = False
+) -> tuple[Keys, list[exp.Expr], list[exp.Expr]]:
     """A semi join's condition as (left expr, right expr) equalities, left-only and right-only
-    conjuncts; anything else is refused, naming ``where`` it was refused."""
+    conjuncts; anything else is refused, naming ``where`` it was refused. With ``null_safe``,
+    the keys are the null-safe equalities (``<=>``) of an INTERSECT, and only those."""
+    equality = exp.NullSafeEQ if null_safe else exp.EQ
     assert join.condition is not None
     left_columns, right_columns = set(join.left.columns), set(join.right.columns)
     keys: Keys = []
@@ -33,13 +41,13 @@ def split_semi_condition(join: Join, where: str, hint: str) -> tuple[Keys, list[
         elif refs <= right_columns:
             right_only.append(conjunct)
         elif (
-            isinstance(conjunct, exp.EQ)
+            isinstance(conjunct, equality)
             and referenced(conjunct.this) <= left_columns
             and (referenced(conjunct.expression) <= right_columns)
         ):
             keys.append((conjunct.this, conjunct.expression))
         elif (
-            isinstance(conjunct, exp.EQ)
+            isinstance(conjunct, equality)
             and referenced(conjunct.this) <= right_columns
             and (referenced(conjunct.expression) <= left_columns)
         ):
@@ -57,8 +65,19 @@ def split_semi_condition(join: Join, where: str, hint: str) -> tuple[Keys, list[
     return keys, left_only, right_only
 
 
+def null_safe_semi_join(join: Join) -> bool:
+    """Whether ``join`` matches with null-safe equalities (an INTERSECT's)."""
+    return join.condition is not None and join.condition.find(exp.NullSafeEQ) is not None
+
+
 def semi_join_as_inner_join(join: Join) -> Relation:
     assert join.kind == "semi" and join.condition is not None
+    if null_safe_semi_join(join):
+        raise UnsupportedQueryError(
+            "INTERSECT in incremental maintenance (not yet)",
+            join.condition.sql(dialect="spark"),
+            hint="maintain this sketch with strategy='full'",
+        )
     keys, left_only, right_only = split_semi_condition(
         join, "incremental maintenance", "maintain this sketch with strategy='full'"
     )

@@ -46,7 +46,7 @@ def test_a_dag_with_an_unsupported_query_fails_to_parse_naming_it(tmp_path: Path
             with DAG("bad", start_date=pendulum.datetime(2026, 1, 1), schedule=None):
                 CaptureSketchOperator(
                     task_id="capture",
-                    sql="SELECT a, SUM(b) OVER (PARTITION BY a) AS w FROM demo.facts",
+                    sql="SELECT a, LAG(b) OVER (PARTITION BY a ORDER BY b) AS w FROM demo.facts",
                 )
             """
         )

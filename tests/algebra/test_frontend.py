@@ -8,7 +8,18 @@ import pytest
 from sqlglot import exp
 
 from sketch_core.algebra.frontend import decode_params, encode_params, to_ir
-from sketch_core.algebra.ir import Aggregate, Join, Scan, TopK, positive_scans, scans, scans_below_joins
+from sketch_core.algebra.ir import (
+    Aggregate,
+    Distinct,
+    Join,
+    Project,
+    Scan,
+    TopK,
+    Window,
+    positive_scans,
+    scans,
+    scans_below_joins,
+)
 from sketch_core.algebra.query_text import template_key
 from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
 
@@ -80,7 +91,12 @@ def test_params_round_trip_through_json() -> None:
     [
         ("SELECT id, x FROM s.sales LATERAL VIEW explode(array(1)) e AS x", "LATERAL VIEW"),
         ("SELECT id FROM s.sales LIMIT 3", "LIMIT without ORDER BY"),
-        ("SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS n FROM s.sales", "window function"),
+        ("SELECT id, LAG(id) OVER (ORDER BY id) AS n FROM s.sales", "window function LAG"),
+        ("SELECT id FROM s.sales ORDER BY id OFFSET 3", "OFFSET without LIMIT"),
+        (
+            "SELECT id FROM s.sales x WHERE id NOT IN (SELECT y.id FROM s.sales y WHERE y.region = x.region)",
+            "correlated NOT IN subquery",
+        ),
         (
             "SELECT id FROM s.sales WHERE amount > (SELECT amount FROM s.sales ORDER BY id LIMIT 1)",
             "a scalar subquery that may return no row or several",
@@ -93,7 +109,8 @@ def test_params_round_trip_through_json() -> None:
             "SELECT id FROM s.sales x WHERE amount > (SELECT MAX(amount) FROM s.sales y WHERE y.id < x.id)",
             "a non-equality correlation in a scalar subquery",
         ),
-        ("SELECT region FROM s.sales INTERSECT SELECT region FROM s.regions", "INTERSECT"),
+        ("SELECT region FROM s.sales INTERSECT ALL SELECT region FROM s.regions", "INTERSECT ALL"),
+        ("SELECT region FROM s.sales EXCEPT ALL SELECT region FROM s.regions", "EXCEPT ALL"),
         ("SELECT STDDEV(amount) AS x FROM s.sales", "aggregate function STDDEV"),
     ],
 )
@@ -137,3 +154,35 @@ def test_outer_joins_keep_the_preserved_side_positive() -> None:
     (join,) = [n for n in using.plan.walk() if isinstance(n, Join)]
     assert join.kind == "inner" and isinstance(join.condition, exp.EQ)
     assert using.output_names == ("region", "id")
+
+
+def test_scalar_subqueries_become_joins_with_their_value() -> None:
+    # Uncorrelated: a scalar join with a one-row aggregation, its input never sketched.
+    plan = to_ir("SELECT id FROM s.sales WHERE amount > (SELECT AVG(amount) FROM s.sales)", SCHEMAS).plan
+    (join,) = [n for n in plan.walk() if isinstance(n, Join)]
+    assert join.kind == "scalar" and isinstance(join.right, Project | Aggregate)
+    assert len(positive_scans(plan)) == 1
+    # Correlated through an equality: its aggregation grouped by the subquery's side, joined
+    # inner under a comparison in WHERE and left in the select list.
+    correlated = "(SELECT MAX(y.amount) FROM s.sales y WHERE y.region = x.region)"
+    where = to_ir(f"SELECT id FROM s.sales x WHERE amount >= {correlated}", SCHEMAS).plan
+    (join,) = [n for n in where.walk() if isinstance(n, Join)]
+    groups = [n for n in join.right.walk() if isinstance(n, Aggregate)]
+    assert join.kind == "inner" and len(groups) == 1 and len(groups[0].groups) == 1
+    listed = to_ir(f"SELECT id, {correlated} AS top FROM s.sales x", SCHEMAS).plan
+    assert [n.kind for n in listed.walk() if isinstance(n, Join)] == ["left"]
+
+
+def test_windows_intersect_and_offset_have_plans() -> None:
+    ranked = to_ir(
+        "SELECT region, id FROM s.sales "
+        "QUALIFY ROW_NUMBER() OVER (PARTITION BY region ORDER BY amount DESC) <= 2",
+        SCHEMAS,
+    ).plan
+    (window,) = [n for n in ranked.walk() if isinstance(n, Window)]
+    assert window.partition and window.calls[0][1].func == "row_number"
+    both = to_ir("SELECT region FROM s.sales INTERSECT SELECT region FROM s.regions", SCHEMAS).plan
+    assert isinstance(both, Distinct) and isinstance(both.child, Join) and both.child.kind == "semi"
+    paged = to_ir("SELECT id FROM s.sales ORDER BY id LIMIT 5 OFFSET 10", SCHEMAS).plan
+    (top,) = [n for n in paged.walk() if isinstance(n, TopK)]
+    assert (top.limit, top.offset, top.reach) == (5, 10, 15)

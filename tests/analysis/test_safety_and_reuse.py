@@ -116,34 +116,47 @@ def test_reuse_refuses_different_shapes() -> None:
     assert not can_reuse(a, b, STATS).reusable
 
 
+TOP_PER_STATE = (
+    "SELECT state, city, p FROM (SELECT state, city, SUM(popden) AS p, "
+    "RANK() OVER (PARTITION BY state ORDER BY SUM(popden) DESC) AS r FROM t.cities GROUP BY state, city) x "
+    "WHERE r <= 2"
+)
+COUNTS_PER_STATE = (
+    "SELECT city, n FROM (SELECT city, COUNT(*) OVER (PARTITION BY state ORDER BY popden) AS n "
+    "FROM t.cities) x WHERE n {} 3"
+)
+# The count a left join matches on, which a sketch on popden cuts short.
+PADDED_ON_A_COUNT = (
+    "SELECT g.state, o.city FROM (SELECT state, COUNT(*) AS n FROM t.cities GROUP BY state) g "
+    "LEFT JOIN t.cities o ON g.n = o.popden"
+)
+
+
 @pytest.mark.parametrize(
-    ("sql", "attribute", "safe"),
+    ("sql", "attribute", "unsafe_because"),
     [
         # A city's matches on the padded side do not depend on the other cities: safe.
         (
             "SELECT c.state, COUNT(o.city) AS n FROM t.cities c LEFT JOIN t.cities o "
             "ON c.city = o.state GROUP BY c.state HAVING COUNT(o.city) > 2",
             "popden",
-            True,
+            None,
         ),
-        # The join matches on a count that a sketch on popden cuts short: a state could come
-        # out padded on the sketch and matched on the full data.
-        (
-            "SELECT g.state, o.city FROM (SELECT state, COUNT(*) AS n FROM t.cities GROUP BY state) g "
-            "LEFT JOIN t.cities o ON g.n = o.popden",
-            "popden",
-            False,
-        ),
-        (
-            "SELECT g.state, o.city FROM (SELECT state, COUNT(*) AS n FROM t.cities GROUP BY state) g "
-            "LEFT JOIN t.cities o ON g.n = o.popden",
-            "state",
-            True,
-        ),
+        # A state could come out padded on the sketch and matched on the full data.
+        (PADDED_ON_A_COUNT, "popden", "padded"),
+        (PADDED_ON_A_COUNT, "state", None),
+        # Windows: partitions in one fragment are wholly in the sketch or not at all; part of a
+        # state's cities ranks its others higher than on the full data.
+        (TOP_PER_STATE, "state", None),
+        (TOP_PER_STATE, "city", "r <= 2"),
+        # A running count is at most the full one on part of a partition: a filter keeping
+        # small counts is unsafe, one keeping large counts safe.
+        (COUNTS_PER_STATE.format("<"), "city", "condition"),
+        (COUNTS_PER_STATE.format(">"), "city", None),
     ],
 )
-def test_outer_join_safety(sql: str, attribute: str, safe: bool) -> None:
+def test_safety_of_outer_joins_and_windows(sql: str, attribute: str, unsafe_because: str | None) -> None:
     result = check_safety(plan(sql), {"t.cities": attribute}, STATS)
-    assert result.safe is safe, result.reason
-    if not safe:
-        assert "padded" in (result.reason or "")
+    assert result.safe is (unsafe_because is None), result.reason
+    if unsafe_because is not None:
+        assert unsafe_because in (result.reason or "")

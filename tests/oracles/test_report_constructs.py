@@ -1,5 +1,7 @@
-"""Reports written with outer joins, JOIN ... USING and scalar subqueries (uncorrelated, and
-correlated through equalities), on generated tables with NULL join keys, duplicate keys and ties.
+"""Reports written with outer joins, JOIN ... USING, scalar subqueries (uncorrelated, and
+correlated through equalities), window functions (top-N per group, QUALIFY, running totals),
+OFFSET, uncorrelated EXISTS, correlated IN, INTERSECT and EXCEPT, on generated tables with NULL
+join keys, duplicate keys and ties.
 
 The oracle is differential: captured with the default attribute choice, the query on its sketch
 (applied whatever it costs) equals the full query; after inserts and deletes, maintenance
@@ -103,6 +105,37 @@ CAPTURED = {
     "correlated_select": f"""
         SELECT f.id, f.v, (SELECT MAX(d.w) FROM {NS}.dims d WHERE d.k = f.k) AS w
         FROM {NS}.facts f WHERE f.v > 95 ORDER BY f.id LIMIT 20""",
+    # Window functions: top-N per group (a derived table's filter, and QUALIFY, which sqlglot
+    # turns into one), and a running total under a top-k on the sort key.
+    "top_n_per_group": f"""
+        SELECT g, k, s FROM (
+          SELECT g, k, SUM(v) AS s, ROW_NUMBER() OVER (PARTITION BY g ORDER BY SUM(v) DESC, k) AS rn
+          FROM {NS}.facts WHERE k IS NOT NULL GROUP BY g, k) AS ranked
+        WHERE rn <= 2""",
+    "qualify_rank": f"""
+        SELECT g, k, SUM(v) AS s FROM {NS}.facts GROUP BY g, k
+        QUALIFY RANK() OVER (PARTITION BY g ORDER BY SUM(v) DESC) <= 2""",
+    "running_total": f"""
+        SELECT id, v, SUM(v) OVER (PARTITION BY g ORDER BY id) AS running FROM {NS}.facts
+        WHERE g = 3 ORDER BY id LIMIT 40""",
+    # OFFSET: the skipped rows decide where the result starts, so they are provenance too.
+    "offset": f"""
+        SELECT g, SUM(v) AS s FROM {NS}.facts GROUP BY g ORDER BY s DESC, g LIMIT 3 OFFSET 2""",
+    # Uncorrelated [NOT] EXISTS, a correlated IN, INTERSECT and EXCEPT (NULL keys match NULLs).
+    "exists_uncorrelated": f"""
+        SELECT g, COUNT(*) AS n FROM {NS}.facts WHERE v > 50 AND EXISTS (SELECT 1 FROM {NS}.dims WHERE w = 4)
+        GROUP BY g ORDER BY n DESC, g LIMIT 3""",
+    "not_exists_uncorrelated": f"""
+        SELECT g, COUNT(*) AS n FROM {NS}.facts
+        WHERE NOT EXISTS (SELECT 1 FROM {NS}.dims WHERE w > 100) GROUP BY g HAVING COUNT(*) > 1020""",
+    "correlated_in": f"""
+        SELECT f.g, COUNT(*) AS n FROM {NS}.facts f
+        WHERE f.k IN (SELECT d.k FROM {NS}.dims d WHERE d.w = f.g - 10)
+        GROUP BY f.g ORDER BY n DESC, f.g LIMIT 3""",
+    "intersect": f"""
+        SELECT k FROM {NS}.facts WHERE v > 97 INTERSECT SELECT k FROM {NS}.dims WHERE w = 2""",
+    "except": f"""
+        SELECT k, g FROM {NS}.facts WHERE v > 98 AND g < 5 EXCEPT SELECT k, w FROM {NS}.dims""",
 }
 
 
@@ -117,6 +150,13 @@ NOT_INCREMENTAL = {
     "scalar_select": "a scalar subquery in incremental maintenance (not yet)",
     "correlated_or": "a left join in incremental maintenance (not yet)",
     "correlated_select": "a left join in incremental maintenance (not yet)",
+    "top_n_per_group": "a window function in incremental maintenance (not yet)",
+    "qualify_rank": "a window function in incremental maintenance (not yet)",
+    "running_total": "a window function in incremental maintenance (not yet)",
+    "exists_uncorrelated": "a scalar subquery in incremental maintenance (not yet)",
+    "not_exists_uncorrelated": "a scalar subquery in incremental maintenance (not yet)",
+    "intersect": "INTERSECT in incremental maintenance (not yet)",
+    "except": "an anti join in incremental maintenance (not yet)",
 }
 
 
