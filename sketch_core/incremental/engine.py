@@ -10,7 +10,8 @@ Joins need the current contents of the other side (IMP Sec. 5.5). Each node can 
 full annotated output at the new snapshot (``current``): stateful nodes from their state,
 stateless subtrees from storage through a ``reader`` that reads a table at the new snapshot,
 restricted where possible to the join keys the delta holds (the read can then skip files and
-row groups by their statistics).
+row groups by their statistics). Anti joins (NOT EXISTS, NOT IN) and left joins read the same
+way: which rows have no match is decided by key, before and after (see ``_AntiJoin``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -39,6 +41,7 @@ from sketch_core.algebra.ir import (
     column,
     conjuncts,
     positive_scans,
+    referenced,
 )
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental import stateless
@@ -47,7 +50,7 @@ from sketch_core.incremental.annotated import MULTIPLICITY, AnnotatedDelta, anno
 from sketch_core.incremental.bloom import EMPTY_BLOOM, KeyBloom, hashable
 from sketch_core.incremental.columnar_aggregate import ColumnarAggregate, columnar_supports
 from sketch_core.incremental.expressions import ExpressionTranslator, Translated
-from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
+from sketch_core.incremental.join import concat, equi_keys, join_rows, matching_rows, negated
 from sketch_core.incremental.merge import MergeState, SketchDelta
 from sketch_core.incremental.partials import ArgumentSpec, Partials
 from sketch_core.incremental.remote import RemoteEvaluator
@@ -301,8 +304,7 @@ class _Join(_Node):
         self, node: Join, left: _Node, right: _Node, remote: RemoteEvaluator | None = None, ansi: bool = True
     ):
         if node.kind not in ("inner", "cross"):
-            article = "an" if node.kind == "anti" else "a"
-            what = "a scalar subquery" if node.kind == "scalar" else f"{article} {node.kind} join"
+            what = "a scalar subquery" if node.kind == "scalar" else f"a {node.kind} join"
             raise UnsupportedQueryError(
                 f"{what} in incremental maintenance (not yet)",
                 node.kind,
@@ -370,7 +372,12 @@ class _Join(_Node):
         return {pair[side]: pc.unique(rows.table.column(pair[1 - side])) for pair in self.keys}
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
-        left_delta, right_delta = self.left.process(ctx), self.right.process(ctx)
+        return self.joined(ctx, self.left.process(ctx), self.right.process(ctx))
+
+    def joined(
+        self, ctx: _Context, left_delta: AnnotatedDelta, right_delta: AnnotatedDelta
+    ) -> AnnotatedDelta:
+        """The join's delta, given its children's (a left join shares them with its anti part)."""
         self._track(0, left_delta)
         self._track(1, right_delta)
         parts = []
@@ -398,6 +405,148 @@ class _Join(_Node):
             left_now = self.left.current(ctx, left_keys or None)
             right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
+
+
+def _matches(rows: AnnotatedDelta, other: AnnotatedDelta, keys: Sequence[tuple[str, str]]) -> np.ndarray:
+    """Per row of ``rows``, the signed count of ``other``'s rows with equal keys (NULL matches
+    nothing)."""
+    if rows.num_rows == 0 or other.num_rows == 0:
+        return np.zeros(rows.num_rows, dtype=np.int64)
+    li, ri = matching_rows(rows.table, other.table, keys)
+    weights = other.table.column(MULTIPLICITY).to_numpy()[ri]
+    return np.bincount(li, weights=weights, minlength=rows.num_rows).astype(np.int64)
+
+
+def _signed(rows: AnnotatedDelta, signs: np.ndarray) -> AnnotatedDelta:
+    """``rows`` with their multiplicities times ``signs`` (rows whose sign is 0 left out)."""
+    keep = signs != 0
+    kept = rows.table.filter(pa.array(keep))
+    index = kept.schema.get_field_index(MULTIPLICITY)
+    times = pa.array(kept.column(MULTIPLICITY).to_numpy() * signs[keep], pa.int64())
+    return AnnotatedDelta(kept.set_column(index, MULTIPLICITY, times), rows.annotations)
+
+
+class _AntiJoin(_Node):
+    """L ▷ R on equalities (NOT EXISTS), or null-aware on one (NOT IN): the rows of L without a
+    match in R, which is read whole (never sketched). Stateless: a side is read by key at the
+    new snapshot, and its old rows are the new ones less its delta. With [·] for "has no match"::
+
+        Δ(L ▷ R) = ΔL·[R_old] + L_new[K]·([R_new] - [R_old])
+
+    over the keys K that ΔR touches. NOT IN also drops every row once R holds a NULL, and a
+    NULL probe passes only while R is empty: when either changes, every row's outcome may, so
+    L is read whole and the result computed before and after."""
+
+    def __init__(self, node: Join, left: _Node, right: _Node):
+        self.left, self.right, self.null_aware = left, right, node.null_aware
+        self.schema, self.annotations = left.schema, left.annotations
+        self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
+        if residual or not self.keys:
+            raise UnsupportedQueryError(
+                "a NOT EXISTS / outer join condition beyond equalities in incremental maintenance (not yet)",
+                node.condition.sql(dialect="spark") if node.condition is not None else "",
+                hint="maintain this sketch with strategy='full'",
+            )
+
+    def _right_keys(self, rows: AnnotatedDelta) -> KeyValues:
+        return {r: pc.unique(rows.table.column(lk)) for lk, r in self.keys}
+
+    def _left_keys(self, rows: AnnotatedDelta) -> KeyValues:
+        return {lk: pc.unique(rows.table.column(r)) for lk, r in self.keys}
+
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        return self.unmatched(ctx, self.left.process(ctx), self.right.process(ctx))
+
+    def _r_state(self, rows: AnnotatedDelta) -> tuple[bool, bool]:
+        """(holds a NULL key, is empty) of a whole signed bag of R's rows."""
+        counts = rows.table.column(MULTIPLICITY).to_numpy()
+        nulls = rows.table.column(self.keys[0][1]).is_null().to_numpy(zero_copy_only=False)
+        return bool(counts[nulls].sum() > 0), bool(counts.sum() == 0)
+
+    def _passing(
+        self, left: AnnotatedDelta, right: AnnotatedDelta, state: tuple[bool, bool]
+    ) -> AnnotatedDelta:
+        """The rows of ``left`` the anti join lets through against the whole ``right``."""
+        has_null, empty = state
+        if self.null_aware and empty:
+            return left
+        if self.null_aware and has_null:
+            return AnnotatedDelta.empty(self.schema, self.annotations)
+        signs = (_matches(left, right, self.keys) == 0).astype(np.int64)
+        if self.null_aware:  # a NULL probe against a non-empty R: unknown, so dropped
+            signs[left.table.column(self.keys[0][0]).is_null().to_numpy(zero_copy_only=False)] = 0
+        return _signed(left, signs)
+
+    def unmatched(self, ctx: _Context, ld: AnnotatedDelta, rd: AnnotatedDelta) -> AnnotatedDelta:
+        """The anti join's delta, given its children's."""
+        if ld.num_rows == 0 and rd.num_rows == 0:  # nothing changed: nothing to read
+            return AnnotatedDelta.empty(self.schema, self.annotations)
+        if self.null_aware:
+            right_now = self.right.current(ctx, None)
+            new = self._r_state(right_now)
+            old = self._r_state(concat([right_now, negated(rd)])) if rd.num_rows else new
+            if new != old:  # every row's outcome may change: before and after, whole
+                left_now = self.left.current(ctx, None)
+                before = self._passing(concat([left_now, negated(ld)]), concat([right_now, negated(rd)]), old)
+                return concat([self._passing(left_now, right_now, new), negated(before)])
+            if new[0] or new[1]:  # all rows out, or all in, before and after
+                return AnnotatedDelta.empty(self.schema, self.annotations) if new[0] else ld
+        parts = [AnnotatedDelta.empty(self.schema, self.annotations)]
+        if ld.num_rows:  # ΔL, where R had no match before
+            right_now = self.right.current(ctx, self._right_keys(ld))
+            before = _matches(ld, right_now, self.keys) - _matches(ld, rd, self.keys)
+            signs = (before == 0).astype(np.int64)
+            if self.null_aware:
+                signs[ld.table.column(self.keys[0][0]).is_null().to_numpy(zero_copy_only=False)] = 0
+            parts.append(_signed(ld, signs))
+        if rd.num_rows:  # L_new rows whose key gained its first match or lost its last
+            left_now = self.left.current(ctx, self._left_keys(rd))
+            if left_now.num_rows:
+                right_now = self.right.current(ctx, self._right_keys(left_now))
+                now = _matches(left_now, right_now, self.keys)
+                before = now - _matches(left_now, rd, self.keys)
+                signs = (now == 0).astype(np.int64) - (before == 0).astype(np.int64)
+                parts.append(_signed(left_now, signs))
+        return concat(parts)
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        left_now = self.left.current(
+            ctx, {n: v for n, v in (keys or {}).items() if n in self.schema.names} or None
+        )
+        if self.null_aware:
+            right_now = self.right.current(ctx, None)
+            return _keep_keys(self._passing(left_now, right_now, self._r_state(right_now)), keys)
+        if left_now.num_rows == 0:
+            return left_now
+        right_now = self.right.current(ctx, self._right_keys(left_now))
+        return _keep_keys(self._passing(left_now, right_now, (False, False)), keys)
+
+
+class _LeftJoin(_Node):
+    """L ⟕ R on equalities: the inner join's rows, and L's unmatched rows padded with NULLs
+    (an anti join's), from one delta of each child."""
+
+    def __init__(self, inner: _Join, unmatched: _AntiJoin):
+        self.inner, self.unmatched = inner, unmatched
+        self.left, self.right = inner.left, inner.right
+        self.schema, self.annotations = inner.schema, inner.annotations
+
+    def _padded(self, rows: AnnotatedDelta) -> AnnotatedDelta:
+        data = rows.data()
+        for f in self.right.schema:
+            data = data.append_column(f, pa.nulls(rows.num_rows, f.type))
+        annotations = {a: rows.table.column(a).combine_chunks() for a in rows.annotations}
+        return AnnotatedDelta.build(data, rows.table.column(MULTIPLICITY).to_numpy(), annotations)
+
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        ld, rd = self.left.process(ctx), self.right.process(ctx)
+        return concat([self.inner.joined(ctx, ld, rd), self._padded(self.unmatched.unmatched(ctx, ld, rd))])
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        left_keys = {n: v for n, v in (keys or {}).items() if n in self.left.schema.names} or None
+        matched = self.inner.current(ctx, left_keys)
+        padded = self._padded(self.unmatched.current(ctx, left_keys))
+        return _keep_keys(concat([matched, padded]), keys)
 
 
 def _join_free(node: _Node) -> bool:
@@ -430,7 +579,7 @@ def _bloom_source(node: _Node, names: list[str]) -> tuple[_Node, list[str]] | No
 
 
 def _children(node: _Node) -> list[_Node]:
-    if isinstance(node, _Join):
+    if isinstance(node, _Join | _AntiJoin | _LeftJoin):
         return [node.left, node.right]
     if isinstance(node, _Union):
         return list(node.inputs)
@@ -568,6 +717,8 @@ class IncrementalSketch:
             return _Union(node, [self._build(i) for i in node.inputs])
         if isinstance(node, Join) and node.kind == "semi":
             return self._build(semi_join_as_inner_join(node))
+        if isinstance(node, Join) and node.kind in ("anti", "left"):
+            return self._outer(node)
         if isinstance(node, Join):
             join = _Join(node, self._build(node.left), self._build(node.right), self.remote, self.ansi)
             if join.residual is not None:
@@ -580,6 +731,24 @@ class IncrementalSketch:
             type(node).__name__,
             hint="maintain this sketch with strategy='full'",
         )
+
+    def _outer(self, node: Join) -> _Node:
+        """An anti join, or a left join as its inner join and its anti join's padded rows. The
+        condition's conjuncts on the right side alone filter the right side first (the rows
+        they reject match nothing)."""
+        keys, residual = equi_keys(node.condition, node.left.columns, node.right.columns)
+        right_only = [c for c in residual if referenced(c) <= set(node.right.columns)]
+        right = Select(node.right, exp.and_(*right_only)) if right_only else node.right
+        kept = [c for c in residual if not referenced(c) <= set(node.right.columns)]
+        condition = exp.and_(*(exp.EQ(this=column(a), expression=column(b)) for a, b in keys), *kept)
+        left_node, right_node = self._build(node.left), self._build(right)
+        anti = _AntiJoin(Join(node.left, right, "anti", condition, node.null_aware), left_node, right_node)
+        if node.kind == "anti":
+            return anti
+        inner = _Join(
+            Join(node.left, right, "inner", condition), left_node, right_node, self.remote, self.ansi
+        )
+        return _LeftJoin(inner, anti)
 
     def _lift_refused(self, node: Aggregate, child: _Node) -> tuple[Aggregate, _Node]:
         """``node`` with each group and argument expression the engine refuses computed by a

@@ -64,6 +64,28 @@ QUERIES = {
         "ORDER BY f.v DESC, f.id LIMIT 5",
         {"t.facts": "id", "t.tags": "tid"},
     ),
+    # Anti joins (NOT EXISTS on equalities; NOT IN, NULL-aware, with NULLs on both sides) and
+    # left joins (the unmatched rows padded), each ΔL and ΔR changing which rows match.
+    "not_exists": (
+        "SELECT f.g, COUNT(*) AS n FROM t.facts f WHERE NOT EXISTS "
+        "(SELECT 1 FROM t.dims d WHERE d.dg = f.g AND d.weight > 5) GROUP BY f.g HAVING COUNT(*) > 2",
+        {"t.facts": "id"},
+    ),
+    "not_in": (
+        "SELECT f.id, f.v FROM t.facts f WHERE f.g NOT IN (SELECT d.dg FROM t.dims d WHERE d.weight > 8) "
+        "ORDER BY f.v DESC, f.id LIMIT 6",
+        {"t.facts": "id"},
+    ),
+    "left_join": (
+        "SELECT f.g, COUNT(d.label) AS matched, COUNT(*) AS n FROM t.facts f "
+        "LEFT JOIN t.dims d ON f.g = d.dg AND d.weight > 0 GROUP BY f.g HAVING COUNT(*) > 8",
+        {"t.facts": "id"},
+    ),
+    "left_join_unmatched": (
+        "SELECT f.id, f.v FROM t.facts f LEFT JOIN t.dims d ON f.g = d.dg "
+        "WHERE d.label IS NULL ORDER BY f.v DESC, f.id LIMIT 5",
+        {"t.facts": "id"},
+    ),
     "join_on_aggregate": (
         "SELECT f.id, f.v FROM t.facts f JOIN (SELECT g, COUNT(*) AS n FROM t.facts GROUP BY g) c "
         "ON f.g = c.g WHERE c.n > 8 AND f.v > 30",
@@ -79,8 +101,10 @@ def generate(table: str, rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
         g[rng.random(n) < 0.05] = None
         columns = {"id": ids, "g": pa.array(list(g), pa.int64()), "v": rng.integers(-40, 41, n)}
     elif table == "t.dims":
+        dg = rng.integers(0, 14, n).astype(object)
+        dg[rng.random(n) < 0.03] = None  # a NULL makes a NOT IN hold for no row
         columns = {
-            "dg": rng.integers(0, 12, n),  # duplicates: a fact row may join several dims
+            "dg": pa.array(list(dg), pa.int64()),  # duplicates: a fact row may join several dims
             "label": rng.choice(["x", "y", "z"], n),
             "weight": rng.integers(-20, 20, n),
         }

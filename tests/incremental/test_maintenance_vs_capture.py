@@ -22,8 +22,13 @@ from sketch_core.service import SketchService
 from sketch_core.service import engines as engines_module
 
 NAMESPACE = "tpch_imp"
-# The issue's benchmark queries, and Q4 and Q18 for semi joins (EXISTS, IN).
-MAINTAINED = (1, 3, 4, 5, 6, 7, 9, 10, 12, 14, 18, 19)
+# The issue's benchmark queries, Q4 and Q18 for semi joins (EXISTS, IN), Q17 and Q20 for
+# correlated scalar subqueries, Q13 for its left join and Q16 for its NOT IN.
+MAINTAINED = (1, 3, 4, 5, 6, 7, 9, 10, 12, 13, 14, 16, 17, 18, 19, 20)
+# Plans whose every aggregation reads an operator with state or an anti or left join (Q13
+# counts over a left join, then counts the counts; Q16 counts over a NOT IN): none is loaded
+# from partial aggregates computed on Spark.
+WITHOUT_FRONTIER = {13, 16}
 
 
 def query(number: int) -> str:
@@ -70,7 +75,7 @@ def test_maintained_sketch_equals_a_fresh_capture(imp_svc: SketchService, number
     summarized = build_engine(
         svc.tables, definition, partitions, before.sequence, summarize=svc.spark_summarizer(definition)
     )
-    assert summarized.engine.frontier(), "every maintained query has an aggregation to summarize"
+    assert bool(summarized.engine.frontier()) is (number not in WITHOUT_FRONTIER)
     assert canonical(summarized.engine.state_tables()) == canonical(sketch.engine.state_tables())
     assert {t: summarized.engine.sketch().get(t, set()) for t in captured} == captured
 
@@ -125,15 +130,22 @@ def test_a_capture_over_big_tables_takes_its_sketch_from_the_state_spark_compute
         svc.drop_sketch(name)
 
 
-@pytest.mark.parametrize("number", (16, 21, 22))
-def test_queries_with_anti_joins_are_refused_for_now(imp_svc: SketchService, number: int) -> None:
+# What stops the rest, named: Q22's NOT EXISTS is maintained, its scalar subquery is not; Q21 is
+# not even captured.
+REFUSED = {
+    21: "a non-equality correlation in a semi join (capture)",
+    22: "a scalar subquery in incremental maintenance (not yet)",
+}
+
+
+@pytest.mark.parametrize("number", sorted(REFUSED))
+def test_the_other_queries_are_refused_naming_why(imp_svc: SketchService, number: int) -> None:
     svc = imp_svc
     name = f"imp_refused_q{number}"
-    try:
+    with pytest.raises(UnsupportedQueryError) as refused:
         svc.capture(query(number), name=name, fragments=64)
-    except UnsupportedQueryError:
-        pytest.skip(f"Q{number} cannot be captured either")
-    with pytest.raises(UnsupportedQueryError, match="strategy='full'"):
         build_engine(
             svc.tables, svc.sketches.definition(name), partitions_of(svc, name), svc.sketch(name).sequence
         )
+    assert refused.value.construct == REFUSED[number]
+    assert "strategy='full'" in str(refused.value) or number == 21

@@ -143,16 +143,22 @@ def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
     if isinstance(plan, Join):
         left, right = run(plan.left, tables), run(plan.right, tables)
         out: Annotated = []
+        padding = dict.fromkeys(plan.right.columns)
         for lr, ll in left:
-            matches = [
-                (rr, rl)
+            outcomes = [
+                (rr, rl, True if plan.condition is None else evaluate(plan.condition, {**lr, **rr}))
                 for rr, rl in right
-                if plan.condition is None or evaluate(plan.condition, {**lr, **rr}) is True
             ]
-            if plan.kind in ("inner", "cross"):
+            matches = [(rr, rl) for rr, rl, holds in outcomes if holds is True]
+            if plan.kind in ("inner", "cross", "left"):
                 out += [({**lr, **rr}, ll | rl) for rr, rl in matches]
+                if plan.kind == "left" and not matches:  # padded: its own row is its lineage
+                    out.append(({**lr, **padding}, ll))
             elif plan.kind == "semi" and matches:
                 out.append((lr, ll.union(*(rl for _, rl in matches))))
+            elif plan.kind == "anti" and plan.null_aware:  # NOT IN: every comparison false
+                if all(holds is False for _, _, holds in outcomes):
+                    out.append((lr, ll))
             elif plan.kind == "anti" and not matches:
                 out.append((lr, ll))
         return out
