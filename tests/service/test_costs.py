@@ -28,9 +28,12 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
     svc.tables.create(table, synthetic_table(3000, 40, seed=5), sort_by=["a"])
     name, sql = captured(svc, table, "costs", with_state=True)  # incremental runs start from it
     untouched = svc.cost_model(name)
-    # No query yet: the query with the sketch is expected to read the sketch's share of the rows.
+    # No query yet: the query with the sketch is expected to read the rows of the files it keeps.
     assert untouched.costs["use"].runs == 0
-    assert untouched.costs["use"].per_row < untouched.costs["plain"].per_row
+    share = svc.context.partitions.sketch_share(name)
+    kept = svc.sketch_files(name)[table].files
+    assert share == sum(f.record_count for f in kept) / 3000
+    assert untouched.costs["use"].per_row == pytest.approx(untouched.costs["plain"].per_row * share)
     assert untouched.costs["capture"].runs == 1
 
     for _ in range(2):
@@ -410,3 +413,26 @@ def test_a_fit_reads_the_newest_runs_of_each_operation_and_the_template_in_one_r
     assert {o.age for o in everything["incremental"]} == {0.0}  # maintenance is not aged
     with pytest.raises(SketchNotFoundError):
         svc.costs.recorded_runs(f"{name}_unknown")
+
+
+def test_a_sketch_s_share_is_the_rows_of_the_files_it_keeps(spark_svc: SketchService, ns: str) -> None:
+    """The cost model expects a query with the sketch to read the rows of the files that may
+    hold its fragments, not its share of fragments: where the layout scatters them, a sketch of
+    a few fragments reads every file."""
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(20_000, 200, seed=8), sort_by=["key"])
+    assert len(svc.tables.pin(table).files) > 2
+    top = f"SELECT key, b FROM {table} WHERE c > 0 ORDER BY b DESC, key LIMIT 3"
+    clustered = svc.capture(top, name=f"{ns}_by_key", attributes={table: "key"}, fragments=100)
+    scattered = svc.capture(top, name=f"{ns}_by_a", attributes={table: "a"}, fragments=100)
+    kept_share = len(scattered.fragments[table]) / 100
+    assert kept_share <= 0.05, "the sketch on a keeps a few fragments"
+    # Every file holds every value of a: the sketch on it reads all of them.
+    assert svc.context.partitions.sketch_share(scattered.name) == pytest.approx(1.0)
+    # On the sort key the fragments it keeps lie in some of the files only: as many rows read.
+    read = svc.sketch_files(clustered.name)[table]
+    rows = sum(f.record_count for f in read.files) / sum(f.record_count for f in svc.tables.pin(table).files)
+    assert svc.context.partitions.sketch_share(clustered.name) == pytest.approx(
+        max(rows, len(clustered.fragments[table]) / 100)
+    )
