@@ -227,42 +227,63 @@ class _Checker:
             self.define(facts, name, expression)
         # case (i): every sketched attribute is equal to a group-by expression, so each group
         # lies inside one fragment and is either wholly in the sketch or not at all.
-        whole_groups = all(
-            any(
-                g is not None
-                and g.sort() == self.full_var(x).sort()
-                and proves(facts.premises, self.full_var(x) == g)
-                for g in group_terms
-            )
-            for x in facts.sketched
-        )
+        whole_groups = self.whole(facts, group_terms)
         outputs: list[Term] = []
         for name, call in node.aggregates:
             argument = self.full(call.arg) if call.arg is not None else None
-            if call.func == "count":
-                self.sorts[name] = z3.IntSort()
-            elif call.func == "avg" or argument is None:
-                self.sorts[name] = z3.RealSort()
-            else:
-                self.sorts[name] = argument.sort()
-            full, ps = self.full_var(name), self.ps_var(name)
+            full, ps = self.value_vars(name, call.func, argument)
             if whole_groups:
                 outputs.append(ps == full)
                 continue
-            non_negative = (
-                argument is not None and z3.is_arith(argument) and proves(facts.premises, argument >= 0)
-            )
-            non_positive = (
-                argument is not None and z3.is_arith(argument) and proves(facts.premises, argument <= 0)
-            )
-            if call.func in ("count", "max") or (call.func == "sum" and non_negative):
-                outputs.append(ps <= full)
-            elif call.func == "min" or (call.func == "sum" and non_positive):
-                outputs.append(ps >= full)
+            bound = self.part_bound(facts, call.func, argument, full, ps)
+            if bound is not None:
+                outputs.append(bound)
             if call.func == "count":
                 outputs += [full >= 0, ps >= 0]
         facts.premises += outputs
         return facts
+
+    def whole(self, facts: _Facts, keys: Sequence[Term | None]) -> bool:
+        """Whether every sketched attribute equals one of ``keys`` (group or partition keys):
+        each group then lies in one fragment, wholly in the sketch or not at all."""
+        return all(
+            any(
+                k is not None
+                and k.sort() == self.full_var(x).sort()
+                and proves(facts.premises, self.full_var(x) == k)
+                for k in keys
+            )
+            for x in facts.sketched
+        )
+
+    def value_vars(self, name: str, func: str, argument: Term | None) -> tuple[Term, Term]:
+        """The full and sketch copies of an aggregate's or window function's value ``name``:
+        integers for counts and ranks, reals for averages, else the argument's sort."""
+        if func == "count" or func in RANKING_FUNCTIONS:
+            self.sorts[name] = z3.IntSort()
+        elif func == "avg" or argument is None:
+            self.sorts[name] = z3.RealSort()
+        else:
+            self.sorts[name] = argument.sort()
+        return self.full_var(name), self.ps_var(name)
+
+    def part_bound(
+        self, facts: _Facts, func: str, argument: Term | None, full: Term, ps: Term
+    ) -> Term | None:
+        """How ``func`` over part of a group (or partition) compares with it over the whole:
+        a count, rank or max (a sum of non-negative values) is at most it, a min (a sum of
+        non-positive values) at least; None: unrelated (an average)."""
+        if func in ("count", "max", *RANKING_FUNCTIONS):
+            return ps <= full
+        if func == "min":
+            return ps >= full
+        if func != "sum" or argument is None or not z3.is_arith(argument):
+            return None
+        if proves(facts.premises, argument >= 0):
+            return ps <= full
+        if proves(facts.premises, argument <= 0):
+            return ps >= full
+        return None
 
     def window(self, node: Window, sketching: bool) -> _Facts:
         """A window's value is equal when each sketched attribute is equal to a partition key
@@ -275,44 +296,15 @@ class _Checker:
         unequal = [c for c in node.partition if not self.equal(facts, c)]
         if unequal:
             raise _Unsafe(f"the window's PARTITION BY {unequal} may differ on the sketch's data")
-        keys = [self.full_var(c) for c in node.partition]
-        whole = all(
-            any(
-                k.sort() == self.full_var(x).sort() and proves(facts.premises, self.full_var(x) == k)
-                for k in keys
-            )
-            for x in facts.sketched
-        )
+        whole = self.whole(facts, [self.full_var(c) for c in node.partition])
         comparable = node.frame is None and all(self.equal(facts, k.column) for k in node.order)
         for name, call in node.calls:
             argument = self.full(call.arg) if call.arg is not None else None
-            if call.func in RANKING_FUNCTIONS or call.func == "count":
-                self.sorts[name] = z3.IntSort()
-            else:
-                self.sorts[name] = (
-                    argument.sort() if argument is not None and call.func != "avg" else z3.RealSort()
-                )
-            full, ps = self.full_var(name), self.ps_var(name)
+            full, ps = self.value_vars(name, call.func, argument)
             if whole:
                 facts.premises.append(ps == full)
-                continue
-            if not comparable:
-                continue
-            sign = None
-            if argument is not None and z3.is_arith(argument):
-                sign = (
-                    "non-negative"
-                    if proves(facts.premises, argument >= 0)
-                    else "non-positive"
-                    if proves(facts.premises, argument <= 0)
-                    else None
-                )
-            if call.func in (*RANKING_FUNCTIONS, "count", "max") or (
-                call.func == "sum" and sign == "non-negative"
-            ):
-                facts.premises.append(ps <= full)
-            elif call.func == "min" or (call.func == "sum" and sign == "non-positive"):
-                facts.premises.append(ps >= full)
+            elif comparable and (bound := self.part_bound(facts, call.func, argument, full, ps)) is not None:
+                facts.premises.append(bound)
         return facts
 
     def top_k(self, node: TopK, sketching: bool) -> _Facts:
