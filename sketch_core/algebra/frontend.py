@@ -36,6 +36,7 @@ from sqlglot.optimizer.scope import traverse_scope
 
 from sketch_core.algebra.coercion import coerce
 from sketch_core.algebra.ir import (
+    RANKING_FUNCTIONS,
     AggCall,
     Aggregate,
     Distinct,
@@ -284,7 +285,7 @@ def _in_as_exists(predicate: exp.In) -> exp.Exists:
     query = predicate.args["query"]
     sub = query.this if isinstance(query, exp.Subquery) else query
     shaped = isinstance(sub, exp.Select) and len(sub.expressions) == 1
-    if not shaped or any(sub.args.get(a) for a in ("group", "having", "limit", "order", "distinct", "with_")):
+    if not shaped or _shaping_clause(sub) is not None:
         # (Named so: with stand-in schemas an uncorrelated IN can look correlated.)
         raise UnsupportedQueryError("correlated IN subquery", _where(predicate))
     item = sub.expressions[0]
@@ -295,6 +296,35 @@ def _in_as_exists(predicate: exp.In) -> exp.Exists:
     rewritten.set("where", exp.Where(this=exp.and_(where.this, matches) if where else matches))
     rewritten.set("expressions", [exp.Literal.number(1)])
     return exp.Exists(this=rewritten)
+
+
+# Clauses that shape a subquery's rows beyond FROM/WHERE/SELECT (``with_``: its own CTEs).
+_SHAPING_CLAUSES = ("group", "having", "limit", "order", "distinct", "with_")
+
+
+def _shaping_clause(node: exp.Expr, clauses: Sequence[str] = _SHAPING_CLAUSES) -> str | None:
+    """The first of ``clauses`` that ``node`` has, as SQL names it (``GROUP``, ``WITH``)."""
+    return next((c.upper().rstrip("_") for c in clauses if node.args.get(c)), None)
+
+
+def _sort_key(ordered: exp.Ordered, column_name: str) -> SortKey:
+    """``ordered``'s direction and NULL placement (SQL's default when unsaid) on a column."""
+    descending = bool(ordered.args.get("desc"))
+    nulls_first = ordered.args.get("nulls_first")
+    return SortKey(column_name, descending, (not descending) if nulls_first is None else bool(nulls_first))
+
+
+def _correlation_key(conjunct: exp.Expr, inner: set[str]) -> tuple[exp.Expr, exp.Expr] | None:
+    """``conjunct`` as (the subquery's side, the outer side) when it equates an expression over
+    the subquery's tables (``inner``) with one over the outer query's only; else None."""
+    if not isinstance(conjunct, exp.EQ):
+        return None
+    sides = (conjunct.this, conjunct.expression)
+    owners = [{c.table for c in side.find_all(exp.Column)} for side in sides]
+    for mine, theirs in ((0, 1), (1, 0)):
+        if owners[mine] and owners[mine] <= inner and owners[theirs] and not owners[theirs] & inner:
+            return sides[mine], sides[theirs]
+    return None
 
 
 def _from_aliases(node: exp.Select) -> set[str]:
@@ -355,7 +385,7 @@ class _Builder:
         self.schemas = schemas
         self.refs = refs
         self.names = _Names()
-        self.scalars = 0
+        self.placeholders = 0  # numbers the scopes of scalar subqueries' and windows' values
 
     # -- expressions --------------------------------------------------------------------------
     def translate(self, expression: exp.Expr, scopes: Sequence[Scope], where: exp.Expr) -> exp.Expr:
@@ -633,8 +663,8 @@ class _Builder:
             rejecting = where and _rejects_null(replaced, sub)
             name, *join = self._scalar(sub, ctes, scopes, rejecting, uncorrelated_only)
             joins.append(tuple(join))  # type: ignore[arg-type]
-            self.scalars += 1
-            alias = f"__scalar_{self.scalars}"
+            self.placeholders += 1
+            alias = f"__scalar_{self.placeholders}"
             values[alias] = {"value": name}
             sub.replace(exp.column("value", table=alias))
         return replaced, values, joins
@@ -679,10 +709,9 @@ class _Builder:
         body = sub.this
         if not isinstance(body, exp.Select):
             raise UnsupportedQueryError("a correlated scalar subquery over a set operation", _where(sub))
-        for arg in ("group", "having", "limit", "order", "distinct", "with_", "offset"):
-            if body.args.get(arg):
-                construct = arg.upper().rstrip("_")
-                raise UnsupportedQueryError(f"{construct} in a correlated scalar subquery", _where(sub))
+        clause = _shaping_clause(body, (*_SHAPING_CLAUSES, "offset"))
+        if clause is not None:
+            raise UnsupportedQueryError(f"{clause} in a correlated scalar subquery", _where(sub))
         if len(body.expressions) != 1:
             raise QueryError(f"a scalar subquery must return one column: {_where(sub)[:200]!r}")
         item = body.expressions[0]
@@ -707,23 +736,12 @@ class _Builder:
             if not tables - inner or _has_subquery(conjunct):
                 local.append(conjunct)
                 continue
-            if isinstance(conjunct, exp.EQ):
-                sides = (conjunct.this, conjunct.expression)
-                owners = [{c.table for c in side.find_all(exp.Column)} for side in sides]
-                for mine, theirs in ((0, 1), (1, 0)):
-                    if (
-                        owners[mine]
-                        and owners[mine] <= inner
-                        and owners[theirs]
-                        and not owners[theirs] & inner
-                    ):
-                        keys.append((sides[mine], sides[theirs]))
-                        break
-                else:
-                    owners = []
-                if owners:
-                    continue
-            raise UnsupportedQueryError("a non-equality correlation in a scalar subquery", _where(conjunct))
+            key = _correlation_key(conjunct, inner)
+            if key is None:
+                raise UnsupportedQueryError(
+                    "a non-equality correlation in a scalar subquery", _where(conjunct)
+                )
+            keys.append(key)
         grouped = body.copy()
         grouped.set("where", exp.Where(this=exp.and_(*local)) if local else None)
         grouped.set(
@@ -761,9 +779,9 @@ class _Builder:
             sub = sub.this
         if not isinstance(sub, exp.Select):
             raise UnsupportedQueryError("EXISTS over a set operation", _where(exists))
-        for arg in ("group", "having", "limit", "order", "distinct", "with_"):
-            if sub.args.get(arg):
-                raise UnsupportedQueryError(f"{arg.upper().rstrip('_')} inside EXISTS", _where(exists))
+        clause = _shaping_clause(sub)
+        if clause is not None:
+            raise UnsupportedQueryError(f"{clause} inside EXISTS", _where(exists))
         if any(isinstance(n, exp.AggFunc) for n in sub.walk()):
             raise UnsupportedQueryError("aggregation inside EXISTS", _where(exists))
         rel, scope = self._from(sub, ctes, outer)
@@ -870,8 +888,8 @@ class _Builder:
                 key = window.sql(dialect="spark")
                 if key not in computed:
                     rel, computed[key] = self._window(window, rel, scopes, agg_map)
-                self.scalars += 1
-                alias = f"__window_{self.scalars}"
+                self.placeholders += 1
+                alias = f"__window_{self.placeholders}"
                 values[alias] = {"value": computed[key]}
                 if agg_map:  # over an aggregation: a column it may read
                     agg_map[computed[key]] = computed[key]
@@ -887,7 +905,7 @@ class _Builder:
         if func is None or window.args.get("alias") or function.args.get("ignore_nulls"):
             name = "a named window" if window.args.get("alias") else f"window function {function.key.upper()}"
             raise UnsupportedQueryError(name, _where(window))
-        arg = function.this if func not in ("row_number", "rank", "dense_rank") else None
+        arg = function.this if func not in RANKING_FUNCTIONS else None
         if isinstance(arg, exp.Distinct):
             raise UnsupportedQueryError("DISTINCT in a window function", _where(window))
         call = WindowCall(
@@ -908,16 +926,8 @@ class _Builder:
         partition = tuple(key_column(e) for e in window.args.get("partition_by") or [])
         order: list[SortKey] = []
         for ordered in window.args["order"].expressions if window.args.get("order") else []:
-            descending = bool(ordered.args.get("desc"))
-            nulls_first = ordered.args.get("nulls_first")
-            order.append(
-                SortKey(
-                    key_column(ordered.this),
-                    descending,
-                    (not descending) if nulls_first is None else bool(nulls_first),
-                )
-            )
-        if func in ("row_number", "rank", "dense_rank") and not order:
+            order.append(_sort_key(ordered, key_column(ordered.this)))
+        if func in RANKING_FUNCTIONS and not order:
             raise QueryError(f"{func.upper()}() needs an ORDER BY in its window: {_where(window)[:200]!r}")
         if extra:
             rel = Project(rel, tuple((c, column(c)) for c in rel.columns) + tuple(extra))
@@ -1074,11 +1084,7 @@ class _Builder:
                     hidden.append((name, translated))
             else:
                 raise UnsupportedQueryError("ORDER BY an expression over a set operation", _where(ordered))
-            descending = bool(ordered.args.get("desc"))
-            nulls_first = ordered.args.get("nulls_first")
-            keys.append(
-                SortKey(name, descending, (not descending) if nulls_first is None else bool(nulls_first))
-            )
+            keys.append(_sort_key(ordered, name))
         if hidden:
             assert isinstance(rel, Project)
             rel = Project(rel.child, rel.outputs + tuple(hidden))
