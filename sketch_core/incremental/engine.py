@@ -369,7 +369,7 @@ class _Join(_Node):
         return rows if self.residual is None else stateless.select(rows, self.residual)
 
     def _key_values(self, rows: AnnotatedDelta, side: int) -> KeyValues:
-        return {pair[side]: pc.unique(rows.table.column(pair[1 - side])) for pair in self.keys}
+        return _key_values(self.keys, rows, side)
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
         return self.joined(ctx, self.left.process(ctx), self.right.process(ctx))
@@ -405,6 +405,12 @@ class _Join(_Node):
             left_now = self.left.current(ctx, left_keys or None)
             right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
+
+
+def _key_values(keys: Sequence[tuple[str, str]], rows: AnnotatedDelta, side: int) -> KeyValues:
+    """The key values of ``rows`` (of the other side), named as ``side`` (0: left) names them:
+    the read of that side's rows they may match."""
+    return {pair[side]: pc.unique(rows.table.column(pair[1 - side])) for pair in keys}
 
 
 def _matches(rows: AnnotatedDelta, other: AnnotatedDelta, keys: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -448,11 +454,9 @@ class _AntiJoin(_Node):
                 hint="maintain this sketch with strategy='full'",
             )
 
-    def _right_keys(self, rows: AnnotatedDelta) -> KeyValues:
-        return {r: pc.unique(rows.table.column(lk)) for lk, r in self.keys}
-
-    def _left_keys(self, rows: AnnotatedDelta) -> KeyValues:
-        return {lk: pc.unique(rows.table.column(r)) for lk, r in self.keys}
+    def _null_probes(self, rows: AnnotatedDelta) -> np.ndarray:
+        """Which of L's ``rows`` probe NOT IN with a NULL."""
+        return np.asarray(rows.table.column(self.keys[0][0]).is_null().to_numpy(zero_copy_only=False), bool)
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
         return self.unmatched(ctx, self.left.process(ctx), self.right.process(ctx))
@@ -474,7 +478,7 @@ class _AntiJoin(_Node):
             return AnnotatedDelta.empty(self.schema, self.annotations)
         signs = (_matches(left, right, self.keys) == 0).astype(np.int64)
         if self.null_aware:  # a NULL probe against a non-empty R: unknown, so dropped
-            signs[left.table.column(self.keys[0][0]).is_null().to_numpy(zero_copy_only=False)] = 0
+            signs[self._null_probes(left)] = 0
         return _signed(left, signs)
 
     def unmatched(self, ctx: _Context, ld: AnnotatedDelta, rd: AnnotatedDelta) -> AnnotatedDelta:
@@ -493,16 +497,16 @@ class _AntiJoin(_Node):
                 return AnnotatedDelta.empty(self.schema, self.annotations) if new[0] else ld
         parts = [AnnotatedDelta.empty(self.schema, self.annotations)]
         if ld.num_rows:  # ΔL, where R had no match before
-            right_now = self.right.current(ctx, self._right_keys(ld))
+            right_now = self.right.current(ctx, _key_values(self.keys, ld, 1))
             before = _matches(ld, right_now, self.keys) - _matches(ld, rd, self.keys)
             signs = (before == 0).astype(np.int64)
             if self.null_aware:
-                signs[ld.table.column(self.keys[0][0]).is_null().to_numpy(zero_copy_only=False)] = 0
+                signs[self._null_probes(ld)] = 0
             parts.append(_signed(ld, signs))
         if rd.num_rows:  # L_new rows whose key gained its first match or lost its last
-            left_now = self.left.current(ctx, self._left_keys(rd))
+            left_now = self.left.current(ctx, _key_values(self.keys, rd, 0))
             if left_now.num_rows:
-                right_now = self.right.current(ctx, self._right_keys(left_now))
+                right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
                 now = _matches(left_now, right_now, self.keys)
                 before = now - _matches(left_now, rd, self.keys)
                 signs = (now == 0).astype(np.int64) - (before == 0).astype(np.int64)
@@ -518,7 +522,7 @@ class _AntiJoin(_Node):
             return _keep_keys(self._passing(left_now, right_now, self._r_state(right_now)), keys)
         if left_now.num_rows == 0:
             return left_now
-        right_now = self.right.current(ctx, self._right_keys(left_now))
+        right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
         return _keep_keys(self._passing(left_now, right_now, (False, False)), keys)
 
 
