@@ -6,6 +6,12 @@ table deltas yields the sketch delta and moves the state along. Sketched scans a
 as the capture rewrite annotates them (every positive scan of a sketched table), so a
 maintained sketch can be compared with a fresh capture fragment for fragment.
 
+An uncorrelated scalar subquery is a cross product with its one row (``Join.kind == "scalar"``,
+its input read whole and never sketched). When its value changes, its delta is the old row out
+and the new one in, and ``L_new ⋈ ΔR`` re-evaluates every row of the other side: whatever
+depends on the value (a WHERE or HAVING comparison) is decided again, and rows whose outcome did
+not change cancel in the operators above.
+
 Joins need the current contents of the other side (IMP Sec. 5.5). Each node can produce its
 full annotated output at the new snapshot (``current``): stateful nodes from their state,
 stateless subtrees from storage through a ``reader`` that reads a table at the new snapshot,
@@ -303,10 +309,9 @@ class _Join(_Node):
     def __init__(
         self, node: Join, left: _Node, right: _Node, remote: RemoteEvaluator | None = None, ansi: bool = True
     ):
-        if node.kind not in ("inner", "cross"):
-            what = "a scalar subquery" if node.kind == "scalar" else f"a {node.kind} join"
+        if node.kind not in ("inner", "cross", "scalar"):
             raise UnsupportedQueryError(
-                f"{what} in incremental maintenance (not yet)",
+                f"a {node.kind} join in incremental maintenance (not yet)",
                 node.kind,
                 hint="maintain this sketch with strategy='full'",
             )
@@ -683,7 +688,13 @@ class IncrementalSketch:
         self.root = self._build(prune_outputs(plan))
         self.merge = MergeState(dict(self._tables))
         # The empty database's result (a global aggregate's row over nothing) starts the counters.
-        self.merge.apply(self.root.process(_Context({})))
+        # A scalar subquery's row over nothing re-reads the other side: empty too.
+        self.merge.apply(self.root.process(_Context({}, self._read_nothing)))
+
+    def _read_nothing(
+        self, table: str, columns: Sequence[str], keys: Mapping[str, pa.Array] | None
+    ) -> pa.Table:
+        return self.schemas[table].empty_table().select(list(columns))
 
     def _build(self, node: Relation) -> _Node:
         if isinstance(node, Scan):

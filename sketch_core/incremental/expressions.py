@@ -221,8 +221,16 @@ class ExpressionTranslator:
             return pc.Expression._call("negate_checked", [self.translate(node.this)])
         if type(node) in COMPARISON_OPERATORS:
             left, right = self.operands(node.this, node.expression)
-            if pa.types.is_floating(self.type_of(left)) or pa.types.is_floating(self.type_of(right)):
+            a, b = self.type_of(left), self.type_of(right)
+            if pa.types.is_floating(a) or pa.types.is_floating(b):
                 return _nan_aware_comparison(type(node), left, right)
+            if pa.types.is_decimal(a) and pa.types.is_decimal(b) and a != b:
+                # Spark compares in the wider type, bounded to 38 digits (widerDecimalType);
+                # Arrow's common type would take up to 39 or more and refuse.
+                scale = max(a.scale, b.scale)
+                digits = max(a.precision - a.scale, b.precision - b.scale)
+                wider = pa.decimal128(min(38, digits + scale), min(38, scale))
+                left, right = self.cast_to(left, wider), self.cast_to(right, wider)
             return COMPARISON_OPERATORS[type(node)](left, right)
         if isinstance(node, exp.NullSafeEQ):
             left, right = self.operands(node.this, node.expression, null_intolerant=False)

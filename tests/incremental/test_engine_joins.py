@@ -86,6 +86,24 @@ QUERIES = {
         "WHERE d.label IS NULL ORDER BY f.v DESC, f.id LIMIT 5",
         {"t.facts": "id"},
     ),
+    # Uncorrelated scalar subqueries: a change of the value re-evaluates every row of the other
+    # side (the subquery reads the same table in the second).
+    "scalar_where": (
+        "SELECT f.g, COUNT(*) AS n FROM t.facts f WHERE f.v > (SELECT AVG(d.weight) FROM t.dims d) "
+        "GROUP BY f.g HAVING COUNT(*) > 2",
+        {"t.facts": "id"},
+    ),
+    "scalar_having_same_table": (
+        "SELECT f.g, SUM(f.v) AS s FROM t.facts f GROUP BY f.g "
+        "HAVING SUM(f.v) > (SELECT SUM(v) * 0.1 FROM t.facts WHERE v > 0)",
+        {"t.facts": "id"},
+    ),
+    "scalar_max_topk": (
+        "SELECT f.id, f.v FROM t.facts f "
+        "WHERE f.v < (SELECT MAX(d.weight) FROM t.dims d WHERE d.label <> 'x') "
+        "ORDER BY f.v DESC, f.id LIMIT 4",
+        {"t.facts": "id"},
+    ),
     "join_on_aggregate": (
         "SELECT f.id, f.v FROM t.facts f JOIN (SELECT g, COUNT(*) AS n FROM t.facts GROUP BY g) c "
         "ON f.g = c.g WHERE c.n > 8 AND f.v > 30",

@@ -49,6 +49,9 @@ EXPRESSIONS = [
     "CAST(d AS DECIMAL(30, 2)) * CAST(d AS DECIMAL(20, 4))",
     "CAST(d AS DECIMAL(30, 2)) * CAST(d AS DECIMAL(20, 2)) * d",
     "100.00 * d",
+    # TPC-H Q11's HAVING: decimal(36, 2) against decimal(38, 6), compared in decimal(38, 6)
+    "CAST(d AS DECIMAL(36, 2)) > CAST(d * 0.0001 AS DECIMAL(38, 6))",
+    "CAST(d AS DECIMAL(36, 2)) = CAST(d AS DECIMAL(38, 6))",
     "d + 1",
     "d / 4",
     "f * 2 + i",

@@ -154,6 +154,8 @@ def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
                 out += [({**lr, **rr}, ll | rl) for rr, rl in matches]
                 if plan.kind == "left" and not matches:  # padded: its own row is its lineage
                     out.append(({**lr, **padding}, ll))
+            elif plan.kind == "scalar":  # the subquery's input is read whole, never sketched
+                out += [({**lr, **rr}, ll) for rr, _ in matches]
             elif plan.kind == "semi" and matches:
                 out.append((lr, ll.union(*(rl for _, rl in matches))))
             elif plan.kind == "anti" and plan.null_aware:  # NOT IN: every comparison false

@@ -141,14 +141,9 @@ CAPTURED = {
 
 # What incremental maintenance says of the operators it does not have yet (auto recaptures).
 NOT_INCREMENTAL = {
-    "scalar_where": "a scalar subquery in incremental maintenance (not yet)",
-    "scalar_having": "a scalar subquery in incremental maintenance (not yet)",
-    "scalar_select": "a scalar subquery in incremental maintenance (not yet)",
     "top_n_per_group": "a window function in incremental maintenance (not yet)",
     "qualify_rank": "a window function in incremental maintenance (not yet)",
     "running_total": "a window function in incremental maintenance (not yet)",
-    "exists_uncorrelated": "a scalar subquery in incremental maintenance (not yet)",
-    "not_exists_uncorrelated": "a scalar subquery in incremental maintenance (not yet)",
     "intersect": "INTERSECT in incremental maintenance (not yet)",
     "except": "a NOT EXISTS / outer join condition beyond equalities in incremental maintenance (not yet)",
 }
