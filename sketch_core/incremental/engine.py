@@ -56,7 +56,8 @@ from sketch_core.incremental.annotated import MULTIPLICITY, AnnotatedDelta, anno
 from sketch_core.incremental.bloom import EMPTY_BLOOM, KeyBloom, hashable
 from sketch_core.incremental.columnar_aggregate import ColumnarAggregate, columnar_supports
 from sketch_core.incremental.expressions import ExpressionTranslator, Translated
-from sketch_core.incremental.join import concat, equi_keys, join_rows, matching_rows, negated
+from sketch_core.incremental.join import concat, equi_keys, join_rows, negated
+from sketch_core.incremental.matches import match_counts, matched_fragments, matched_pairs
 from sketch_core.incremental.merge import MergeState, SketchDelta
 from sketch_core.incremental.partials import ArgumentSpec, Partials
 from sketch_core.incremental.remote import RemoteEvaluator
@@ -73,7 +74,7 @@ from sketch_core.incremental.topk import TopKOperator
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.prune_outputs import prune_outputs
 from sketch_core.rewrites.push_selections import push_selections
-from sketch_core.rewrites.semi_joins import semi_join_as_inner_join
+from sketch_core.rewrites.semi_joins import null_safe_semi_join, semi_join_as_inner_join, split_semi_condition
 
 # Reads ``columns`` of a table at the new snapshot; with keys ({source column: values}), at
 # least the rows whose values are among those (more is fine: the engine filters again).
@@ -418,16 +419,6 @@ def _key_values(keys: Sequence[tuple[str, str]], rows: AnnotatedDelta, side: int
     return {pair[side]: pc.unique(rows.table.column(pair[1 - side])) for pair in keys}
 
 
-def _matches(rows: AnnotatedDelta, other: AnnotatedDelta, keys: Sequence[tuple[str, str]]) -> np.ndarray:
-    """Per row of ``rows``, the signed count of ``other``'s rows with equal keys (NULL matches
-    nothing)."""
-    if rows.num_rows == 0 or other.num_rows == 0:
-        return np.zeros(rows.num_rows, dtype=np.int64)
-    li, ri = matching_rows(rows.table, other.table, keys)
-    weights = other.table.column(MULTIPLICITY).to_numpy()[ri]
-    return np.bincount(li, weights=weights, minlength=rows.num_rows).astype(np.int64)
-
-
 def _signed(rows: AnnotatedDelta, signs: np.ndarray) -> AnnotatedDelta:
     """``rows`` with their multiplicities times ``signs`` (rows whose sign is 0 left out)."""
     keep = signs != 0
@@ -438,9 +429,10 @@ def _signed(rows: AnnotatedDelta, signs: np.ndarray) -> AnnotatedDelta:
 
 
 class _AntiJoin(_Node):
-    """L ▷ R on equalities (NOT EXISTS), or null-aware on one (NOT IN): the rows of L without a
-    match in R, which is read whole (never sketched). Stateless: a side is read by key at the
-    new snapshot, and its old rows are the new ones less its delta. With [·] for "has no match"::
+    """L ▷ R on equalities and a residual (NOT EXISTS), or null-aware on one equality (NOT IN):
+    the rows of L without a match in R, which is read whole (never sketched). Stateless: a side
+    is read by key at the new snapshot, and its old rows are the new ones less its delta. With
+    [·] for "has no match"::
 
         Δ(L ▷ R) = ΔL·[R_old] + L_new[K]·([R_new] - [R_old])
 
@@ -448,16 +440,16 @@ class _AntiJoin(_Node):
     NULL probe passes only while R is empty: when either changes, every row's outcome may, so
     L is read whole and the result computed before and after."""
 
-    def __init__(self, node: Join, left: _Node, right: _Node):
+    def __init__(
+        self, node: Join, left: _Node, right: _Node, remote: RemoteEvaluator | None = None, ansi: bool = True
+    ):
         self.left, self.right, self.null_aware = left, right, node.null_aware
         self.schema, self.annotations = left.schema, left.annotations
-        self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
-        if residual or not self.keys:
-            raise UnsupportedQueryError(
-                "a NOT EXISTS / outer join condition beyond equalities in incremental maintenance (not yet)",
-                node.condition.sql(dialect="spark") if node.condition is not None else "",
-                hint="maintain this sketch with strategy='full'",
-            )
+        self.keys, self.residual = _match_condition(node, left, right, remote, ansi)
+
+    def _matches(self, rows: AnnotatedDelta, other: AnnotatedDelta) -> np.ndarray:
+        """Per row of ``rows``, the signed count of ``other``'s rows it matches."""
+        return match_counts(rows.num_rows, *matched_pairs(rows, other, self.keys, self.residual), other)
 
     def _null_probes(self, rows: AnnotatedDelta) -> np.ndarray:
         """Which of L's ``rows`` probe NOT IN with a NULL."""
@@ -481,7 +473,7 @@ class _AntiJoin(_Node):
             return left
         if self.null_aware and has_null:
             return AnnotatedDelta.empty(self.schema, self.annotations)
-        signs = (_matches(left, right, self.keys) == 0).astype(np.int64)
+        signs = (self._matches(left, right) == 0).astype(np.int64)
         if self.null_aware:  # a NULL probe against a non-empty R: unknown, so dropped
             signs[self._null_probes(left)] = 0
         return _signed(left, signs)
@@ -503,7 +495,7 @@ class _AntiJoin(_Node):
         parts = [AnnotatedDelta.empty(self.schema, self.annotations)]
         if ld.num_rows:  # ΔL, where R had no match before
             right_now = self.right.current(ctx, _key_values(self.keys, ld, 1))
-            before = _matches(ld, right_now, self.keys) - _matches(ld, rd, self.keys)
+            before = self._matches(ld, right_now) - self._matches(ld, rd)
             signs = (before == 0).astype(np.int64)
             if self.null_aware:
                 signs[self._null_probes(ld)] = 0
@@ -512,8 +504,8 @@ class _AntiJoin(_Node):
             left_now = self.left.current(ctx, _key_values(self.keys, rd, 0))
             if left_now.num_rows:
                 right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
-                now = _matches(left_now, right_now, self.keys)
-                before = now - _matches(left_now, rd, self.keys)
+                now = self._matches(left_now, right_now)
+                before = now - self._matches(left_now, rd)
                 signs = (now == 0).astype(np.int64) - (before == 0).astype(np.int64)
                 parts.append(_signed(left_now, signs))
         return concat(parts)
@@ -529,6 +521,94 @@ class _AntiJoin(_Node):
             return left_now
         right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
         return _keep_keys(self._passing(left_now, right_now, (False, False)), keys)
+
+
+def _match_condition(
+    node: Join, left: _Node, right: _Node, remote: RemoteEvaluator | None, ansi: bool
+) -> tuple[list[tuple[str, str]], Translated | None]:
+    """A semi or anti join's equalities, and the rest of its condition (its residual), which
+    NOT IN's NULL semantics do not allow. Without an equality, every row would match every
+    other: refused."""
+    keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
+    if node.condition is not None and node.condition.find(exp.NullSafeEQ) is not None:
+        what = "INTERSECT or EXCEPT (NULL matching NULL)"
+    elif not keys:
+        what = f"a {node.kind} join without an equality"
+    elif residual and node.null_aware:
+        what = "NOT IN over more than one column"
+    else:
+        return keys, stateless.selection(exp.and_(*residual), remote, ansi) if residual else None
+    raise UnsupportedQueryError(
+        f"{what} in incremental maintenance (not yet)",
+        node.condition.sql(dialect="spark") if node.condition is not None else "",
+        hint="maintain this sketch with strategy='full'",
+    )
+
+
+class _SemiJoin(_Node):
+    """L ⋉ R on equalities and a residual the engine cannot group R by (TPC-H Q21's EXISTS
+    with ``l2.l_suppkey <> l1.l_suppkey``; plain equalities become an inner join with R
+    grouped by key, see :mod:`.semi_joins`). A row of L comes out once if it matches, with its
+    own fragments and those of all its matches (:mod:`.matches`). Stateless, as the anti join:
+    with out(L, R) the rows of L that match in R, and their fragments::
+
+        Δ(L ⋉ R) = out(ΔL, R_old) + out(L_new[K], R_new) - out(L_new[K], R_old)
+
+    over the keys K that ΔR touches; a row of L_new[K] whose outcome and fragments are the
+    same before and after is left out of the last two terms."""
+
+    def __init__(
+        self, node: Join, left: _Node, right: _Node, remote: RemoteEvaluator | None = None, ansi: bool = True
+    ):
+        self.left, self.right = left, right
+        self.schema, self.annotations = left.schema, left.annotations + right.annotations
+        self.keys, self.residual = _match_condition(node, left, right, remote, ansi)
+
+    def _outcome(self, rows: AnnotatedDelta, other: AnnotatedDelta) -> tuple[np.ndarray, list[pa.Array]]:
+        """Which ``rows`` match in ``other``, and per right annotation the matches' fragments."""
+        li, ri = matched_pairs(rows, other, self.keys, self.residual)
+        fragments = [matched_fragments(rows.num_rows, li, ri, other, a) for a in self.right.annotations]
+        return match_counts(rows.num_rows, li, ri, other) > 0, fragments
+
+    def _emitted(self, rows: AnnotatedDelta, fragments: list[pa.Array], signs: np.ndarray) -> AnnotatedDelta:
+        """``rows`` with the matches' ``fragments``, their multiplicities times ``signs``."""
+        annotations = {a: rows.table.column(a).combine_chunks() for a in rows.annotations}
+        annotations |= dict(zip(self.right.annotations, fragments, strict=True))
+        multiplicity = rows.table.column(MULTIPLICITY).to_numpy()
+        built = AnnotatedDelta.build(rows.data(), multiplicity, annotations)
+        return _signed(built, signs)
+
+    def _matching(self, rows: AnnotatedDelta, other: AnnotatedDelta) -> AnnotatedDelta:
+        passes, fragments = self._outcome(rows, other)
+        return self._emitted(rows, fragments, passes.astype(np.int64))
+
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        ld, rd = self.left.process(ctx), self.right.process(ctx)
+        parts = [AnnotatedDelta.empty(self.schema, self.annotations)]
+        if ld.num_rows:  # ΔL against R_old
+            right_now = self.right.current(ctx, _key_values(self.keys, ld, 1))
+            parts.append(self._matching(ld, concat([right_now, negated(rd)]) if rd.num_rows else right_now))
+        if rd.num_rows and (left_now := self.left.current(ctx, _key_values(self.keys, rd, 0))).num_rows:
+            right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
+            passed, before = self._outcome(left_now, concat([right_now, negated(rd)]))
+            passes, after = self._outcome(left_now, right_now)
+            # A row that matches before and after, with other fragments, goes out and in again.
+            moved = np.zeros(left_now.num_rows, bool)
+            for b, a in zip(before, after, strict=True):
+                moved |= np.array([x != y for x, y in zip(b.to_pylist(), a.to_pylist(), strict=True)], bool)
+            changed = (passed != passes) | moved
+            parts.append(self._emitted(left_now, before, -(passed & changed).astype(np.int64)))
+            parts.append(self._emitted(left_now, after, (passes & changed).astype(np.int64)))
+        return concat(parts)
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        left_now = self.left.current(
+            ctx, {n: v for n, v in (keys or {}).items() if n in self.schema.names} or None
+        )
+        if left_now.num_rows == 0:
+            return AnnotatedDelta.empty(self.schema, self.annotations)
+        right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
+        return _keep_keys(self._matching(left_now, right_now), keys)
 
 
 class _LeftJoin(_Node):
@@ -588,7 +668,7 @@ def _bloom_source(node: _Node, names: list[str]) -> tuple[_Node, list[str]] | No
 
 
 def _children(node: _Node) -> list[_Node]:
-    if isinstance(node, _Join | _AntiJoin | _LeftJoin):
+    if isinstance(node, _Join | _AntiJoin | _SemiJoin | _LeftJoin):
         return [node.left, node.right]
     if isinstance(node, _Union):
         return list(node.inputs)
@@ -731,7 +811,7 @@ class IncrementalSketch:
         if isinstance(node, Union):
             return _Union(node, [self._build(i) for i in node.inputs])
         if isinstance(node, Join) and node.kind == "semi":
-            return self._build(semi_join_as_inner_join(node))
+            return self._semi(node)
         if isinstance(node, Join) and node.kind in ("anti", "left"):
             return self._outer(node)
         if isinstance(node, Join):
@@ -747,6 +827,21 @@ class IncrementalSketch:
             hint="maintain this sketch with strategy='full'",
         )
 
+    def _semi(self, node: Join) -> _Node:
+        """A semi join on equalities as an inner join with the right side grouped by key; one
+        whose condition also relates the sides otherwise, row by row (:class:`_SemiJoin`)."""
+        if null_safe_semi_join(node):  # INTERSECT: refused there, by name
+            return self._build(semi_join_as_inner_join(node))
+        _, _, _, mixed = split_semi_condition(
+            node, "incremental maintenance", "maintain this sketch with strategy='full'", mixed_ok=True
+        )
+        if not mixed:
+            return self._build(semi_join_as_inner_join(node))
+        semi = _SemiJoin(node, self._build(node.left), self._build(node.right), self.remote, self.ansi)
+        if semi.residual is not None:
+            self._noted(semi, semi.residual, pa.schema([*semi.left.schema, *semi.right.schema]))
+        return semi
+
     def _outer(self, node: Join) -> _Node:
         """An anti join, or a left join as its inner join and its anti join's padded rows. The
         condition's conjuncts on the right side alone filter the right side first (the rows
@@ -757,7 +852,13 @@ class IncrementalSketch:
         kept = [c for c in residual if not referenced(c) <= set(node.right.columns)]
         condition = exp.and_(*(exp.EQ(this=column(a), expression=column(b)) for a, b in keys), *kept)
         left_node, right_node = self._build(node.left), self._build(right)
-        anti = _AntiJoin(Join(node.left, right, "anti", condition, node.null_aware), left_node, right_node)
+        anti = _AntiJoin(
+            Join(node.left, right, "anti", condition, node.null_aware),
+            left_node,
+            right_node,
+            self.remote,
+            self.ansi,
+        )
         if node.kind == "anti":
             return anti
         inner = _Join(

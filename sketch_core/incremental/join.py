@@ -60,7 +60,7 @@ def _indexed(table: pa.Table, columns: Sequence[str], name: str) -> pa.Table:
 def join_rows(left: AnnotatedDelta, right: AnnotatedDelta, keys: Sequence[tuple[str, str]]) -> AnnotatedDelta:
     """Annotated rows of ``left`` and ``right`` with equal keys (all pairs for no keys)."""
     if left.num_rows == 0 or right.num_rows == 0:
-        return _combine(left, right, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return combine_pairs(left, right, np.zeros(0, np.int64), np.zeros(0, np.int64))
     if not keys:
         pairs = left.num_rows * right.num_rows
         if pairs > MAX_CROSS_PRODUCT_ROWS:
@@ -72,9 +72,9 @@ def join_rows(left: AnnotatedDelta, right: AnnotatedDelta, keys: Sequence[tuple[
             )
         li = np.repeat(np.arange(left.num_rows), right.num_rows)
         ri = np.tile(np.arange(right.num_rows), left.num_rows)
-        return _combine(left, right, li, ri)
+        return combine_pairs(left, right, li, ri)
     li, ri = matching_rows(left.table, right.table, keys)
-    return _combine(left, right, li, ri)
+    return combine_pairs(left, right, li, ri)
 
 
 def matching_rows(
@@ -104,7 +104,10 @@ def keyed_like(left: pa.Table, right: pa.Table, keys: Sequence[tuple[str, str]])
     return right
 
 
-def _combine(left: AnnotatedDelta, right: AnnotatedDelta, li: np.ndarray, ri: np.ndarray) -> AnnotatedDelta:
+def combine_pairs(
+    left: AnnotatedDelta, right: AnnotatedDelta, li: np.ndarray, ri: np.ndarray
+) -> AnnotatedDelta:
+    """The joined rows of the pairs (``left`` row ``li[i]``, ``right`` row ``ri[i]``)."""
     lrows = left.table.take(pa.array(li, pa.int64()))
     rrows = right.table.take(pa.array(ri, pa.int64()))
     data = lrows.select(left.columns)

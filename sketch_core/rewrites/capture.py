@@ -10,7 +10,8 @@ key fixes the sketch attribute's value (the attribute, or a column a selection o
 equates with it, is a group column), every row of a group has the same fragment and the id stays
 an integer (MIN): no arrays to build and merge, the common case for GROUP BY key. For min/max-only
 aggregations only the rows holding the extreme value contribute. Semi joins carry the matching
-right rows' fragments; anti joins' right sides are never sketched. The result is one row with
+right rows' fragments (grouped by key, or by a row number where the condition relates the sides
+beyond equalities); anti joins' right sides are never sketched. The result is one row with
 one array of fragment ids per sketched scan (r7).
 """
 
@@ -238,14 +239,17 @@ class _Instrumenter:
         """L semi-join R as L joined with R grouped by its join keys, so L's rows keep their count."""
         assert node.condition is not None
         null_safe = null_safe_semi_join(node)
-        keys, left_only, right_only = split_semi_condition(
+        keys, left_only, right_only, mixed = split_semi_condition(
             node,
             "capture",
             "sketch only the outer tables, or rewrite the condition as equalities",
             null_safe=null_safe,
+            mixed_ok=True,
         )
         if right_only:
             right = Select(right, exp.and_(*right_only))
+        if mixed:
+            return self.semi_join_by_row(node, left, right, left_annotations, right_annotations)
         groups = tuple((self.fresh("key"), r) for _, r in keys)
         unions = tuple((a, _union_call(a, ann)) for a, ann in right_annotations.items())
         matches = Aggregate(right, groups, unions)
@@ -258,6 +262,33 @@ class _Instrumenter:
             (a, column(a)) for a in right_annotations
         )
         return Project(joined, outputs), {**left_annotations, **_as_sets(right_annotations)}
+
+    def semi_join_by_row(
+        self,
+        node: Join,
+        left: Relation,
+        right: Relation,
+        left_annotations: Annotations,
+        right_annotations: Annotations,
+    ) -> tuple[Relation, Annotations]:
+        """A semi join whose condition relates the sides beyond equalities (TPC-H Q21's
+        ``l2.l_orderkey = l1.l_orderkey AND l2.l_suppkey <> l1.l_suppkey``): which right rows
+        match depends on the left row, not on its key alone, so R cannot be grouped first.
+        Each left row is numbered, joined with every right row it matches, and the pairs are
+        grouped back by the row (its number and columns), so it comes out once, with the
+        fragments of all its matches. E.g. l1 row (o=7, s=1) with l2 rows (7, 1) in fragment
+        3 and (7, 2) in 5: only (7, 2) matches, and the row comes out once with {5}."""
+        assert node.condition is not None
+        row = self.fresh("row")
+        number = exp.Anonymous(this="monotonically_increasing_id", expressions=[])
+        numbered = Project(left, (*((c, column(c)) for c in left.columns), (row, number)))
+        pairs = Join(numbered, right, "inner", node.condition)
+        unions = tuple((a, _union_call(a, ann)) for a, ann in right_annotations.items())
+        rows = Aggregate(pairs, tuple((c, column(c)) for c in numbered.columns), unions)
+        outputs = tuple((c, column(c)) for c in left.columns) + tuple(
+            (a, column(a)) for a in right_annotations
+        )
+        return Project(rows, outputs), {**left_annotations, **_as_sets(right_annotations)}
 
     def aggregate(self, node: Aggregate) -> tuple[Relation, Annotations]:
         child, annotations = self.run(node.child)

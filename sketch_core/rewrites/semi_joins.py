@@ -23,17 +23,20 @@ def key_equality(left: exp.Expr, right: exp.Expr, null_safe: bool) -> exp.Expr:
 
 
 def split_semi_condition(
-    join: Join, where: str, hint: str, *, null_safe: bool = False
-) -> tuple[Keys, list[exp.Expr], list[exp.Expr]]:
-    """A semi join's condition as (left expr, right expr) equalities, left-only and right-only
-    conjuncts; anything else is refused, naming ``where`` it was refused. With ``null_safe``,
-    the keys are the null-safe equalities (``<=>``) of an INTERSECT, and only those."""
+    join: Join, where: str, hint: str, *, null_safe: bool = False, mixed_ok: bool = False
+) -> tuple[Keys, list[exp.Expr], list[exp.Expr], list[exp.Expr]]:
+    """A semi join's condition as (left expr, right expr) equalities, left-only, right-only and
+    mixed conjuncts (over both sides, beyond the equalities, such as TPC-H Q21's
+    ``l2.l_suppkey <> l1.l_suppkey``). Mixed conjuncts are refused unless ``mixed_ok``, and
+    a condition without an equality always is, naming ``where`` it was refused. With
+    ``null_safe``, the keys are the null-safe equalities (``<=>``) of an INTERSECT."""
     equality = exp.NullSafeEQ if null_safe else exp.EQ
     assert join.condition is not None
     left_columns, right_columns = set(join.left.columns), set(join.right.columns)
     keys: Keys = []
     left_only: list[exp.Expr] = []
     right_only: list[exp.Expr] = []
+    mixed: list[exp.Expr] = []
     for conjunct in conjuncts(join.condition):
         refs = referenced(conjunct)
         if refs <= left_columns:
@@ -52,6 +55,8 @@ def split_semi_condition(
             and (referenced(conjunct.expression) <= left_columns)
         ):
             keys.append((conjunct.expression, conjunct.this))
+        elif mixed_ok:
+            mixed.append(conjunct)
         else:
             raise UnsupportedQueryError(
                 f"a non-equality correlation in a semi join ({where})",
@@ -62,7 +67,7 @@ def split_semi_condition(
         raise UnsupportedQueryError(
             f"a semi join without an equality ({where})", join.condition.sql(dialect="spark"), hint=hint
         )
-    return keys, left_only, right_only
+    return keys, left_only, right_only, mixed
 
 
 def null_safe_semi_join(join: Join) -> bool:
@@ -78,7 +83,7 @@ def semi_join_as_inner_join(join: Join) -> Relation:
             join.condition.sql(dialect="spark"),
             hint="maintain this sketch with strategy='full'",
         )
-    keys, left_only, right_only = split_semi_condition(
+    keys, left_only, right_only, _ = split_semi_condition(
         join, "incremental maintenance", "maintain this sketch with strategy='full'"
     )
     right = Select(join.right, exp.and_(*right_only)) if right_only else join.right

@@ -104,6 +104,32 @@ QUERIES = {
         "ORDER BY f.v DESC, f.id LIMIT 4",
         {"t.facts": "id"},
     ),
+    # Semi and anti joins whose condition relates the sides beyond equalities (TPC-H Q21's
+    # EXISTS and NOT EXISTS with a <> on the same table), and a left join's.
+    "exists_theta": (
+        "SELECT f.g, COUNT(*) AS n FROM t.facts f "
+        "WHERE EXISTS (SELECT 1 FROM t.dims d WHERE d.dg = f.g AND d.weight > f.v) "
+        "GROUP BY f.g HAVING COUNT(*) > 2",
+        {"t.facts": "id", "t.dims": "dg"},
+    ),
+    "not_exists_theta": (
+        "SELECT f.id, f.v FROM t.facts f "
+        "WHERE NOT EXISTS (SELECT 1 FROM t.dims d WHERE d.dg = f.g AND d.weight > f.v) "
+        "ORDER BY f.v DESC, f.id LIMIT 5",
+        {"t.facts": "id"},
+    ),
+    "q21_style": (
+        "SELECT f.g, COUNT(*) AS n FROM t.facts f "
+        "WHERE EXISTS (SELECT 1 FROM t.facts f2 WHERE f2.g = f.g AND f2.id <> f.id) "
+        "AND NOT EXISTS (SELECT 1 FROM t.facts f3 WHERE f3.g = f.g AND f3.id <> f.id AND f3.v > 35) "
+        "GROUP BY f.g ORDER BY n DESC, f.g LIMIT 3",
+        {"t.facts": "id"},
+    ),
+    "left_join_theta": (
+        "SELECT f.g, COUNT(d.label) AS matched, COUNT(*) AS n FROM t.facts f "
+        "LEFT JOIN t.dims d ON f.g = d.dg AND d.weight > f.v GROUP BY f.g HAVING COUNT(*) > 6",
+        {"t.facts": "id"},
+    ),
     "join_on_aggregate": (
         "SELECT f.id, f.v FROM t.facts f JOIN (SELECT g, COUNT(*) AS n FROM t.facts GROUP BY g) c "
         "ON f.g = c.g WHERE c.n > 8 AND f.v > 30",
