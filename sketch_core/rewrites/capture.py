@@ -236,7 +236,8 @@ class _Instrumenter:
         left_annotations: Annotations,
         right_annotations: Annotations,
     ) -> tuple[Relation, Annotations]:
-        """L semi-join R as L joined with R grouped by its join keys, so L's rows keep their count."""
+        """L semi-join R as L joined with R grouped by its join keys, so L's rows keep their
+        count; or, where the condition relates the sides beyond equalities, by row."""
         assert node.condition is not None
         null_safe = null_safe_semi_join(node)
         keys, left_only, right_only, mixed = split_semi_condition(
@@ -248,47 +249,41 @@ class _Instrumenter:
         )
         if right_only:
             right = Select(right, exp.and_(*right_only))
-        if mixed:
-            return self.semi_join_by_row(node, left, right, left_annotations, right_annotations)
-        groups = tuple((self.fresh("key"), r) for _, r in keys)
         unions = tuple((a, _union_call(a, ann)) for a, ann in right_annotations.items())
-        matches = Aggregate(right, groups, unions)
-        condition = exp.and_(
-            *(key_equality(lk, column(g), null_safe) for (lk, _), (g, _) in zip(keys, groups, strict=True)),
-            *left_only,
-        )
-        joined = Join(left, matches, "inner", condition)
+        if mixed:
+            matched = self.matches_by_row(node.condition, left, right, unions)
+        else:
+            groups = tuple((self.fresh("key"), r) for _, r in keys)
+            matches = Aggregate(right, groups, unions)
+            condition = exp.and_(
+                *(
+                    key_equality(lk, column(g), null_safe)
+                    for (lk, _), (g, _) in zip(keys, groups, strict=True)
+                ),
+                *left_only,
+            )
+            matched = Join(left, matches, "inner", condition)
         outputs = tuple((c, column(c)) for c in left.columns) + tuple(
             (a, column(a)) for a in right_annotations
         )
-        return Project(joined, outputs), {**left_annotations, **_as_sets(right_annotations)}
+        return Project(matched, outputs), {**left_annotations, **_as_sets(right_annotations)}
 
-    def semi_join_by_row(
-        self,
-        node: Join,
-        left: Relation,
-        right: Relation,
-        left_annotations: Annotations,
-        right_annotations: Annotations,
-    ) -> tuple[Relation, Annotations]:
-        """A semi join whose condition relates the sides beyond equalities (TPC-H Q21's
-        ``l2.l_orderkey = l1.l_orderkey AND l2.l_suppkey <> l1.l_suppkey``): which right rows
-        match depends on the left row, not on its key alone, so R cannot be grouped first.
+    def matches_by_row(
+        self, condition: exp.Expr, left: Relation, right: Relation, unions: tuple[tuple[str, AggCall], ...]
+    ) -> Relation:
+        """The rows of ``left`` that match in ``right``, each once with the ``unions`` of its
+        matches' fragments, for a condition that relates the sides beyond equalities (TPC-H
+        Q21's ``l2.l_orderkey = l1.l_orderkey AND l2.l_suppkey <> l1.l_suppkey``): which right
+        rows match depends on the left row, not on its key alone, so R cannot be grouped first.
         Each left row is numbered, joined with every right row it matches, and the pairs are
-        grouped back by the row (its number and columns), so it comes out once, with the
-        fragments of all its matches. E.g. l1 row (o=7, s=1) with l2 rows (7, 1) in fragment
-        3 and (7, 2) in 5: only (7, 2) matches, and the row comes out once with {5}."""
-        assert node.condition is not None
+        grouped back by the row (its number and columns). E.g. l1 row (o=7, s=1) with l2 rows
+        (7, 1) in fragment 3 and (7, 2) in 5: only (7, 2) matches, and the row comes out once
+        with {5}."""
         row = self.fresh("row")
         number = exp.Anonymous(this="monotonically_increasing_id", expressions=[])
         numbered = Project(left, (*((c, column(c)) for c in left.columns), (row, number)))
-        pairs = Join(numbered, right, "inner", node.condition)
-        unions = tuple((a, _union_call(a, ann)) for a, ann in right_annotations.items())
-        rows = Aggregate(pairs, tuple((c, column(c)) for c in numbered.columns), unions)
-        outputs = tuple((c, column(c)) for c in left.columns) + tuple(
-            (a, column(a)) for a in right_annotations
-        )
-        return Project(rows, outputs), {**left_annotations, **_as_sets(right_annotations)}
+        pairs = Join(numbered, right, "inner", condition)
+        return Aggregate(pairs, tuple((c, column(c)) for c in numbered.columns), unions)
 
     def aggregate(self, node: Aggregate) -> tuple[Relation, Annotations]:
         child, annotations = self.run(node.child)
