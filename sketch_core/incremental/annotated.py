@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -89,3 +90,36 @@ def annotate_rows(
     return AnnotatedDelta.build(
         data, signs, {annotation: single_fragments(partition, data.column(attribute))}
     )
+
+
+Fragments = tuple[tuple[int, ...], ...]
+
+
+def consolidated(rows: AnnotatedDelta) -> dict[tuple[tuple[Any, ...], Fragments], int]:
+    """The net count of each distinct row (its data and fragments) of a signed bag, those
+    above zero only."""
+    columns = [rows.table.column(c).to_pylist() for c in rows.columns]
+    fragments = [rows.table.column(a).to_pylist() for a in rows.annotations]
+    counts: dict[tuple[tuple[Any, ...], Fragments], int] = {}
+    for i, count in enumerate(rows.table.column(MULTIPLICITY).to_numpy().tolist()):
+        key = (tuple(c[i] for c in columns), tuple(tuple(f[i]) for f in fragments))
+        counts[key] = counts.get(key, 0) + count
+    return {key: count for key, count in counts.items() if count > 0}
+
+
+def cancelled(rows: AnnotatedDelta) -> AnnotatedDelta:
+    """``rows`` with the copies of a row inserted and deleted in it cancelled (net counts,
+    zeros left out)."""
+    if rows.num_rows == 0:
+        return rows
+    columns = [rows.table.column(c).to_pylist() for c in rows.columns]
+    fragments = [rows.table.column(a).to_pylist() for a in rows.annotations]
+    net: dict[tuple[Any, ...], list[int]] = {}  # key -> [first row, count]
+    for i, count in enumerate(rows.table.column(MULTIPLICITY).to_numpy().tolist()):
+        key = (tuple(c[i] for c in columns), tuple(tuple(f[i]) for f in fragments))
+        net.setdefault(key, [i, 0])[1] += count
+    kept = [(i, count) for i, count in net.values() if count != 0]
+    table = rows.table.take(pa.array([i for i, _ in kept], pa.int64()))
+    index = table.schema.get_field_index(MULTIPLICITY)
+    counts = pa.array([count for _, count in kept], pa.int64())
+    return AnnotatedDelta(table.set_column(index, MULTIPLICITY, counts), rows.annotations)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +44,7 @@ from sketch_core.algebra.ir import (
     TopK,
     Union,
     Window,
+    WindowCall,
     column,
     conjuncts,
     positive_scans,
@@ -52,7 +53,14 @@ from sketch_core.algebra.ir import (
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental import stateless
 from sketch_core.incremental.aggregate import AggregateOperator
-from sketch_core.incremental.annotated import MULTIPLICITY, AnnotatedDelta, annotate_rows
+from sketch_core.incremental.annotated import (
+    FRAGMENTS,
+    MULTIPLICITY,
+    AnnotatedDelta,
+    annotate_rows,
+    cancelled,
+    consolidated,
+)
 from sketch_core.incremental.bloom import EMPTY_BLOOM, KeyBloom, hashable
 from sketch_core.incremental.columnar_aggregate import ColumnarAggregate, columnar_supports
 from sketch_core.incremental.expressions import ExpressionTranslator, Translated
@@ -70,8 +78,11 @@ from sketch_core.incremental.state import (
     topk_state,
 )
 from sketch_core.incremental.stored_groups import StoredGroups
-from sketch_core.incremental.topk import TopKOperator
+from sketch_core.incremental.topk import TopKOperator, tiebreak
+from sketch_core.incremental.window import IN_PROCESS as WINDOW_IN_PROCESS
+from sketch_core.incremental.window import evaluate_partition
 from sketch_core.partitions import RangePartition
+from sketch_core.rewrites.distinct_aggregates import distinct_rows_first
 from sketch_core.rewrites.prune_outputs import prune_outputs
 from sketch_core.rewrites.push_selections import push_selections
 from sketch_core.rewrites.semi_joins import null_safe_semi_join, semi_join_as_inner_join, split_semi_condition
@@ -413,10 +424,18 @@ class _Join(_Node):
         return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
 
 
-def _key_values(keys: Sequence[tuple[str, str]], rows: AnnotatedDelta, side: int) -> KeyValues:
+def _key_values(
+    keys: Sequence[tuple[str, str]], rows: AnnotatedDelta, side: int, null_safe: Sequence[bool] = ()
+) -> KeyValues:
     """The key values of ``rows`` (of the other side), named as ``side`` (0: left) names them:
-    the read of that side's rows they may match."""
-    return {pair[side]: pc.unique(rows.table.column(pair[1 - side])) for pair in keys}
+    the read of that side's rows they may match. NULL matches nothing, so it is not read,
+    unless the key is ``null_safe`` (an INTERSECT's or EXCEPT's)."""
+    safe = list(null_safe) or [False] * len(keys)
+    return {
+        pair[side]: values if is_safe else values.drop_null()
+        for pair, is_safe in zip(keys, safe, strict=True)
+        for values in [pc.unique(rows.table.column(pair[1 - side]))]
+    }
 
 
 def _signed(rows: AnnotatedDelta, signs: np.ndarray) -> AnnotatedDelta:
@@ -445,11 +464,13 @@ class _AntiJoin(_Node):
     ):
         self.left, self.right, self.null_aware = left, right, node.null_aware
         self.schema, self.annotations = left.schema, left.annotations
-        self.keys, self.residual = _match_condition(node, left, right, remote, ansi)
+        self.keys, self.null_safe, self.residual = _match_condition(node, left, right, remote, ansi)
 
     def _matches(self, rows: AnnotatedDelta, other: AnnotatedDelta) -> np.ndarray:
         """Per row of ``rows``, the signed count of ``other``'s rows it matches."""
-        return match_counts(rows.num_rows, *matched_pairs(rows, other, self.keys, self.residual), other)
+        return match_counts(
+            rows.num_rows, *matched_pairs(rows, other, self.keys, self.residual, self.null_safe), other
+        )
 
     def _null_probes(self, rows: AnnotatedDelta) -> np.ndarray:
         """Which of L's ``rows`` probe NOT IN with a NULL."""
@@ -494,16 +515,16 @@ class _AntiJoin(_Node):
                 return AnnotatedDelta.empty(self.schema, self.annotations) if new[0] else ld
         parts = [AnnotatedDelta.empty(self.schema, self.annotations)]
         if ld.num_rows:  # ΔL, where R had no match before
-            right_now = self.right.current(ctx, _key_values(self.keys, ld, 1))
+            right_now = self.right.current(ctx, _key_values(self.keys, ld, 1, self.null_safe))
             before = self._matches(ld, right_now) - self._matches(ld, rd)
             signs = (before == 0).astype(np.int64)
             if self.null_aware:
                 signs[self._null_probes(ld)] = 0
             parts.append(_signed(ld, signs))
         if rd.num_rows:  # L_new rows whose key gained its first match or lost its last
-            left_now = self.left.current(ctx, _key_values(self.keys, rd, 0))
+            left_now = self.left.current(ctx, _key_values(self.keys, rd, 0, self.null_safe))
             if left_now.num_rows:
-                right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
+                right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1, self.null_safe))
                 now = self._matches(left_now, right_now)
                 before = now - self._matches(left_now, rd)
                 signs = (now == 0).astype(np.int64) - (before == 0).astype(np.int64)
@@ -519,30 +540,51 @@ class _AntiJoin(_Node):
             return _keep_keys(self._passing(left_now, right_now, self._r_state(right_now)), keys)
         if left_now.num_rows == 0:
             return left_now
-        right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
+        right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1, self.null_safe))
         return _keep_keys(self._passing(left_now, right_now, (False, False)), keys)
 
 
 def _match_condition(
     node: Join, left: _Node, right: _Node, remote: RemoteEvaluator | None, ansi: bool
-) -> tuple[list[tuple[str, str]], Translated | None]:
-    """A semi or anti join's equalities, and the rest of its condition (its residual), which
-    NOT IN's NULL semantics do not allow. Without an equality, every row would match every
-    other: refused."""
-    keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
-    if node.condition is not None and node.condition.find(exp.NullSafeEQ) is not None:
-        what = "INTERSECT or EXCEPT (NULL matching NULL)"
-    elif not keys:
+) -> tuple[list[tuple[str, str]], list[bool], Translated | None]:
+    """A semi or anti join's equalities, which of them are null-safe (``<=>``, as INTERSECT and
+    EXCEPT compare rows), and the rest of its condition (its residual), which NOT IN's NULL
+    semantics do not allow. Without an equality, every row would match every other: refused."""
+    keys, rest = equi_keys(node.condition, left.schema.names, right.schema.names)
+    null_safe = [False] * len(keys)
+    residual = []
+    for conjunct in rest:
+        pair = _null_safe_pair(conjunct, left.schema.names, right.schema.names)
+        if pair is None:
+            residual.append(conjunct)
+        else:
+            keys.append(pair)
+            null_safe.append(True)
+    if not keys:
         what = f"a {node.kind} join without an equality"
     elif residual and node.null_aware:
         what = "NOT IN over more than one column"
     else:
-        return keys, stateless.selection(exp.and_(*residual), remote, ansi) if residual else None
+        return keys, null_safe, stateless.selection(exp.and_(*residual), remote, ansi) if residual else None
     raise UnsupportedQueryError(
         f"{what} in incremental maintenance (not yet)",
         node.condition.sql(dialect="spark") if node.condition is not None else "",
         hint="maintain this sketch with strategy='full'",
     )
+
+
+def _null_safe_pair(conjunct: exp.Expr, left: Sequence[str], right: Sequence[str]) -> tuple[str, str] | None:
+    """(left column, right column) of a ``<=>`` between a column of each side, else None."""
+    if not (
+        isinstance(conjunct, exp.NullSafeEQ)
+        and isinstance(conjunct.this, exp.Column)
+        and isinstance(conjunct.expression, exp.Column)
+    ):
+        return None
+    a, b = conjunct.this.name, conjunct.expression.name
+    if a in left and b in right:
+        return a, b
+    return (b, a) if b in left and a in right else None
 
 
 class _SemiJoin(_Node):
@@ -562,11 +604,11 @@ class _SemiJoin(_Node):
     ):
         self.left, self.right = left, right
         self.schema, self.annotations = left.schema, left.annotations + right.annotations
-        self.keys, self.residual = _match_condition(node, left, right, remote, ansi)
+        self.keys, self.null_safe, self.residual = _match_condition(node, left, right, remote, ansi)
 
     def _outcome(self, rows: AnnotatedDelta, other: AnnotatedDelta) -> tuple[np.ndarray, list[pa.Array]]:
         """Which ``rows`` match in ``other``, and per right annotation the matches' fragments."""
-        li, ri = matched_pairs(rows, other, self.keys, self.residual)
+        li, ri = matched_pairs(rows, other, self.keys, self.residual, self.null_safe)
         fragments = [matched_fragments(rows.num_rows, li, ri, other, a) for a in self.right.annotations]
         return match_counts(rows.num_rows, li, ri, other) > 0, fragments
 
@@ -586,10 +628,13 @@ class _SemiJoin(_Node):
         ld, rd = self.left.process(ctx), self.right.process(ctx)
         parts = [AnnotatedDelta.empty(self.schema, self.annotations)]
         if ld.num_rows:  # ΔL against R_old
-            right_now = self.right.current(ctx, _key_values(self.keys, ld, 1))
+            right_now = self.right.current(ctx, _key_values(self.keys, ld, 1, self.null_safe))
             parts.append(self._matching(ld, concat([right_now, negated(rd)]) if rd.num_rows else right_now))
-        if rd.num_rows and (left_now := self.left.current(ctx, _key_values(self.keys, rd, 0))).num_rows:
-            right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
+        if (
+            rd.num_rows
+            and (left_now := self.left.current(ctx, _key_values(self.keys, rd, 0, self.null_safe))).num_rows
+        ):
+            right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1, self.null_safe))
             passed, before = self._outcome(left_now, concat([right_now, negated(rd)]))
             passes, after = self._outcome(left_now, right_now)
             # A row that matches before and after, with other fragments, goes out and in again.
@@ -607,8 +652,103 @@ class _SemiJoin(_Node):
         )
         if left_now.num_rows == 0:
             return AnnotatedDelta.empty(self.schema, self.annotations)
-        right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1))
+        right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1, self.null_safe))
         return _keep_keys(self._matching(left_now, right_now), keys)
+
+
+def _window_refusal(call: WindowCall, schema: pa.Schema) -> str | None:
+    """What of ``call`` the engine does not evaluate (see :mod:`.window`), or None."""
+    what = call.func.upper()
+    if call.func not in WINDOW_IN_PROCESS:
+        return what
+    if call.arg is None:
+        return None
+    if not isinstance(call.arg, exp.Column) or call.arg.name not in schema.names:
+        return f"{what} of an expression"
+    if call.func == "sum" and not pa.types.is_integer(schema.field(call.arg.name).type):
+        return f"{what} of a {schema.field(call.arg.name).type} column"
+    return None
+
+
+class _Window(_Node):
+    """A window (:mod:`.window`) over whole partitions. Stateless: the partitions a delta
+    touches are read whole at the new snapshot, their old rows are those less the delta, and
+    the window over each is subtracted from the window over the other::
+
+        Δ W(L) = W(L_new[P]) - W(L_old[P])
+
+    over the partition keys P of ΔL (without PARTITION BY, the whole input is one partition).
+    Rows that come out the same before and after cancel."""
+
+    def __init__(self, node: Window, child: _Node):
+        names = child.schema.names
+        refused = [r for _, c in node.calls if (r := _window_refusal(c, child.schema))]
+        refused += [f"the frame {node.frame}"] if node.frame is not None else []
+        if refused:
+            raise UnsupportedQueryError(
+                f"a window function ({', '.join(refused)}) in incremental maintenance (not yet)",
+                ", ".join(refused),
+                hint="maintain this sketch with strategy='full'",
+            )
+        self.node, self.child = node, child
+        types = {
+            "row_number": pa.int32(),
+            "rank": pa.int32(),
+            "dense_rank": pa.int32(),
+            "count": pa.int64(),
+            "sum": pa.int64(),
+        }
+        values = [
+            pa.field(n, types.get(c.func) or child.schema.field(c.arg.name).type)  # type: ignore[union-attr]
+            for n, c in node.calls
+        ]
+        self.schema = pa.schema([*child.schema, *values])
+        self.annotations = child.annotations
+        self.order = [(names.index(k.column), k) for k in node.order]
+        self.calls = [(c, None if c.arg is None else names.index(c.arg.name)) for _, c in node.calls]
+        self.partition = [names.index(p) for p in node.partition]
+
+    def _evaluate(self, rows: AnnotatedDelta) -> AnnotatedDelta:
+        """The window over ``rows`` (whole partitions, as a signed bag of rows)."""
+        partitions: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        unions: dict[tuple[Any, ...], list[set[int]]] = {}
+        for (row, fragments), count in consolidated(rows).items():
+            key = tiebreak(tuple(row[p] for p in self.partition))
+            partitions.setdefault(key, []).extend([row] * count)
+            for union, ids in zip(unions.setdefault(key, [set() for _ in fragments]), fragments, strict=True):
+                union.update(ids)
+        out: list[tuple[Any, ...]] = []
+        lists: list[list[list[int]]] = [[] for _ in self.annotations]
+        for key, members in partitions.items():
+            fragments_of = [sorted(u) for u in unions[key]]
+            for row, values in evaluate_partition(members, self.order, self.calls):
+                out.append(row + values)
+                for listed, partition_ids in zip(lists, fragments_of, strict=True):
+                    listed.append(partition_ids)
+        data = pa.table(
+            [pa.array([r[i] for r in out], f.type) for i, f in enumerate(self.schema)], schema=self.schema
+        )
+        annotations = {a: pa.array(ids, FRAGMENTS) for a, ids in zip(self.annotations, lists, strict=True)}
+        return AnnotatedDelta.build(data, np.ones(len(out), np.int64), annotations)
+
+    def _partitions(self, ctx: _Context, keys: KeyValues) -> AnnotatedDelta:
+        """The child's rows at the new snapshot in the partitions of ``keys`` (all rows without
+        PARTITION BY), read by those keys (a key column holding NULL is not pushed down)."""
+        wanted = {n: v for n, v in keys.items() if n in self.node.partition}
+        pushed = {n: v for n, v in wanted.items() if v.null_count == 0}
+        return _keep_keys(self.child.current(ctx, pushed or None), wanted)
+
+    def process(self, ctx: _Context) -> AnnotatedDelta:
+        delta = self.child.process(ctx)
+        if delta.num_rows == 0:
+            return AnnotatedDelta.empty(self.schema, self.annotations)
+        keys = {n: pc.unique(delta.table.column(n)) for n in self.node.partition}
+        now = self._partitions(ctx, keys)
+        old = concat([now, negated(delta)])
+        return cancelled(concat([self._evaluate(now), negated(self._evaluate(old))]))
+
+    def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
+        return _keep_keys(self._evaluate(self._partitions(ctx, keys or {})), keys)
 
 
 class _LeftJoin(_Node):
@@ -796,6 +936,8 @@ class IncrementalSketch:
             below = self._build(node.child)
             built = _Project(node, below, self.remote, self.ansi)
             return self._noted(built, built.outputs, below.schema)
+        if isinstance(node, Aggregate) and (rewritten := distinct_rows_first(node)) is not node:
+            return self._build(rewritten)
         if isinstance(node, Aggregate):
             child = self._build(node.child)
             node, child = self._lift_refused(node, child)
@@ -820,9 +962,10 @@ class IncrementalSketch:
                 self._noted(join, join.residual, join.schema)
             self._joins.append(join)
             return join
-        what = "a window function" if isinstance(node, Window) else type(node).__name__
+        if isinstance(node, Window):
+            return _Window(node, self._build(node.child))
         raise UnsupportedQueryError(
-            f"{what} in incremental maintenance" + (" (not yet)" if isinstance(node, Window) else ""),
+            f"{type(node).__name__} in incremental maintenance",
             type(node).__name__,
             hint="maintain this sketch with strategy='full'",
         )
@@ -830,13 +973,12 @@ class IncrementalSketch:
     def _semi(self, node: Join) -> _Node:
         """A semi join on equalities as an inner join with the right side grouped by key; one
         whose condition also relates the sides otherwise, row by row (:class:`_SemiJoin`)."""
-        if null_safe_semi_join(node):  # INTERSECT: refused there, by name
-            return self._build(semi_join_as_inner_join(node))
-        _, _, _, mixed = split_semi_condition(
-            node, "incremental maintenance", "maintain this sketch with strategy='full'", mixed_ok=True
-        )
-        if not mixed:
-            return self._build(semi_join_as_inner_join(node))
+        if not null_safe_semi_join(node):  # (an INTERSECT's keys match NULL to NULL: by row)
+            _, _, _, mixed = split_semi_condition(
+                node, "incremental maintenance", "maintain this sketch with strategy='full'", mixed_ok=True
+            )
+            if not mixed:
+                return self._build(semi_join_as_inner_join(node))
         semi = _SemiJoin(node, self._build(node.left), self._build(node.right), self.remote, self.ansi)
         if semi.residual is not None:
             self._noted(semi, semi.residual, pa.schema([*semi.left.schema, *semi.right.schema]))

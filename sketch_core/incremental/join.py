@@ -78,11 +78,19 @@ def join_rows(left: AnnotatedDelta, right: AnnotatedDelta, keys: Sequence[tuple[
 
 
 def matching_rows(
-    left: pa.Table, right: pa.Table, keys: Sequence[tuple[str, str]], *, use_threads: bool = False
+    left: pa.Table,
+    right: pa.Table,
+    keys: Sequence[tuple[str, str]],
+    *,
+    use_threads: bool = False,
+    null_safe: Sequence[bool] = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Row numbers of the pairs of ``left`` and ``right`` rows whose ``keys`` ((left column,
-    right column) pairs) are equal (NULL equals nothing). Deltas are small: by default the join
-    runs on the calling thread."""
+    right column) pairs) are equal (NULL equals nothing, except for the keys ``null_safe``
+    marks, where NULL equals NULL as in ``<=>``). Deltas are small: by default the join runs on
+    the calling thread."""
+    if any(null_safe):
+        left, right, keys = _null_safe_keys(left, right, keys, null_safe)
     left_keys = [k for k, _ in keys]
     right_keys = [f"__key{i}" for i in range(len(keys))]
     lpart = _indexed(left, left_keys, _LEFT)
@@ -92,6 +100,32 @@ def matching_rows(
         rpart, keys=left_keys, right_keys=right_keys, join_type="inner", use_threads=use_threads
     )
     return matched.column(_LEFT).to_numpy(), matched.column(_RIGHT).to_numpy()
+
+
+def _null_safe_keys(
+    left: pa.Table, right: pa.Table, keys: Sequence[tuple[str, str]], null_safe: Sequence[bool]
+) -> tuple[pa.Table, pa.Table, list[tuple[str, str]]]:
+    """The tables with each null-safe key replaced by two that never hold NULL: the value with
+    NULLs filled in (by a value of the column: any will do), and whether it was NULL."""
+    plain: list[tuple[str, str]] = []
+    for i, ((a, b), safe) in enumerate(zip(keys, null_safe, strict=True)):
+        if not safe:
+            plain.append((a, b))
+            continue
+        lv = left.column(a)
+        rv = right.column(b).cast(lv.type)
+        present = pa.chunked_array([*lv.chunks, *rv.chunks], lv.type).drop_null()
+        if len(present):
+            lv, rv = pc.fill_null(lv, present[0]), pc.fill_null(rv, present[0])
+        else:  # NULL on both sides: only the flags tell rows apart
+            lv, rv = pa.array(np.zeros(left.num_rows, np.int8)), pa.array(np.zeros(right.num_rows, np.int8))
+        value, flag = f"__null_safe{i}", f"__null_flag{i}"
+        left = left.append_column(value, lv).append_column(flag, pc.is_null(left.column(a)).cast(pa.int8()))
+        right = right.append_column(value, rv).append_column(
+            flag, pc.is_null(right.column(b)).cast(pa.int8())
+        )
+        plain += [(value, value), (flag, flag)]
+    return left, right, plain
 
 
 def keyed_like(left: pa.Table, right: pa.Table, keys: Sequence[tuple[str, str]]) -> pa.Table:

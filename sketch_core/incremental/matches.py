@@ -34,12 +34,14 @@ def matched_pairs(
     other: AnnotatedDelta,
     keys: Sequence[tuple[str, str]],
     residual: Translated | None,
+    null_safe: Sequence[bool] = (),
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Row numbers (of ``rows``, of ``other``) of the pairs with equal keys for which
-    ``residual`` (a :func:`.stateless.selection` over both sides' columns) holds."""
+    """Row numbers (of ``rows``, of ``other``) of the pairs with equal keys (NULL equal to NULL
+    for the ``null_safe`` ones) for which ``residual`` (a :func:`.stateless.selection` over both
+    sides' columns) holds."""
     if rows.num_rows == 0 or other.num_rows == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    li, ri = matching_rows(rows.table, other.table, keys)
+    li, ri = matching_rows(rows.table, other.table, keys, null_safe=null_safe)
     if residual is None or len(li) == 0:
         return li, ri
     joined = combine_pairs(rows, other, li, ri)

@@ -219,19 +219,31 @@ def read_matching(
     cache: FileCache | None = None,
 ) -> pa.Table:
     """``columns`` of a pinned snapshot; with ``keys`` ({column: values}), only the rows whose
-    values are among those. Files whose column bounds hold none of the values are not opened,
-    and Parquet skips row groups by their statistics (the join fetch of IMP Sec. 5.5)."""
+    values are among those (a NULL among the values asks for the rows holding NULL: the keys of
+    a window's partitions, or of an INTERSECT, match NULL to NULL). Files whose column bounds
+    hold none of the values are not opened, and Parquet skips row groups by their statistics
+    (the join fetch of IMP Sec. 5.5)."""
     files: Sequence[DataFileInfo] = pin.files
     row_filter: pc.Expression | None = None
     wanted: dict[str, pa.Array] = {}
+    with_nulls: set[str] = set()
     for name, values in (keys or {}).items():
         present = values.drop_null()
-        if len(present) == 0:
+        if values.null_count:
+            with_nulls.add(name)
+        elif len(present) == 0:
             return read_files([], pin.schema, columns)
         ordered = np.sort(present.to_numpy(zero_copy_only=False))
-        files = [f for f in files if _may_hold(f, name, ordered)]
+        files = [
+            f
+            for f in files
+            if (len(ordered) and _may_hold(f, name, ordered))
+            or (name in with_nulls and f.null_counts.get(name, 1) > 0)  # unknown: may hold NULLs
+        ]
         wanted[name] = present.cast(pin.schema.field(name).type)
         condition = pc.field(name).isin(wanted[name])
+        if name in with_nulls:
+            condition = condition | pc.field(name).is_null()
         row_filter = condition if row_filter is None else row_filter & condition
     if cache is None:
         return read_files(files, pin.schema, columns, row_filter)
@@ -244,6 +256,8 @@ def read_matching(
         mask = None
         for name, values in wanted.items():
             hit = cache.matching(info.path, part.column(name), name, values)
+            if name in with_nulls:
+                hit = pc.or_(hit, pc.is_null(part.column(name)))
             mask = hit if mask is None else pc.and_(mask, hit)
         if info.deletes:  # the cache keeps whole files: drop the deleted positions here
             live = pa.array(live_mask(part.num_rows, deleted_positions(info)))

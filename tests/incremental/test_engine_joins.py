@@ -130,6 +130,15 @@ QUERIES = {
         "LEFT JOIN t.dims d ON f.g = d.dg AND d.weight > f.v GROUP BY f.g HAVING COUNT(*) > 6",
         {"t.facts": "id"},
     ),
+    # INTERSECT and EXCEPT: NULL matches NULL (facts.g and dims.dg both hold NULLs).
+    "intersect": (
+        "SELECT g FROM t.facts WHERE v > 10 INTERSECT SELECT dg FROM t.dims WHERE weight > -5",
+        {"t.facts": "id", "t.dims": "dg"},
+    ),
+    "except": (
+        "SELECT g, v FROM t.facts WHERE v > 25 EXCEPT SELECT dg, weight FROM t.dims",
+        {"t.facts": "id"},
+    ),
     "join_on_aggregate": (
         "SELECT f.id, f.v FROM t.facts f JOIN (SELECT g, COUNT(*) AS n FROM t.facts GROUP BY g) c "
         "ON f.g = c.g WHERE c.n > 8 AND f.v > 30",

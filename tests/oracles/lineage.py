@@ -24,6 +24,7 @@ from sketch_core.algebra.ir import (
     Sort,
     TopK,
     Union,
+    Window,
 )
 
 Row = dict[str, Any]
@@ -91,6 +92,11 @@ def evaluate(node: exp.Expr, row: Row) -> Any:
         x = evaluate(node.this, row)
         low, high = evaluate(node.args["low"], row), evaluate(node.args["high"], row)
         return None if None in (x, low, high) else low <= x <= high
+    if isinstance(node, exp.NullSafeEQ):  # <=>: NULL equals NULL, never unknown
+        a, b = evaluate(node.this, row), evaluate(node.expression, row)
+        if a is None or b is None:
+            return a is None and b is None
+        return bool(spark_order(a) == spark_order(b))
     if type(node) in _BINARY:
         a, b = evaluate(node.this, row), evaluate(node.expression, row)
         return None if a is None or b is None else _BINARY[type(node)](a, b)
@@ -208,7 +214,40 @@ def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
                 for r, lin in run(child, tables)
             ]
         return out
+    if isinstance(plan, Window):
+        return _window(plan, run(plan.child, tables))
     raise NotImplementedError(type(plan).__name__)
+
+
+def _window(plan: Window, rows: Annotated) -> Annotated:
+    """Each row with its calls' values over its partition, its lineage the whole partition's.
+    By definition, row by row: RANK counts the rows ordered before, DENSE_RANK their distinct
+    keys, and COUNT/MIN/MAX read the rows not ordered after (SQL's default frame) or, without
+    an ORDER BY, all of them. ROW_NUMBER numbers the sorted rows (ties: the tests avoid them)."""
+    partitions: dict[tuple[Any, ...], Annotated] = {}
+    for r, lin in rows:
+        partitions.setdefault(tuple(spark_order(r[c]) for c in plan.partition), []).append((r, lin))
+    compare = _compare(plan.order)
+    out: Annotated = []
+    for members in partitions.values():
+        lineage = frozenset().union(*(lin for _, lin in members))
+        ordered = sorted(members, key=cmp_to_key(compare)) if plan.order else members
+        for i, (r, _) in enumerate(ordered):
+            before = [m for m in ordered if plan.order and compare(m, (r, lineage)) < 0]
+            frame = [m for m in ordered if not plan.order or compare(m, (r, lineage)) <= 0]
+            values = dict(r)
+            for name, call in plan.calls:
+                if call.func == "row_number":
+                    values[name] = i + 1
+                elif call.func == "rank":
+                    values[name] = len(before) + 1
+                elif call.func == "dense_rank":
+                    values[name] = len({tuple(m[0][k.column] for k in plan.order) for m in before}) + 1
+                else:
+                    args = [evaluate(call.arg, m[0]) if call.arg is not None else 1 for m in frame]
+                    values[name] = _aggregate(call.func, args, False, call.arg is None)
+            out.append((values, lineage))
+    return out
 
 
 def provenance(plan: Relation, tables: Mapping[str, list[Row]]) -> set[tuple[str, int]]:
