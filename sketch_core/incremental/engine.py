@@ -16,8 +16,11 @@ Joins need the current contents of the other side (IMP Sec. 5.5). Each node can 
 full annotated output at the new snapshot (``current``): stateful nodes from their state,
 stateless subtrees from storage through a ``reader`` that reads a table at the new snapshot,
 restricted where possible to the join keys the delta holds (the read can then skip files and
-row groups by their statistics). Anti joins (NOT EXISTS, NOT IN) and left joins read the same
-way: which rows have no match is decided by key, before and after (see ``_AntiJoin``).
+row groups by their statistics). Anti joins (NOT EXISTS, NOT IN, EXCEPT), semi joins the
+grouped form cannot express (a condition beyond equalities, INTERSECT's null-safe keys) and
+left joins read the same way: each row's matches are decided by key, before and after (see
+``_AntiJoin`` and ``_SemiJoin``). Windows read the partitions a delta touches, whole, and
+evaluate them before and after (``_Window``).
 """
 
 from __future__ import annotations
