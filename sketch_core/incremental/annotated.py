@@ -95,14 +95,25 @@ def annotate_rows(
 Fragments = tuple[tuple[int, ...], ...]
 
 
-def consolidated(rows: AnnotatedDelta) -> dict[tuple[tuple[Any, ...], Fragments], int]:
-    """The net count of each distinct row (its data and fragments) of a signed bag, those
-    above zero only."""
+RowKey = tuple[tuple[Any, ...], Fragments]
+
+
+def _signed_rows(rows: AnnotatedDelta) -> list[tuple[RowKey, int]]:
+    """Each row as (its data, its fragments) with its signed count, in row order."""
     columns = [rows.table.column(c).to_pylist() for c in rows.columns]
     fragments = [rows.table.column(a).to_pylist() for a in rows.annotations]
-    counts: dict[tuple[tuple[Any, ...], Fragments], int] = {}
-    for i, count in enumerate(rows.table.column(MULTIPLICITY).to_numpy().tolist()):
-        key = (tuple(c[i] for c in columns), tuple(tuple(f[i]) for f in fragments))
+    counts = rows.table.column(MULTIPLICITY).to_numpy().tolist()
+    return [
+        ((tuple(c[i] for c in columns), tuple(tuple(f[i]) for f in fragments)), count)
+        for i, count in enumerate(counts)
+    ]
+
+
+def consolidated(rows: AnnotatedDelta) -> dict[RowKey, int]:
+    """The net count of each distinct row (its data and fragments) of a signed bag, those
+    above zero only."""
+    counts: dict[RowKey, int] = {}
+    for key, count in _signed_rows(rows):
         counts[key] = counts.get(key, 0) + count
     return {key: count for key, count in counts.items() if count > 0}
 
@@ -112,11 +123,8 @@ def cancelled(rows: AnnotatedDelta) -> AnnotatedDelta:
     zeros left out)."""
     if rows.num_rows == 0:
         return rows
-    columns = [rows.table.column(c).to_pylist() for c in rows.columns]
-    fragments = [rows.table.column(a).to_pylist() for a in rows.annotations]
-    net: dict[tuple[Any, ...], list[int]] = {}  # key -> [first row, count]
-    for i, count in enumerate(rows.table.column(MULTIPLICITY).to_numpy().tolist()):
-        key = (tuple(c[i] for c in columns), tuple(tuple(f[i]) for f in fragments))
+    net: dict[RowKey, list[int]] = {}  # key -> [first row, count]
+    for i, (key, count) in enumerate(_signed_rows(rows)):
         net.setdefault(key, [i, 0])[1] += count
     kept = [(i, count) for i, count in net.values() if count != 0]
     table = rows.table.take(pa.array([i for i, _ in kept], pa.int64()))

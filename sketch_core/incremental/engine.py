@@ -91,7 +91,8 @@ from sketch_core.rewrites.push_selections import push_selections
 from sketch_core.rewrites.semi_joins import null_safe_semi_join, semi_join_as_inner_join, split_semi_condition
 
 # Reads ``columns`` of a table at the new snapshot; with keys ({source column: values}), at
-# least the rows whose values are among those (more is fine: the engine filters again).
+# least the rows whose values are among those, NULL included when it is among them (more is
+# fine: the engine filters again).
 Reader = Callable[[str, Sequence[str], Mapping[str, pa.Array] | None], pa.Table]
 KeyValues = dict[str, pa.Array]  # output column -> the values wanted
 
@@ -736,10 +737,9 @@ class _Window(_Node):
 
     def _partitions(self, ctx: _Context, keys: KeyValues) -> AnnotatedDelta:
         """The child's rows at the new snapshot in the partitions of ``keys`` (all rows without
-        PARTITION BY), read by those keys (a key column holding NULL is not pushed down)."""
+        PARTITION BY), read by those keys (NULL among them reads the NULL partition)."""
         wanted = {n: v for n, v in keys.items() if n in self.node.partition}
-        pushed = {n: v for n, v in wanted.items() if v.null_count == 0}
-        return _keep_keys(self.child.current(ctx, pushed or None), wanted)
+        return _keep_keys(self.child.current(ctx, wanted or None), wanted)
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
         delta = self.child.process(ctx)
