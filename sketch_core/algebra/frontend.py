@@ -33,6 +33,7 @@ from sqlglot.errors import OptimizeError, ParseError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope as SqlglotScope
 from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.optimizer.simplify import simplify
 
 from sketch_core.algebra.coercion import coerce
 from sketch_core.algebra.ir import (
@@ -278,24 +279,123 @@ class _Uncorrelated(Exception):
     """An EXISTS subquery that reads nothing of the outer query."""
 
 
-def _in_as_exists(predicate: exp.In) -> exp.Exists:
+def _in_as_exists(predicate: exp.In, negated: bool = False) -> exp.Exists:
     """``x IN (SELECT y FROM t WHERE p)`` as ``EXISTS (SELECT 1 FROM t WHERE p AND y = x)``: the
     same rows pass a WHERE (where a NULL is as good as false), and a correlated IN becomes a
-    correlated EXISTS."""
+    correlated EXISTS.
+
+    ``negated``: the EXISTS that NOT IN is the negation of. ``x NOT IN S`` is true when S is
+    empty, else NULL when x is NULL or S holds a NULL, else whether x is outside S; so it is
+    NOT EXISTS a row of S equal to x, NULL, or compared with a NULL x::
+
+        x NOT IN (SELECT y FROM t WHERE t.k = o.k)
+          = NOT EXISTS (SELECT 1 FROM t WHERE t.k = o.k AND (y = x OR y IS NULL OR x IS NULL))
+
+    e.g. with S = {1, NULL}, x = 2 is not kept (NOT IN gives NULL), and with S empty, a NULL x
+    is kept."""
     query = predicate.args["query"]
     sub = query.this if isinstance(query, exp.Subquery) else query
     shaped = isinstance(sub, exp.Select) and len(sub.expressions) == 1
-    if not shaped or _shaping_clause(sub) is not None:
+    if not shaped or _shaping_clause(sub) is not None or _aggregating(sub):
         # (Named so: with stand-in schemas an uncorrelated IN can look correlated.)
-        raise UnsupportedQueryError("correlated IN subquery", _where(predicate))
+        construct = "correlated NOT IN subquery" if negated else "correlated IN subquery"
+        raise UnsupportedQueryError(
+            construct, _where(predicate), hint="write it as [NOT] EXISTS with the comparison in its HAVING"
+        )
     item = sub.expressions[0]
     value = item.this if isinstance(item, exp.Alias) else item
     rewritten = sub.copy()
-    matches = exp.EQ(this=value.copy(), expression=predicate.this.copy())
+    matches: exp.Expr = exp.EQ(this=value.copy(), expression=predicate.this.copy())
+    if negated:
+        matches = exp.paren(
+            exp.or_(
+                matches,
+                exp.Is(this=value.copy(), expression=exp.Null()),
+                exp.Is(this=predicate.this.copy(), expression=exp.Null()),
+            ),
+            copy=False,
+        )
     where = rewritten.args.get("where")
     rewritten.set("where", exp.Where(this=exp.and_(where.this, matches) if where else matches))
     rewritten.set("expressions", [exp.Literal.number(1)])
     return exp.Exists(this=rewritten)
+
+
+def _aggregating(query: exp.Expr) -> bool:
+    """Whether a subquery's SELECT aggregates (GROUP BY, HAVING or an aggregate function of its
+    own, not one in a nested subquery or a window)."""
+    sub = query.this if isinstance(query, exp.Subquery) else query
+    if not isinstance(sub, exp.Select):
+        return False
+    if sub.args.get("group") or sub.args.get("having"):
+        return True
+    return any(
+        isinstance(node, exp.AggFunc) and not _windowed(node)
+        for item in sub.expressions
+        for node in item.walk(prune=lambda n: isinstance(n, exp.Subquery | exp.Select))
+    )
+
+
+def _holds_on_no_rows(having: exp.Expr) -> bool | None:
+    """Whether a HAVING condition holds for a global aggregate over no rows (COUNT is 0, every
+    other aggregate NULL): True, False (false or NULL), or None when it does not fold."""
+    empty = having.copy().transform(
+        lambda n: (
+            (exp.Literal.number(0) if isinstance(n, exp.Count) else exp.Null())
+            if isinstance(n, exp.AggFunc)
+            else n
+        )
+    )
+    folded = simplify(_null_folded(empty))
+    if isinstance(folded, exp.Null) or (isinstance(folded, exp.Boolean) and not folded.this):
+        return False
+    if isinstance(folded, exp.Boolean):
+        return True
+    return None
+
+
+def _null_folded(node: exp.Expr) -> exp.Expr:
+    """``node`` with SQL's NULL rules applied bottom-up (which sqlglot's simplify leaves): an
+    operator over a NULL operand is NULL, AND/OR are three-valued, ``NULL IS NULL`` is true."""
+    if isinstance(node, exp.Paren):
+        return _null_folded(node.this)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        inner = _null_folded(node.this)
+        if isinstance(inner, exp.Null | exp.Literal | exp.Boolean):
+            return exp.Boolean(this=isinstance(inner, exp.Null))
+        return node
+    if isinstance(node, exp.Not):
+        inner = _null_folded(node.this)
+        if isinstance(inner, exp.Boolean):
+            return exp.Boolean(this=not inner.this)
+        return inner if isinstance(inner, exp.Null) else exp.Not(this=inner)
+    if isinstance(node, exp.And | exp.Or):
+        sides = [_null_folded(node.this), _null_folded(node.expression)]
+        decisive = isinstance(node, exp.Or)  # the value that decides: TRUE for OR, FALSE for AND
+        if any(isinstance(x, exp.Boolean) and x.this is decisive for x in sides):
+            return exp.Boolean(this=decisive)
+        if all(isinstance(x, exp.Boolean) for x in sides):
+            return exp.Boolean(this=not decisive)
+        if all(isinstance(x, exp.Boolean | exp.Null) for x in sides):
+            return exp.Null()
+        return node.__class__(this=sides[0], expression=sides[1])
+    if isinstance(node, exp.Coalesce):
+        for value in (node.this, *node.expressions):
+            folded = _null_folded(value)
+            if not isinstance(folded, exp.Null):
+                return folded
+        return exp.Null()
+    if isinstance(node, exp.Binary | exp.Neg | exp.Cast):
+        rebuilt = node.copy()
+        for key in ("this", "expression"):
+            if isinstance(operand := node.args.get(key), exp.Expr):
+                folded = _null_folded(operand)
+                if isinstance(folded, exp.Null):
+                    return exp.Null()
+                rebuilt.set(key, folded)
+        simplified: exp.Expr = simplify(rebuilt)
+        return simplified
+    return node
 
 
 # Clauses that shape a subquery's rows beyond FROM/WHERE/SELECT (``with_``: its own CTEs).
@@ -325,6 +425,27 @@ def _correlation_key(conjunct: exp.Expr, inner: set[str]) -> tuple[exp.Expr, exp
         if owners[mine] and owners[mine] <= inner and owners[theirs] and not owners[theirs] & inner:
             return sides[mine], sides[theirs]
     return None
+
+
+def _equality_correlation(
+    body: exp.Select, refusal: str
+) -> tuple[list[exp.Expr], list[tuple[exp.Expr, exp.Expr]]]:
+    """A subquery's WHERE conjuncts over its own tables (and those with subqueries of their own),
+    and its correlations as (the subquery's side, the outer side) of equalities; any other
+    correlation is refused as ``refusal``."""
+    inner = _from_aliases(body)
+    local: list[exp.Expr] = []
+    keys: list[tuple[exp.Expr, exp.Expr]] = []
+    for conjunct in conjuncts(body.args["where"].this if body.args.get("where") else None):
+        tables = {c.table for c in conjunct.find_all(exp.Column)}
+        if not tables - inner or _has_subquery(conjunct):
+            local.append(conjunct)
+            continue
+        key = _correlation_key(conjunct, inner)
+        if key is None:
+            raise UnsupportedQueryError(refusal, _where(conjunct))
+        keys.append(key)
+    return local, keys
 
 
 def _from_aliases(node: exp.Select) -> set[str]:
@@ -478,12 +599,18 @@ class _Builder:
     ) -> _Built:
         """``A INTERSECT B`` as the distinct rows of A with a match in B, ``A EXCEPT B`` without
         one: a semi or anti join on every column, NULLs matching NULLs (as set operations
-        compare rows), under DISTINCT. Their ALL forms count duplicates: refused."""
+        compare rows), under DISTINCT.
+
+        Their ALL forms count duplicates: a row that A holds m times and B n times comes out
+        min(m, n) times (INTERSECT ALL) or max(m - n, 0) times (EXCEPT ALL). Each side's copies
+        of a row are numbered 1, 2, ... (ROW_NUMBER over a partition by every column), and the
+        join matches the number too: copies 1..min(m, n) of A find a partner, copies n+1..m do
+        not. The numbering is a window partitioned by the whole row, so each copy's
+        provenance is every copy of its row, whichever number it got (which copy gets which
+        is arbitrary), e.g. A = {x (fragment 1), x (fragment 4)}, B = {x (fragment 2)}:
+        INTERSECT ALL gives x once, from fragments {1, 4} of A and {2} of B."""
         construct = node.key.upper()
-        if not node.args.get("distinct"):
-            raise UnsupportedQueryError(
-                f"{construct} ALL", _where(node), hint=f"write {construct} (distinct)"
-            )
+        every = not node.args.get("distinct")
         ctes = self._with(node, ctes)
         left = self.query(node.left, ctes, outer=outer)
         right = self.query(node.right, ctes, outer=outer)
@@ -498,8 +625,22 @@ class _Builder:
             )
         )
         kind: JoinKind = "semi" if isinstance(node, exp.Intersect) else "anti"
-        rel: Relation = Distinct(Join(left.rel, right.rel, kind, matches))
+        rel: Relation
+        if every:
+            numbered = [self._copies_numbered(side.rel) for side in (left, right)]
+            copy_matches = exp.EQ(this=column(numbered[0][1]), expression=column(numbered[1][1]))
+            joined = Join(numbered[0][0], numbered[1][0], kind, exp.and_(matches, copy_matches))
+            rel = Project(joined, tuple((c, column(c)) for c in left.rel.columns))
+        else:
+            rel = Distinct(Join(left.rel, right.rel, kind, matches))
         return self._order_limit(node, _Built(rel, left.visible), top=top, scopes=(), agg_map={})
+
+    def _copies_numbered(self, rel: Relation) -> tuple[Window, str]:
+        """``rel`` with each copy of a row numbered among the copies, and that number's column."""
+        name = self.names.fresh("copy")
+        call = WindowCall("row_number")
+        order = (SortKey(rel.columns[0]),)  # (the copies are equal: any order numbers them)
+        return Window(rel, rel.columns, order, ((name, call),)), name
 
     def _source(
         self, node: exp.Expr, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
@@ -587,9 +728,8 @@ class _Builder:
                 if "cannot resolve column" not in exc.message:
                     raise
                 # qualify() validated every column, so an unresolved one refers to the outer query.
-                if negated:  # NOT IN's NULLs make it no NOT EXISTS
-                    raise UnsupportedQueryError("correlated NOT IN subquery", _where(inner)) from exc
-                return self._subquery_join(rel, _in_as_exists(inner), ctes, scopes)
+                exists: exp.Expr = _in_as_exists(inner, negated)
+                return self._subquery_join(rel, exp.Not(this=exists) if negated else exists, ctes, scopes)
             if len(built.visible) != 1:
                 raise QueryError(f"an IN subquery must return one column: {_where(inner)[:200]!r}")
             left = self.translate(inner.this, scopes, inner)
@@ -599,7 +739,10 @@ class _Builder:
             return Join(rel, built.rel, "semi", condition)
         if isinstance(inner, exp.Exists):
             try:
-                right, correlation = self._correlated(inner, ctes, scopes)
+                if _aggregating(inner.this):
+                    right, correlation = self._correlated_aggregation(inner, ctes, scopes)
+                else:
+                    right, correlation = self._correlated(inner, ctes, scopes)
             except _Uncorrelated:
                 return self._exists_as_count(rel, inner, negated, ctes)
             return Join(rel, right, "anti" if negated else "semi", correlation)
@@ -614,8 +757,13 @@ class _Builder:
         """An uncorrelated [NOT] EXISTS holds for every row or none: its subquery's row count,
         a scalar join's value, compared with 0 (its input read whole, as a scalar's)."""
         sub = exists.this.this if isinstance(exists.this, exp.Subquery) else exists.this
-        counting = sub.copy()
-        counting.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "n")])
+        if _aggregating(sub):  # count the rows it returns, not the rows it aggregates
+            counting = exp.select(exp.alias_(exp.Count(this=exp.Star()), "n")).from_(
+                exp.Subquery(this=sub.copy(), alias=exp.TableAlias(this=exp.to_identifier("__exists")))
+            )
+        else:
+            counting = sub.copy()
+            counting.set("expressions", [exp.alias_(exp.Count(this=exp.Star()), "n")])
         built = self.query(counting, ctes)
         count = column(built.rel.columns[0])
         holds = (
@@ -728,20 +876,7 @@ class _Builder:
                 _where(sub),
                 hint="count in a derived table joined on the correlation, with COALESCE(n, 0)",
             )
-        inner = _from_aliases(body)
-        local: list[exp.Expr] = []
-        keys: list[tuple[exp.Expr, exp.Expr]] = []  # (the subquery's side, the outer side)
-        for conjunct in conjuncts(body.args["where"].this if body.args.get("where") else None):
-            tables = {c.table for c in conjunct.find_all(exp.Column)}
-            if not tables - inner or _has_subquery(conjunct):
-                local.append(conjunct)
-                continue
-            key = _correlation_key(conjunct, inner)
-            if key is None:
-                raise UnsupportedQueryError(
-                    "a non-equality correlation in a scalar subquery", _where(conjunct)
-                )
-            keys.append(key)
+        local, keys = _equality_correlation(body, "a non-equality correlation in a scalar subquery")
         grouped = body.copy()
         grouped.set("where", exp.Where(this=exp.and_(*local)) if local else None)
         grouped.set(
@@ -752,15 +887,7 @@ class _Builder:
             ],
         )
         grouped.set("group", exp.Group(expressions=[k.copy() for k, _ in keys]))
-        try:
-            built = self.query(grouped, ctes)
-        except QueryError as exc:
-            if "cannot resolve column" not in exc.message:
-                raise
-            raise UnsupportedQueryError(
-                "a correlated scalar subquery that reads outer columns outside its WHERE equalities",
-                _where(sub),
-            ) from exc
+        built = self._decorrelated(grouped, ctes, "a correlated scalar subquery", sub)
         value_name, *key_names = built.rel.columns
         condition = exp.and_(
             *(
@@ -769,6 +896,70 @@ class _Builder:
             )
         )
         return value_name, built.rel, "inner" if rejecting else "left", condition
+
+    def _decorrelated(
+        self, grouped: exp.Select, ctes: Mapping[str, exp.Expr], what: str, at: exp.Expr
+    ) -> _Built:
+        """A subquery rewritten to group by its correlations' sides, built on its own; a column
+        it cannot resolve is an outer one read outside those equalities: refused by name."""
+        try:
+            return self.query(grouped, ctes)
+        except QueryError as exc:
+            if "cannot resolve column" not in exc.message:
+                raise
+            raise UnsupportedQueryError(
+                f"{what} that reads outer columns outside its WHERE equalities", _where(at)
+            ) from exc
+
+    def _correlated_aggregation(
+        self, exists: exp.Exists, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
+    ) -> tuple[Relation, exp.Expr]:
+        """EXISTS over an aggregation correlated by equalities: the subquery grouped also by its
+        side of each equality, and the join condition on those columns. For one outer row the
+        subquery aggregates the rows whose side equals the outer row's value; grouping by that
+        side as well splits the rows the same way for every outer row at once::
+
+            EXISTS (SELECT 1 FROM t WHERE t.k = o.k GROUP BY t.g HAVING SUM(t.v) > 10)
+              = o.k IN (SELECT t.k FROM t GROUP BY t.g, t.k HAVING SUM(t.v) > 10)
+
+        e.g. t = {(k 1, g a, v 8), (1, a, 5), (2, a, 4)}: o.k = 1 passes (a's sum 13), 2 does
+        not. Its provenance is the semi join's (rows of t in the groups that pass). Without
+        GROUP BY, the aggregation over no rows still gives a row: its HAVING must be false there
+        (an outer row with no partner would pass otherwise), and with no HAVING EXISTS always
+        holds."""
+        sub = exists.this.this if isinstance(exists.this, exp.Subquery) else exists.this
+        if sub.args.get("with_") or sub.args.get("distinct"):
+            raise UnsupportedQueryError("WITH or DISTINCT in an EXISTS over an aggregation", _where(exists))
+        local, pairs = _equality_correlation(
+            sub, "an EXISTS over an aggregation correlated by more than equalities"
+        )
+        if not pairs:
+            raise _Uncorrelated()
+        having = sub.args.get("having")
+        if not sub.args.get("group"):
+            holds = True if having is None else _holds_on_no_rows(having.this)
+            if holds is not False:
+                raise UnsupportedQueryError(
+                    "an EXISTS over an aggregation without GROUP BY whose HAVING may hold on no rows",
+                    _where(exists),
+                    hint="EXISTS over a global aggregation always holds unless its HAVING rejects "
+                    "the empty aggregate; write the condition on the outer query",
+                )
+        grouped = sub.copy()
+        grouped.set("where", exp.Where(this=exp.and_(*local)) if local else None)
+        sides = [inner.copy() for inner, _ in pairs]
+        groups = [*(grouped.args["group"].expressions if grouped.args.get("group") else []), *sides]
+        grouped.set("group", exp.Group(expressions=groups))
+        grouped.set("expressions", [exp.alias_(s.copy(), f"__corr{i}") for i, s in enumerate(sides)])
+        grouped.set("order", None)
+        built = self._decorrelated(grouped, ctes, "an EXISTS over an aggregation", exists)
+        condition = exp.and_(
+            *(
+                exp.EQ(this=self.translate(outer_side, outer, exists), expression=column(name))
+                for (_, outer_side), name in zip(pairs, built.rel.columns, strict=True)
+            )
+        )
+        return built.rel, condition
 
     def _correlated(
         self, exists: exp.Exists, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
@@ -782,8 +973,6 @@ class _Builder:
         clause = _shaping_clause(sub)
         if clause is not None:
             raise UnsupportedQueryError(f"{clause} inside EXISTS", _where(exists))
-        if any(isinstance(n, exp.AggFunc) for n in sub.walk()):
-            raise UnsupportedQueryError("aggregation inside EXISTS", _where(exists))
         rel, scope = self._from(sub, ctes, outer)
         local: list[exp.Expr] = []
         correlated: list[exp.Expr] = []
@@ -1037,6 +1226,9 @@ class _Builder:
         arg = found.this
         distinct = isinstance(arg, exp.Distinct)
         if distinct:
+            if len(arg.expressions) > 1 and isinstance(found, exp.Count):  # the distinct tuples
+                values = [self.translate(a, scopes, found) for a in arg.expressions]
+                return AggCall("count", exp.Tuple(expressions=values), True)
             if len(arg.expressions) != 1:
                 raise UnsupportedQueryError("DISTINCT over several columns in an aggregate", _where(found))
             arg = arg.expressions[0]
@@ -1165,7 +1357,7 @@ def ir_from_tree(
     for exists in qualified.find_all(exp.Exists):
         # An EXISTS subquery's select list means nothing; dropping it keeps scans narrow.
         inner = exists.this.this if isinstance(exists.this, exp.Subquery) else exists.this
-        if isinstance(inner, exp.Select):
+        if isinstance(inner, exp.Select) and not _aggregating(inner):  # (its aggregates decide)
             inner.set("expressions", [exp.Literal.number(1)])
     builder = _Builder(lowered, _column_refs(qualified))
     built = builder.query(qualified, {}, top=True)
@@ -1177,6 +1369,9 @@ _DEPENDS_ON_COLUMN_OWNERS = frozenset(
     {
         "correlated IN subquery",
         "correlated NOT IN subquery",
+        "an EXISTS over an aggregation correlated by more than equalities",
+        "an EXISTS over an aggregation without GROUP BY whose HAVING may hold on no rows",
+        "an EXISTS over an aggregation that reads outer columns outside its WHERE equalities",
         "a correlated scalar subquery in the select list or HAVING of an aggregation",
         "a correlated scalar subquery over a set operation",
         "a correlated scalar subquery without an aggregate",

@@ -44,7 +44,10 @@ def _call(call: AggCall) -> str:
     if call.func == "count" and call.arg is None:
         return "COUNT(*)"
     assert call.arg is not None
-    arg = _expr(call.arg)
+    if isinstance(call.arg, exp.Tuple):  # COUNT(DISTINCT x, y): not COUNT of one struct
+        arg = ", ".join(_expr(e) for e in call.arg.expressions)
+    else:
+        arg = _expr(call.arg)
     if call.func == "union_sets":
         return f"ARRAY_DISTINCT(FLATTEN(COLLECT_LIST({arg})))"
     distinct = "DISTINCT " if call.distinct else ""

@@ -45,6 +45,7 @@ from sketch_core.algebra.ir import (
     TopK,
     Union,
     Window,
+    column,
     conjuncts,
     referenced,
 )
@@ -364,7 +365,9 @@ def choose_attributes(
 
 
 def group_by_attributes(plan: Relation) -> dict[str, list[str]]:
-    """Per table, the columns its scans feed directly into a GROUP BY (PBDS Sec. 9.2's fallback)."""
+    """Per table, the columns its scans feed directly into a GROUP BY (PBDS Sec. 9.2's fallback)
+    or a window's PARTITION BY (a window is safe on its partition keys, as an aggregation on its
+    groups)."""
     origin: dict[str, tuple[str, str]] = {}
     for node in plan.walk():
         if isinstance(node, Scan):
@@ -372,10 +375,14 @@ def group_by_attributes(plan: Relation) -> dict[str, list[str]]:
                 origin[name] = (node.table, source)
     found: dict[str, list[str]] = {}
     for node in plan.walk():
+        keys: list[exp.Expr] = []
         if isinstance(node, Aggregate):
-            for _, expression in node.groups:
-                if isinstance(expression, exp.Column) and expression.name in origin:
-                    table, source = origin[expression.name]
-                    if source not in found.setdefault(table, []):
-                        found[table].append(source)
+            keys = [expression for _, expression in node.groups]
+        elif isinstance(node, Window):
+            keys = [column(c) for c in node.partition]
+        for expression in keys:
+            if isinstance(expression, exp.Column) and expression.name in origin:
+                table, source = origin[expression.name]
+                if source not in found.setdefault(table, []):
+                    found[table].append(source)
     return found

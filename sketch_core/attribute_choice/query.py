@@ -55,6 +55,7 @@ from sketch_core.attribute_choice.strategies import TableCandidates
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.range_partition import null_mask
+from sketch_core.rewrites.distinct_aggregates import arguments_of, counted_value
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def estimate_candidates(
     for i, (name, call) in enumerate(shape.aggregate.aggregates):
         if call.arg is not None:
             arguments[name] = f"__argument_{i}"
-            outputs.append((arguments[name], call.arg))
+            outputs.append((arguments[name], counted_value(list(arguments_of(call)))))
     outputs += [(f"__candidate_{i}", column(n)) for i, n in enumerate(names.values())]
     outputs.append((SAMPLE_ROW, column(names[(sampled.table, SAMPLE_ROW)])))
     rows = rows_of(Project(child, tuple(outputs)))

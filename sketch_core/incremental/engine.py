@@ -335,6 +335,12 @@ class _Join(_Node):
         self.schema = pa.schema([*left.schema, *right.schema])
         self.annotations = left.annotations + right.annotations
         self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
+        self.null_safe = [False] * len(self.keys)  # (<=> keys: the groups of a split aggregation)
+        for conjunct in list(residual):
+            if (pair := _null_safe_pair(conjunct, left.schema.names, right.schema.names)) is not None:
+                residual.remove(conjunct)
+                self.keys.append(pair)
+                self.null_safe.append(True)
         self.residual = stateless.selection(exp.and_(*residual), remote, ansi) if residual else None
         # Per side, a Bloom filter over the key values of its output at the engine's snapshot,
         # first built from the side's join-free source of those keys (see _bloom_source).
@@ -347,7 +353,9 @@ class _Join(_Node):
             [left.schema.field(a).type for a, _ in self.keys],
             [right.schema.field(b).type for _, b in self.keys],
         ]
-        self.bloomable = bool(self.keys) and all(hashable(types) for types in key_types)
+        self.bloomable = (
+            bool(self.keys) and not any(self.null_safe) and all(hashable(types) for types in key_types)
+        )
         self.probed = self.passed = 0  # delta rows probed against a filter, and those let through
 
     def _side(self, side: int) -> _Node:
@@ -390,7 +398,10 @@ class _Join(_Node):
         return rows if self.residual is None else stateless.select(rows, self.residual)
 
     def _key_values(self, rows: AnnotatedDelta, side: int) -> KeyValues:
-        return _key_values(self.keys, rows, side)
+        return _key_values(self.keys, rows, side, self.null_safe)
+
+    def _joined(self, left: AnnotatedDelta, right: AnnotatedDelta) -> AnnotatedDelta:
+        return join_rows(left, right, self.keys, self.null_safe)
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
         return self.joined(ctx, self.left.process(ctx), self.right.process(ctx))
@@ -405,13 +416,13 @@ class _Join(_Node):
         # ΔR ⋈ S' (only ΔR's rows that may have a partner in S' go to the read of S')
         if (probe := self._probe(ctx, left_delta, 1) if left_delta.num_rows else left_delta).num_rows:
             right_now = self.right.current(ctx, self._key_values(probe, 1) or None)
-            parts.append(join_rows(probe, right_now, self.keys))
+            parts.append(self._joined(probe, right_now))
         # R' ⋈ ΔS
         if (probe := self._probe(ctx, right_delta, 0) if right_delta.num_rows else right_delta).num_rows:
             left_now = self.left.current(ctx, self._key_values(probe, 0) or None)
-            parts.append(join_rows(left_now, probe, self.keys))
+            parts.append(self._joined(left_now, probe))
         if left_delta.num_rows and right_delta.num_rows:  # - ΔR ⋈ ΔS, counted twice above
-            parts.append(negated(join_rows(left_delta, right_delta, self.keys)))
+            parts.append(negated(self._joined(left_delta, right_delta)))
         if not parts:
             return AnnotatedDelta.empty(self.schema, self.annotations)
         return self._filtered(concat(parts))
@@ -425,7 +436,7 @@ class _Join(_Node):
         else:
             left_now = self.left.current(ctx, left_keys or None)
             right_now = self.right.current(ctx, (right_keys or {}) | self._key_values(left_now, 1) or None)
-        return _keep_keys(self._filtered(join_rows(left_now, right_now, self.keys)), keys)
+        return _keep_keys(self._filtered(self._joined(left_now, right_now)), keys)
 
 
 def _key_values(

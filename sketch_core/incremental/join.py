@@ -57,8 +57,14 @@ def _indexed(table: pa.Table, columns: Sequence[str], name: str) -> pa.Table:
     return part
 
 
-def join_rows(left: AnnotatedDelta, right: AnnotatedDelta, keys: Sequence[tuple[str, str]]) -> AnnotatedDelta:
-    """Annotated rows of ``left`` and ``right`` with equal keys (all pairs for no keys)."""
+def join_rows(
+    left: AnnotatedDelta,
+    right: AnnotatedDelta,
+    keys: Sequence[tuple[str, str]],
+    null_safe: Sequence[bool] = (),
+) -> AnnotatedDelta:
+    """Annotated rows of ``left`` and ``right`` with equal keys (all pairs for no keys; NULL
+    equals NULL for the keys ``null_safe`` marks)."""
     if left.num_rows == 0 or right.num_rows == 0:
         return combine_pairs(left, right, np.zeros(0, np.int64), np.zeros(0, np.int64))
     if not keys:
@@ -73,7 +79,7 @@ def join_rows(left: AnnotatedDelta, right: AnnotatedDelta, keys: Sequence[tuple[
         li = np.repeat(np.arange(left.num_rows), right.num_rows)
         ri = np.tile(np.arange(right.num_rows), left.num_rows)
         return combine_pairs(left, right, li, ri)
-    li, ri = matching_rows(left.table, right.table, keys)
+    li, ri = matching_rows(left.table, right.table, keys, null_safe=null_safe)
     return combine_pairs(left, right, li, ri)
 
 

@@ -94,8 +94,23 @@ def test_params_round_trip_through_json() -> None:
         ("SELECT id, LAG(id) OVER (ORDER BY id) AS n FROM s.sales", "window function LAG"),
         ("SELECT id FROM s.sales ORDER BY id OFFSET 3", "OFFSET without LIMIT"),
         (
-            "SELECT id FROM s.sales x WHERE id NOT IN (SELECT y.id FROM s.sales y WHERE y.region = x.region)",
+            "SELECT id FROM s.sales x WHERE id NOT IN "
+            "(SELECT MAX(y.id) FROM s.sales y WHERE y.region = x.region)",
             "correlated NOT IN subquery",
+        ),
+        (
+            "SELECT id FROM s.sales x WHERE EXISTS "
+            "(SELECT 1 FROM s.sales y WHERE y.day < x.day GROUP BY y.region HAVING COUNT(*) > 1)",
+            "an EXISTS over an aggregation correlated by more than equalities",
+        ),
+        (
+            "SELECT id FROM s.sales x WHERE EXISTS "
+            "(SELECT 1 FROM s.sales y WHERE y.region = x.region HAVING COUNT(*) < 3)",
+            "an EXISTS over an aggregation without GROUP BY whose HAVING may hold on no rows",
+        ),
+        (
+            "SELECT SUM(DISTINCT id, amount) AS x FROM s.sales",
+            "DISTINCT over several columns in an aggregate",
         ),
         (
             "SELECT id FROM s.sales WHERE amount > (SELECT amount FROM s.sales ORDER BY id LIMIT 1)",
@@ -109,8 +124,6 @@ def test_params_round_trip_through_json() -> None:
             "SELECT id FROM s.sales x WHERE amount > (SELECT MAX(amount) FROM s.sales y WHERE y.id < x.id)",
             "a non-equality correlation in a scalar subquery",
         ),
-        ("SELECT region FROM s.sales INTERSECT ALL SELECT region FROM s.regions", "INTERSECT ALL"),
-        ("SELECT region FROM s.sales EXCEPT ALL SELECT region FROM s.regions", "EXCEPT ALL"),
         ("SELECT STDDEV(amount) AS x FROM s.sales", "aggregate function STDDEV"),
     ],
 )

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from sketch_core.algebra.frontend import to_ir
-from sketch_core.algebra.printer import to_sql
-from sketch_core.algebra.query_text import bind_tables
 from sketch_core.service import SketchService
-from sketch_core.spark.views import register_view, table_schemas
-from tests.oracles.results import rounded
+from tests.algebra.printed import spark_and_printed
 
 QUERIES = {
     "alias_is_the_base_table": (
@@ -70,11 +66,6 @@ QUERIES = {
 
 @pytest.mark.parametrize("label", sorted(QUERIES))
 def test_printed_ir_returns_what_spark_returns(tpch_svc: SketchService, label: str) -> None:
-    sql = QUERIES[label]
-    pins = {name: tpch_svc.tables.pin(name) for name in ("tpch.nation", "tpch.customer")}
-    parsed = to_ir(sql, table_schemas(pins))
-    views = {name: register_view(tpch_svc.spark, pin) for name, pin in pins.items()}
-    printed = to_sql(parsed.plan, source=lambda scan: views[scan.table], output_names=parsed.output_names)
-    expected = tpch_svc.spark.sql(bind_tables(sql, views)).collect()
-    assert len(expected) > 0, f"{label} returns nothing at SF0.01; the test would be vacuous"
-    assert rounded(tpch_svc.spark.sql(printed).collect()) == rounded(expected)
+    expected, (printed,) = spark_and_printed(tpch_svc, QUERIES[label], ("tpch.nation", "tpch.customer"))
+    assert expected, f"{label} returns nothing at SF0.01; the test would be vacuous"
+    assert printed == expected

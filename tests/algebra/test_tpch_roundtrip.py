@@ -61,7 +61,7 @@ def test_the_schema_free_check_agrees_with_the_front_end(number: int) -> None:
     [
         ("SELECT a, LAG(b) OVER (PARTITION BY a ORDER BY b) AS w FROM s.t", "window function LAG"),
         ("SELECT a, x FROM s.t LATERAL VIEW explode(b) e AS x", "LATERAL VIEW"),
-        ("SELECT a FROM s.t INTERSECT ALL SELECT a FROM s.u", "INTERSECT ALL"),
+        ("SELECT a, NTILE(2) OVER (ORDER BY a) AS w FROM s.t", "window function NTILE"),
         ("SELECT a, b FROM s.t GROUP BY ROLLUP (a, b)", "ROLLUP/CUBE/GROUPING SETS"),
         ("INSERT INTO s.t SELECT * FROM s.u", "Insert statement"),
     ],

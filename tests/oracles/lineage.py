@@ -92,6 +92,9 @@ def evaluate(node: exp.Expr, row: Row) -> Any:
         x = evaluate(node.this, row)
         low, high = evaluate(node.args["low"], row), evaluate(node.args["high"], row)
         return None if None in (x, low, high) else low <= x <= high
+    if isinstance(node, exp.Tuple):  # COUNT(DISTINCT x, y)'s argument: skipped if any is NULL
+        values = tuple(evaluate(e, row) for e in node.expressions)
+        return None if None in values else values
     if isinstance(node, exp.NullSafeEQ):  # <=>: NULL equals NULL, never unknown
         a, b = evaluate(node.this, row), evaluate(node.expression, row)
         if a is None or b is None:

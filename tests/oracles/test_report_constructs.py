@@ -1,8 +1,9 @@
 """Reports written with outer joins, JOIN ... USING, scalar subqueries (uncorrelated, and
 correlated through equalities), window functions (top-N per group, QUALIFY, running totals),
-OFFSET, uncorrelated EXISTS, EXISTS correlated beyond equalities, correlated IN, INTERSECT and
-EXCEPT, on generated tables with NULL
-join keys, duplicate keys and ties.
+OFFSET, uncorrelated EXISTS, EXISTS correlated beyond equalities and over aggregations,
+correlated IN and NOT IN, INTERSECT and EXCEPT (and their ALL forms), COUNT(DISTINCT) over
+several columns and DISTINCT aggregates beside plain ones, on generated tables with NULL join
+keys, duplicate keys and ties.
 
 The oracle is differential: captured with the default attribute choice, the query on its sketch
 (applied whatever it costs) equals the full query; after inserts and deletes, maintenance
@@ -144,6 +145,32 @@ CAPTURED = {
         SELECT k FROM {NS}.facts WHERE v > 97 INTERSECT SELECT k FROM {NS}.dims WHERE w = 2""",
     "except": f"""
         SELECT k, g FROM {NS}.facts WHERE v > 98 AND g < 5 EXCEPT SELECT k, w FROM {NS}.dims""",
+    # The ALL forms: k repeats in both (dims has ten keys twice, and two NULLs).
+    "intersect_all": f"""
+        SELECT k FROM {NS}.facts WHERE v > 90 INTERSECT ALL SELECT k FROM {NS}.dims WHERE w < 3""",
+    "except_all": f"""
+        SELECT g FROM {NS}.facts WHERE v > 95 EXCEPT ALL SELECT w * 6 FROM {NS}.dims""",
+    # NOT IN correlated: NULL v with a non-empty subquery fails, with an empty one (no such k)
+    # passes.
+    "correlated_not_in": f"""
+        SELECT f.g, COUNT(*) AS n FROM {NS}.facts f
+        WHERE f.v NOT IN (SELECT d.w * 20 FROM {NS}.dims d WHERE d.k = f.k)
+        GROUP BY f.g ORDER BY n DESC, f.g LIMIT 3""",
+    "exists_over_aggregation": f"""
+        SELECT f.g, COUNT(*) AS n FROM {NS}.facts f
+        WHERE EXISTS (SELECT 1 FROM {NS}.facts x WHERE x.k = f.k GROUP BY x.g HAVING SUM(x.v) > 300)
+        GROUP BY f.g ORDER BY n DESC, f.g LIMIT 3""",
+    "not_exists_over_global_aggregation": f"""
+        SELECT f.g, SUM(f.v) AS s FROM {NS}.facts f
+        WHERE NOT EXISTS (SELECT 1 FROM {NS}.dims d WHERE d.k = f.k HAVING COUNT(*) > 1)
+        GROUP BY f.g ORDER BY s DESC, f.g LIMIT 3""",
+    "count_distinct_columns": f"""
+        SELECT g, COUNT(DISTINCT k, v) AS n FROM {NS}.facts GROUP BY g ORDER BY n DESC, g LIMIT 3""",
+    # A DISTINCT aggregate beside plain ones, grouped by a key with NULLs (the NULL group has
+    # the largest sum).
+    "distinct_beside_others": f"""
+        SELECT k, COUNT(DISTINCT g) AS dg, SUM(v) AS s, COUNT(*) AS n FROM {NS}.facts
+        GROUP BY k ORDER BY s DESC, k LIMIT 3""",
 }
 
 

@@ -166,12 +166,15 @@ def test_auto_recaptures_above_the_delta_threshold_and_for_unsupported_queries(
     assert run.strategy == "full" and run.to_version == 2
     assert [r["strategy"] for r in svc.sketches.runs(sketch_name)] == ["capture", "full"]
 
-    # A DISTINCT aggregate beside another one: not maintained incrementally yet.
-    anti_name = f"{ns}_mixed_distinct"
-    anti = f"SELECT a, COUNT(*) AS n FROM {table} GROUP BY a HAVING COUNT(DISTINCT c) > 1 AND SUM(b) > 0"
+    # A window over an explicit frame: not maintained incrementally yet.
+    anti_name = f"{ns}_framed_window"
+    anti = (
+        f"SELECT a, b FROM (SELECT a, b, COUNT(*) OVER (PARTITION BY a ORDER BY b "
+        f"ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS n FROM {table}) WHERE n > 1 AND b > 90"
+    )
     svc.capture(anti, name=anti_name, attributes={table: "a"}, fragments=40)
     DeltaGenerator(svc.tables, table, ("key",), seed=10).deletes(20).apply(svc.tables)
-    with pytest.raises(UnsupportedQueryError, match="DISTINCT aggregate beside"):
+    with pytest.raises(UnsupportedQueryError, match="the frame ROWS BETWEEN"):
         svc.maintain(anti_name, strategy="incremental")
     (run,) = svc.maintain(anti_name, strategy="auto")
     assert run.strategy == "full"
