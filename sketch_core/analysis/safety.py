@@ -19,6 +19,7 @@ projections' definitions, and min/max statistics from Iceberg) are z3 premises. 
 * scalar subqueries: their input is never sketched, so their value is the same;
 * windows: equal over whole partitions (a sketched attribute equal to a partition key), else
   bounded like aggregates (ranks and counts of part of a partition are at most the full ones);
+  under a top-N filter, ranks equal (the sketch holds each partition's first N rows);
 * outer joins: the padded sides are never sketched, and the preserved side's columns the
   condition reads must be equal (a row must find the same matches, or none, on both).
 """
@@ -49,6 +50,7 @@ from sketch_core.algebra.ir import (
     conjuncts,
     referenced,
 )
+from sketch_core.algebra.top_rows import top_rows
 from sketch_core.analysis.smt import Term, Translator, proves, sort_for, within_bounds
 
 # table -> column -> (min, max), from Iceberg's per-file statistics
@@ -81,6 +83,7 @@ class _Checker:
     def __init__(self, attributes: Mapping[str, str], statistics: Statistics) -> None:
         self.attributes = {t.lower(): a for t, a in attributes.items()}
         self.statistics = statistics
+        self.top: set[int] = set()  # id() of the windows under a top-N filter
         self.sorts: dict[str, z3.SortRef] = {}
         self.full_vars: dict[str, Term] = {}
         self.ps_vars: dict[str, Term] = {}
@@ -132,6 +135,8 @@ class _Checker:
         if isinstance(node, Scan):
             return self.scan(node, sketching)
         if isinstance(node, Select):
+            if (shape := top_rows(node)) is not None:  # (the window below is visited next)
+                self.top.add(id(shape.window))
             facts = self.visit(node.child, sketching)
             self.implied(facts, node.condition, "the condition")
             return facts
@@ -157,7 +162,7 @@ class _Checker:
         if isinstance(node, Union):
             return self.union(node, sketching)
         if isinstance(node, Window):
-            return self.window(node, sketching)
+            return self.window(node, sketching, top=id(node) in self.top)
         raise _Unsafe(f"no safety rule for {type(node).__name__}")
 
     def scan(self, node: Scan, sketching: bool) -> _Facts:
@@ -286,23 +291,32 @@ class _Checker:
             return ps >= full
         return None
 
-    def window(self, node: Window, sketching: bool) -> _Facts:
+    def window(self, node: Window, sketching: bool, top: bool = False) -> _Facts:
         """A window's value is equal when each sketched attribute is equal to a partition key
         (each partition lies in one fragment: wholly in the sketch or not at all). Otherwise,
         over part of a partition with the same order-key values and SQL's default frame, a rank
         or a count (max, a sum of non-negative values) is at most the full one, a min (a sum of
         non-positive values) at least; other values are unrelated. Rows whose order keys tie
-        must not make ROW_NUMBER pick among them (Spark's choice there is arbitrary)."""
+        must not make ROW_NUMBER pick among them (Spark's choice there is arbitrary).
+
+        Under a top-N filter (``top``), the rank of every row the filter keeps is equal on any
+        sketch that holds the partition's first N rows, which the capture keeps (see
+        :mod:`sketch_core.algebra.top_rows`), and a row it drops stays dropped: the rank is
+        taken as equal, given equal partition and order keys."""
         facts = self.visit(node.child, sketching)
         unequal = [c for c in node.partition if not self.equal(facts, c)]
         if unequal:
             raise _Unsafe(f"the window's PARTITION BY {unequal} may differ on the sketch's data")
         whole = self.whole(facts, [self.full_var(c) for c in node.partition])
         comparable = node.frame is None and all(self.equal(facts, k.column) for k in node.order)
+        if top and not comparable:
+            raise _Unsafe(
+                f"the window's ORDER BY {[k.column for k in node.order]} may differ on the sketch's data"
+            )
         for name, call in node.calls:
             argument = self.full(call.arg) if call.arg is not None else None
             full, ps = self.value_vars(name, call.func, argument)
-            if whole:
+            if whole or top:
                 facts.premises.append(ps == full)
             elif comparable and (bound := self.part_bound(facts, call.func, argument, full, ps)) is not None:
                 facts.premises.append(bound)

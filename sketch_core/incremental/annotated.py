@@ -9,6 +9,7 @@ a table twice keeps the two apart until the final merge maps them to tables.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,13 +110,24 @@ def _signed_rows(rows: AnnotatedDelta) -> list[tuple[RowKey, int]]:
     ]
 
 
+_NAN = ("NaN",)  # stands for every NaN in a row's identity: NaN != NaN, but it is one value here
+
+
+def _identity(key: RowKey) -> RowKey:
+    """``key`` as a dictionary key: a row inserted and deleted with a NaN in it is one row."""
+    data, fragments = key
+    if not any(isinstance(v, float) and math.isnan(v) for v in data):
+        return key
+    return tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in data), fragments
+
+
 def consolidated(rows: AnnotatedDelta) -> dict[RowKey, int]:
     """The net count of each distinct row (its data and fragments) of a signed bag, those
     above zero only."""
-    counts: dict[RowKey, int] = {}
+    counts: dict[RowKey, list[Any]] = {}  # identity -> [the row, count]
     for key, count in _signed_rows(rows):
-        counts[key] = counts.get(key, 0) + count
-    return {key: count for key, count in counts.items() if count > 0}
+        counts.setdefault(_identity(key), [key, 0])[1] += count
+    return {key: count for key, count in counts.values() if count > 0}
 
 
 def cancelled(rows: AnnotatedDelta) -> AnnotatedDelta:
@@ -125,7 +137,7 @@ def cancelled(rows: AnnotatedDelta) -> AnnotatedDelta:
         return rows
     net: dict[RowKey, list[int]] = {}  # key -> [first row, count]
     for i, (key, count) in enumerate(_signed_rows(rows)):
-        net.setdefault(key, [i, 0])[1] += count
+        net.setdefault(_identity(key), [i, 0])[1] += count
     kept = [(i, count) for i, count in net.values() if count != 0]
     table = rows.table.take(pa.array([i for i, _ in kept], pa.int64()))
     index = table.schema.get_field_index(MULTIPLICITY)

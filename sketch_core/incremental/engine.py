@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from sketch_core.algebra.ir import (
+    AggCall,
     Aggregate,
     Distinct,
     Join,
@@ -53,9 +54,10 @@ from sketch_core.algebra.ir import (
     positive_scans,
     referenced,
 )
+from sketch_core.algebra.top_rows import top_rows
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental import stateless
-from sketch_core.incremental.aggregate import AggregateOperator
+from sketch_core.incremental.aggregate import AggregateOperator, result_type
 from sketch_core.incremental.annotated import (
     FRAGMENTS,
     MULTIPLICITY,
@@ -678,10 +680,11 @@ def _window_refusal(call: WindowCall, schema: pa.Schema) -> str | None:
         return what
     if call.arg is None:
         return None
-    if not isinstance(call.arg, exp.Column) or call.arg.name not in schema.names:
-        return f"{what} of an expression"
-    if call.func == "sum" and not pa.types.is_integer(schema.field(call.arg.name).type):
-        return f"{what} of a {schema.field(call.arg.name).type} column"
+    assert isinstance(call.arg, exp.Column)  # (expressions are computed below, see _window)
+    kind = schema.field(call.arg.name).type
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    if call.func in ("sum", "avg") and not numeric:
+        return f"{what} of a {kind} column"
     return None
 
 
@@ -695,7 +698,7 @@ class _Window(_Node):
     over the partition keys P of ΔL (without PARTITION BY, the whole input is one partition).
     Rows that come out the same before and after cancel."""
 
-    def __init__(self, node: Window, child: _Node):
+    def __init__(self, node: Window, child: _Node, top: int | None = None):
         names = child.schema.names
         refused = [r for _, c in node.calls if (r := _window_refusal(c, child.schema))]
         refused += [f"the frame {node.frame}"] if node.frame is not None else []
@@ -705,18 +708,21 @@ class _Window(_Node):
                 ", ".join(refused),
                 hint="maintain this sketch with strategy='full'",
             )
-        self.node, self.child = node, child
-        types = {
-            "row_number": pa.int32(),
-            "rank": pa.int32(),
-            "dense_rank": pa.int32(),
-            "count": pa.int64(),
-            "sum": pa.int64(),
-        }
-        values = [
-            pa.field(n, types.get(c.func) or child.schema.field(c.arg.name).type)  # type: ignore[union-attr]
-            for n, c in node.calls
+        self.node, self.child, self.top = node, child, top
+        ranks = {"row_number": pa.int32(), "rank": pa.int32(), "dense_rank": pa.int32()}
+        kinds = [
+            ranks.get(c.func)
+            or result_type(
+                AggCall(c.func, c.arg),  # type: ignore[arg-type]  # (not a ranking function)
+                None if c.arg is None else child.schema.field(c.arg.name).type,
+            )
+            for _, c in node.calls
         ]
+        self.scales = [
+            k.scale if c.func == "avg" and pa.types.is_decimal(k) else None
+            for (_, c), k in zip(node.calls, kinds, strict=True)
+        ]
+        values = [pa.field(n, k) for (n, _), k in zip(node.calls, kinds, strict=True)]
         self.schema = pa.schema([*child.schema, *values])
         self.annotations = child.annotations
         self.order = [(names.index(k.column), k) for k in node.order]
@@ -724,22 +730,26 @@ class _Window(_Node):
         self.partition = [names.index(p) for p in node.partition]
 
     def _evaluate(self, rows: AnnotatedDelta) -> AnnotatedDelta:
-        """The window over ``rows`` (whole partitions, as a signed bag of rows)."""
-        partitions: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-        unions: dict[tuple[Any, ...], list[set[int]]] = {}
+        """The window over ``rows`` (whole partitions, as a signed bag of rows). Each row
+        carries the fragments of its partition's rows, or under a top-N filter of those
+        ranked at most N (see :mod:`sketch_core.algebra.top_rows`)."""
+        width = len(self.child.schema)
+        partitions: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}  # rows, their fragments last
         for (row, fragments), count in consolidated(rows).items():
             key = tiebreak(tuple(row[p] for p in self.partition))
-            partitions.setdefault(key, []).extend([row] * count)
-            for union, ids in zip(unions.setdefault(key, [set() for _ in fragments]), fragments, strict=True):
-                union.update(ids)
+            partitions.setdefault(key, []).extend([(*row, fragments)] * count)
         out: list[tuple[Any, ...]] = []
         lists: list[list[list[int]]] = [[] for _ in self.annotations]
-        for key, members in partitions.items():
-            fragments_of = [sorted(u) for u in unions[key]]
-            for row, values in evaluate_partition(members, self.order, self.calls):
-                out.append(row + values)
-                for listed, partition_ids in zip(lists, fragments_of, strict=True):
-                    listed.append(partition_ids)
+        for members in partitions.values():
+            evaluated = evaluate_partition(members, self.order, self.calls, self.scales)
+            deciding = [m for m, values in evaluated if self.top is None or values[0] <= self.top]
+            unions = [
+                sorted(set().union(*(m[width][i] for m in deciding))) for i in range(len(self.annotations))
+            ]
+            for member, values in evaluated:
+                out.append(member[:width] + values)
+                for listed, ids in zip(lists, unions, strict=True):
+                    listed.append(ids)
         data = pa.table(
             [pa.array([r[i] for r in out], f.type) for i, f in enumerate(self.schema)], schema=self.schema
         )
@@ -905,6 +915,7 @@ class IncrementalSketch:
         self.remote = remote
         self.ansi = ansi
         self._lifted = 0  # expressions lifted out of aggregations so far (their names)
+        self._top: dict[int, int] = {}  # id(window) -> the N of a top-N filter above it
         self.remote_expressions: list[str] = []  # the ones it evaluates (for the logs and tests)
         plan = push_selections(plan)  # comma joins: no cross products in memory
         self.keep_top = keep_top or None
@@ -941,6 +952,8 @@ class IncrementalSketch:
             self._scans.append(scan)
             return scan
         if isinstance(node, Select):
+            if (shape := top_rows(node)) is not None:  # (the window below is built next)
+                self._top[id(shape.window)] = shape.limit
             child = self._build(node.child)
             if isinstance(child, _Scan):
                 self._scan_filters[id(child)] = node.condition
@@ -977,12 +990,30 @@ class IncrementalSketch:
             self._joins.append(join)
             return join
         if isinstance(node, Window):
-            return _Window(node, self._build(node.child))
+            return self._window(node, self._top.get(id(node)))
         raise UnsupportedQueryError(
             f"{type(node).__name__} in incremental maintenance",
             type(node).__name__,
             hint="maintain this sketch with strategy='full'",
         )
+
+    def _window(self, node: Window, top: int | None = None) -> _Node:
+        """A window whose arguments are columns; one over expressions (``SUM(v * 2) OVER``) as
+        the window over a projection that computes them, with those columns projected away.
+        ``top``: the N of a top-N filter right above (a ranking function: no argument)."""
+        lifted: list[tuple[str, exp.Expr]] = []
+        calls = []
+        for name, call in node.calls:
+            if call.arg is not None and not isinstance(call.arg, exp.Column):
+                self._lifted += 1
+                lifted.append((f"__lifted{self._lifted}", call.arg))
+                call = replace(call, arg=column(lifted[-1][0]))
+            calls.append((name, call))
+        if not lifted:
+            return _Window(node, self._build(node.child), top)
+        below = Project(node.child, (*((c, column(c)) for c in node.child.columns), *lifted))
+        window = Window(below, node.partition, node.order, tuple(calls), node.frame)
+        return self._build(Project(window, tuple((c, column(c)) for c in node.columns)))
 
     def _semi(self, node: Join) -> _Node:
         """A semi join on equalities as an inner join with the right side grouped by key; one

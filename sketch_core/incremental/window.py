@@ -8,9 +8,12 @@ evaluates them:
   NULLs first when ascending, NaN above every number). Peers tie in RANK and DENSE_RANK;
   ROW_NUMBER numbers peers in an order of its own, as Spark does in one of its own, so a
   report should order by a unique column last;
-* ``COUNT``, ``MIN``, ``MAX`` and ``SUM`` (of integers) over the whole partition (no ORDER
-  BY), or with an ORDER BY over SQL's default frame: from the partition's first row to the
-  current row's last peer.
+* ``COUNT``, ``MIN``, ``MAX``, ``SUM`` and ``AVG`` over the whole partition (no ORDER BY), or
+  with an ORDER BY over SQL's default frame: from the partition's first row to the current
+  row's last peer. Sums of decimals are exact (Python's Decimal), as Spark's are; an average
+  of decimals is rounded half up to its result's scale, as Spark rounds it; sums of doubles
+  are added in window order (Spark adds them in an order of its own: the last bits may
+  differ, as between two Spark plans).
 
 Each output row's provenance is its whole partition (see the capture rewrite's ``window``),
 so every row of a partition carries the union of the partition's fragments.
@@ -23,6 +26,7 @@ BY v)`` gives 1, 3, 3 to ids 1, 2, 3.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
 
 from sketch_core.algebra.ir import RANKING_FUNCTIONS, SortKey, WindowCall
@@ -30,9 +34,20 @@ from sketch_core.incremental.ordering import spark_order
 from sketch_core.incremental.topk import sort_key
 
 Row = tuple[Any, ...]
-# The functions evaluated here; SUM of integers only (Spark's sums of decimals and doubles have
-# types and rounding of their own), and no AVG.
-IN_PROCESS = frozenset({*RANKING_FUNCTIONS, "count", "min", "max", "sum"})
+# The functions evaluated here.
+IN_PROCESS = frozenset({*RANKING_FUNCTIONS, "count", "min", "max", "sum", "avg"})
+
+
+def average(total: Any, count: int, scale: int | None) -> Any:
+    """AVG from a sum and a count: a double, or for decimals (``scale``: the result's) the
+    quotient rounded half up to that scale."""
+    if count == 0:
+        return None
+    if scale is None:
+        return float(total) / count
+    with localcontext() as context:
+        context.prec = 80
+        return (Decimal(total) / count).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
 
 
 def _prefixes(func: str, values: list[Any]) -> list[Any]:
@@ -58,10 +73,12 @@ def evaluate_partition(
     rows: Sequence[Row],
     order: Sequence[tuple[int, SortKey]],
     calls: Sequence[tuple[WindowCall, int | None]],
+    scales: Sequence[int | None] = (),
 ) -> list[tuple[Row, tuple[Any, ...]]]:
     """The rows of one partition in window order, each with its calls' values. ``order``:
     (column position, key); ``calls``: each call and the position of its argument column
-    (None for COUNT(*) and the ranking functions)."""
+    (None for COUNT(*) and the ranking functions); ``scales``: per call, the decimal scale of an
+    AVG's result (None, or left out: a double)."""
     ordered = sorted(rows, key=lambda r: sort_key(r, order)) if order else list(rows)
     keys = [sort_key(r, order) for r in ordered] if order else [()] * len(ordered)
     # Per row: the index of its first peer, and one past its last (the default frame's end).
@@ -74,24 +91,33 @@ def evaluate_partition(
         groups[i] = groups[i - 1] + (0 if same else 1)
     for i in range(len(ordered) - 2, -1, -1):
         last[i] = last[i + 1] if keys[i] == keys[i + 1] else i + 1
+
+    def prefixes_of(func: str, p: int | None) -> list[Any]:
+        return _prefixes(func, [1 if p is None else r[p] for r in ordered])
+
+    summed = {"avg": "sum"}  # (an average is a sum over a count)
     prefixes = [
-        None
-        if call.func in RANKING_FUNCTIONS
-        else _prefixes(call.func, [1 if p is None else r[p] for r in ordered])
+        None if call.func in RANKING_FUNCTIONS else prefixes_of(summed.get(call.func, call.func), p)
         for call, p in calls
     ]
+    counts = [prefixes_of("count", p) if call.func == "avg" else None for call, p in calls]
+    scales = list(scales) or [None] * len(calls)
     out = []
     for i, row in enumerate(ordered):
         values: list[Any] = []
-        for (call, _), prefix in zip(calls, prefixes, strict=True):
+        end = last[i] if order else len(ordered)
+        for (call, _), prefix, count, scale in zip(calls, prefixes, counts, scales, strict=True):
             if call.func == "row_number":
                 values.append(i + 1)
             elif call.func == "rank":
                 values.append(first[i] + 1)
             elif call.func == "dense_rank":
                 values.append(groups[i])
+            elif count is not None:  # AVG
+                assert prefix is not None
+                values.append(average(prefix[end], count[end], scale))
             else:
                 assert prefix is not None
-                values.append(prefix[last[i] if order else len(ordered)])
+                values.append(prefix[end])
         out.append((row, tuple(values)))
     return out

@@ -40,6 +40,7 @@ from sketch_core.algebra.ir import (
     conjuncts,
     positive_scans,
 )
+from sketch_core.algebra.top_rows import TopRows, top_rows
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.rewrites.semi_joins import key_equality, null_safe_semi_join, split_semi_condition
 
@@ -133,6 +134,7 @@ class _Instrumenter:
         self.names = names or {}  # id(scan) -> the annotation column's name, where it is given
         self.types: dict[str, str] = {}  # column name -> type, where known (names are unique)
         self.counter = 0
+        self.top: dict[int, TopRows] = {}  # id(window) -> its top-N filter, from the filter above
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -152,6 +154,8 @@ class _Instrumenter:
             keys = frozenset({attribute} if attribute else ())
             return annotated, {name: Annotation(node.table, False, keys)}
         if isinstance(node, Select):
+            if (shape := top_rows(node)) is not None:  # (the window below is reached next)
+                self.top[id(shape.window)] = shape
             child, annotations = self.run(node.child)
             pairs = _equated_columns(node.condition, self.types)
             return Select(child, node.condition), _with_equalities(annotations, pairs)
@@ -183,22 +187,31 @@ class _Instrumenter:
         if isinstance(node, Union):
             return self.union(node)
         if isinstance(node, Window):
-            return self.window(node)
+            return self.window(node, self.top.get(id(node)))
         raise UnsupportedQueryError(f"{type(node).__name__} in capture", type(node).__name__)
 
-    def window(self, node: Window) -> tuple[Relation, Annotations]:
+    def window(self, node: Window, top: TopRows | None = None) -> tuple[Relation, Annotations]:
         """A window function's value depends on its whole partition (its frame is a part of it,
         so the partition is a superset of its provenance): each row takes the fragments of its
         partition's rows. Where a partition key fixes the attribute, the partition lies in one
-        fragment and the row's own id is already that."""
+        fragment and the row's own id is already that. Under a top-N filter (``top``, see
+        :mod:`sketch_core.algebra.top_rows`), the fragments of its partition's rows ranked at
+        most N."""
         child, annotations = self.run(node.child)
         window: Relation = Window(child, node.partition, node.order, node.calls, node.frame)
         keys = set(node.partition)
         spread = {n: a for n, a in annotations.items() if a.is_set or not a.keys & keys}
         if not spread:
             return window, annotations
+
+        def ranked_first(name: str) -> exp.Expr:  # (collect_set and collect_list skip NULLs)
+            if top is None:
+                return column(name)
+            kept = exp.LTE(this=column(top.rank), expression=exp.Literal.number(top.limit))
+            return exp.Case(ifs=[exp.If(this=kept, true=column(name))])
+
         merged = tuple(
-            (self.fresh("part"), WindowCall("union_sets" if a.is_set else "collect_set", column(n)))
+            (self.fresh("part"), WindowCall("union_sets" if a.is_set else "collect_set", ranked_first(n)))
             for n, a in spread.items()
         )
         whole = Window(window, node.partition, (), merged)

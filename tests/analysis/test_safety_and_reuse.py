@@ -145,10 +145,13 @@ PADDED_ON_A_COUNT = (
         # A state could come out padded on the sketch and matched on the full data.
         (PADDED_ON_A_COUNT, "popden", "padded"),
         (PADDED_ON_A_COUNT, "state", None),
-        # Windows: partitions in one fragment are wholly in the sketch or not at all; part of a
-        # state's cities ranks its others higher than on the full data.
+        # Windows: partitions in one fragment are wholly in the sketch or not at all; under a
+        # top-N filter the sketch holds each state's first cities, so any attribute that keeps
+        # the ranks' order keys equal will do (city: SUM(popden) per city is whole), one that
+        # cuts a city's sum short will not.
         (TOP_PER_STATE, "state", None),
-        (TOP_PER_STATE, "city", "r <= 2"),
+        (TOP_PER_STATE, "city", None),
+        (TOP_PER_STATE, "popden", "ORDER BY"),
         # A running count is at most the full one on part of a partition: a filter keeping
         # small counts is unsafe, one keeping large counts safe.
         (COUNTS_PER_STATE.format("<"), "city", "condition"),

@@ -26,9 +26,11 @@ from sketch_core.algebra.ir import (
     Union,
     Window,
 )
+from sketch_core.algebra.top_rows import TopRows, top_rows
 
 Row = dict[str, Any]
 Lineage = frozenset[tuple[str, int]]
+_TOP: dict[int, TopRows] = {}  # id(window) -> the top-N filter above it (noted by the filter)
 Annotated = list[tuple[Row, Lineage]]
 
 
@@ -146,6 +148,8 @@ def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
             for i, row in enumerate(tables[plan.table])
         ]
     if isinstance(plan, Select):
+        if (shape := top_rows(plan)) is not None:  # the ranks depend on the first N rows only
+            _TOP[id(shape.window)] = shape
         return [(r, lin) for r, lin in run(plan.child, tables) if evaluate(plan.condition, r) is True]
     if isinstance(plan, Project):
         return [({n: evaluate(e, r) for n, e in plan.outputs}, lin) for r, lin in run(plan.child, tables)]
@@ -218,24 +222,26 @@ def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
             ]
         return out
     if isinstance(plan, Window):
-        return _window(plan, run(plan.child, tables))
+        return _window(plan, run(plan.child, tables), _TOP.get(id(plan)))
     raise NotImplementedError(type(plan).__name__)
 
 
-def _window(plan: Window, rows: Annotated) -> Annotated:
+def _window(plan: Window, rows: Annotated, top: TopRows | None = None) -> Annotated:
     """Each row with its calls' values over its partition, its lineage the whole partition's.
     By definition, row by row: RANK counts the rows ordered before, DENSE_RANK their distinct
     keys, and COUNT/MIN/MAX read the rows not ordered after (SQL's default frame) or, without
-    an ORDER BY, all of them. ROW_NUMBER numbers the sorted rows (ties: the tests avoid them)."""
+    an ORDER BY, all of them. ROW_NUMBER numbers the sorted rows (ties: the tests avoid them).
+    Under a top-N filter (``top``) the lineage is that of the partition's rows ranked at most N."""
     partitions: dict[tuple[Any, ...], Annotated] = {}
     for r, lin in rows:
         partitions.setdefault(tuple(spark_order(r[c]) for c in plan.partition), []).append((r, lin))
     compare = _compare(plan.order)
     out: Annotated = []
+    owns: list[Lineage] = []
     for members in partitions.values():
         lineage = frozenset().union(*(lin for _, lin in members))
         ordered = sorted(members, key=cmp_to_key(compare)) if plan.order else members
-        for i, (r, _) in enumerate(ordered):
+        for i, (r, own) in enumerate(ordered):
             before = [m for m in ordered if plan.order and compare(m, (r, lineage)) < 0]
             frame = [m for m in ordered if not plan.order or compare(m, (r, lineage)) <= 0]
             values = dict(r)
@@ -250,6 +256,17 @@ def _window(plan: Window, rows: Annotated) -> Annotated:
                     args = [evaluate(call.arg, m[0]) if call.arg is not None else 1 for m in frame]
                     values[name] = _aggregate(call.func, args, False, call.arg is None)
             out.append((values, lineage))
+            owns.append(own)
+    if top is not None:  # each partition's lineage: its rows ranked at most N
+
+        def key(values: Row) -> tuple[Any, ...]:
+            return tuple(spark_order(values[c]) for c in plan.partition)
+
+        firsts: dict[tuple[Any, ...], Lineage] = {}
+        for (values, _), own in zip(out, owns, strict=True):
+            kept = values[top.rank] <= top.limit
+            firsts[key(values)] = firsts.get(key(values), frozenset()) | (own if kept else frozenset())
+        out = [(values, firsts[key(values)]) for values, _ in out]
     return out
 
 

@@ -145,6 +145,11 @@ CAPTURED = {
         SELECT k FROM {NS}.facts WHERE v > 97 INTERSECT SELECT k FROM {NS}.dims WHERE w = 2""",
     "except": f"""
         SELECT k, g FROM {NS}.facts WHERE v > 98 AND g < 5 EXCEPT SELECT k, w FROM {NS}.dims""",
+    # AVG over a whole partition, and a running SUM of decimals computed by an expression.
+    "window_sum_avg": f"""
+        SELECT g, id, v FROM (SELECT g, id, v, AVG(v) OVER (PARTITION BY g) AS m,
+        SUM(CAST(v AS DECIMAL(12, 2)) * 1.5) OVER (PARTITION BY g ORDER BY id) AS run
+        FROM {NS}.facts) WHERE v > m + 48 AND run > 100""",
     # The ALL forms: k repeats in both (dims has ten keys twice, and two NULLs).
     "intersect_all": f"""
         SELECT k FROM {NS}.facts WHERE v > 90 INTERSECT ALL SELECT k FROM {NS}.dims WHERE w < 3""",
@@ -232,3 +237,27 @@ def test_a_sketch_on_a_padded_side_is_refused(tables: SketchService) -> None:
     with pytest.raises(UnsafeAttributeError) as raised:
         tables.capture(sql, name="constructs_padded", attributes={f"{NS}.dims": "k"}, fragments=20)
     assert "padded side of an outer join" in str(raised.value)
+
+
+def test_a_top_n_per_group_sketch_keeps_only_the_groups_first_rows(tables: SketchService) -> None:
+    """On an attribute that is not the partition key, the sketch keeps the fragments of each
+    partition's first rows, not whole partitions (every partition has first rows: that would
+    be every fragment); the report on it still equals the full one, before and after changes."""
+    svc, sql, name = tables, CAPTURED["top_n_per_group"], "constructs_top_n_on_k"
+    version = svc.capture(sql, name=name, attributes={f"{NS}.facts": "k"}, fragments=100)
+    kept = len(version.fragments[f"{NS}.facts"])
+    top_rows = svc.query(sql, use_sketches=False).table.num_rows
+    assert kept <= top_rows < 80, f"{kept} fragments for {top_rows} rows"
+    assert_sketch_answers(svc, sql, name)
+    DeltaGenerator(svc.tables, f"{NS}.facts", ("id",), seed=7).mixed(40).apply(svc.tables)
+    (run,) = svc.maintain(name)
+    assert run.strategy == "incremental"
+    fresh = svc.capture(
+        sql,
+        name=f"{name}_fresh",
+        attributes={f"{NS}.facts": "k"},
+        fragments=100,
+        snapshot=svc.sketch(name).sequence,
+    )
+    assert set(svc.sketch(name).fragments[f"{NS}.facts"]) == set(fresh.fragments[f"{NS}.facts"])
+    assert_sketch_answers(svc, sql, name)
