@@ -135,8 +135,15 @@ class CostRecords:
             )
 
         used = recent_queries("use", queries.c.sketch_id == target.c.sketch_id)
+        # Runs without a sketch. A dropped sketch's runs lose their sketch (ON DELETE SET NULL)
+        # but keep its version: they read the sketch's files, and are no plain runs.
         plain = recent_queries(
-            "plain", and_(queries.c.template_key == target.c.template_key, queries.c.sketch_id.is_(None))
+            "plain",
+            and_(
+                queries.c.template_key == target.c.template_key,
+                queries.c.sketch_id.is_(None),
+                queries.c.sketch_version.is_(None),
+            ),
         )
         # One row names the template, and says that the sketch exists.
         known = select(

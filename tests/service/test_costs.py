@@ -71,6 +71,26 @@ def test_runs_and_queries_are_recorded_and_the_model_is_fitted_from_them(
     assert model.costs["plain"] != DEFAULT_PRIORS["plain"]
 
 
+def test_a_dropped_sketch_s_runs_do_not_become_plain_runs_of_its_query(
+    spark_svc: SketchService, ns: str
+) -> None:
+    """Dropping a sketch unlinks its query runs from it; they read the sketch's files, so a
+    new sketch of the same query must not take them for runs without a sketch (they made the
+    plain query look as fast as the sketched one, and the default skip the new sketch)."""
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=5), sort_by=["a"])
+    name, sql = captured(svc, table, "dropped")
+    for _ in range(2):
+        svc.query(sql, use_sketches="always")
+    svc.query(sql, use_sketches=False)
+    assert len(svc.costs.observations(name)["plain"]) == 1
+    svc.drop_sketch(name)
+    again, _ = captured(svc, table, "dropped")
+    seen = svc.costs.observations(again)
+    assert len(seen["plain"]) == 1 and seen["use"] == []
+
+
 @pytest.mark.parametrize("strategy", ["incremental", "full"])
 def test_a_query_run_is_recorded_with_its_own_seconds_not_the_maintenance_before_it(
     spark_svc: SketchService, ns: str, strategy: str
