@@ -32,7 +32,7 @@ from sketch_core.algebra.ir import AggCall, Aggregate
 from sketch_core.errors import KeptValuesExhaustedError, UnsupportedQueryError
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
-from sketch_core.incremental.ordering import spark_order
+from sketch_core.incremental.ordering import group_key, key_value, spark_order
 from sketch_core.incremental.partials import (
     COUNT,
     FRAGMENT,
@@ -44,16 +44,6 @@ from sketch_core.incremental.partials import (
     group_column,
 )
 from sketch_core.incremental.stored_groups import StoredGroups
-
-_NAN = ("NaN",)  # dictionary key standing for every NaN (Spark groups NaNs together)
-
-
-def group_key(value: Any) -> Any:
-    return _NAN if isinstance(value, float) and math.isnan(value) else value
-
-
-def key_value(key: Any) -> Any:
-    return math.nan if key == _NAN else key
 
 
 def result_type(call: AggCall, argument: pa.DataType | None) -> pa.DataType:

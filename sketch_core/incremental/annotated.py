@@ -9,7 +9,6 @@ a table twice keeps the two apart until the final merge maps them to tables.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from sketch_core.incremental.ordering import group_key
 from sketch_core.partitions import RangePartition
 
 MULTIPLICITY = "__mult"
@@ -110,15 +110,10 @@ def _signed_rows(rows: AnnotatedDelta) -> list[tuple[RowKey, int]]:
     ]
 
 
-_NAN = ("NaN",)  # stands for every NaN in a row's identity: NaN != NaN, but it is one value here
-
-
 def _identity(key: RowKey) -> RowKey:
     """``key`` as a dictionary key: a row inserted and deleted with a NaN in it is one row."""
     data, fragments = key
-    if not any(isinstance(v, float) and math.isnan(v) for v in data):
-        return key
-    return tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in data), fragments
+    return tuple(group_key(v) for v in data), fragments
 
 
 def consolidated(rows: AnnotatedDelta) -> dict[RowKey, int]:

@@ -336,13 +336,10 @@ class _Join(_Node):
         self.left, self.right = left, right
         self.schema = pa.schema([*left.schema, *right.schema])
         self.annotations = left.annotations + right.annotations
-        self.keys, residual = equi_keys(node.condition, left.schema.names, right.schema.names)
-        self.null_safe = [False] * len(self.keys)  # (<=> keys: the groups of a split aggregation)
-        for conjunct in list(residual):
-            if (pair := _null_safe_pair(conjunct, left.schema.names, right.schema.names)) is not None:
-                residual.remove(conjunct)
-                self.keys.append(pair)
-                self.null_safe.append(True)
+        # (<=> keys: the groups of a split aggregation, see distinct_aggregates)
+        self.keys, self.null_safe, residual = _join_keys(
+            node.condition, left.schema.names, right.schema.names
+        )
         self.residual = stateless.selection(exp.and_(*residual), remote, ansi) if residual else None
         # Per side, a Bloom filter over the key values of its output at the engine's snapshot,
         # first built from the side's join-free source of those keys (see _bloom_source).
@@ -567,16 +564,7 @@ def _match_condition(
     """A semi or anti join's equalities, which of them are null-safe (``<=>``, as INTERSECT and
     EXCEPT compare rows), and the rest of its condition (its residual), which NOT IN's NULL
     semantics do not allow. Without an equality, every row would match every other: refused."""
-    keys, rest = equi_keys(node.condition, left.schema.names, right.schema.names)
-    null_safe = [False] * len(keys)
-    residual = []
-    for conjunct in rest:
-        pair = _null_safe_pair(conjunct, left.schema.names, right.schema.names)
-        if pair is None:
-            residual.append(conjunct)
-        else:
-            keys.append(pair)
-            null_safe.append(True)
+    keys, null_safe, residual = _join_keys(node.condition, left.schema.names, right.schema.names)
     if not keys:
         what = f"a {node.kind} join without an equality"
     elif residual and node.null_aware:
@@ -588,6 +576,24 @@ def _match_condition(
         node.condition.sql(dialect="spark") if node.condition is not None else "",
         hint="maintain this sketch with strategy='full'",
     )
+
+
+def _join_keys(
+    condition: exp.Expr | None, left: Sequence[str], right: Sequence[str]
+) -> tuple[list[tuple[str, str]], list[bool], list[exp.Expr]]:
+    """A join condition's column equalities (``=``, then ``<=>``) as (left, right) keys, which
+    of them are null-safe, and the other conjuncts."""
+    keys, rest = equi_keys(condition, left, right)
+    null_safe = [False] * len(keys)
+    residual = []
+    for conjunct in rest:
+        pair = _null_safe_pair(conjunct, left, right)
+        if pair is None:
+            residual.append(conjunct)
+        else:
+            keys.append(pair)
+            null_safe.append(True)
+    return keys, null_safe, residual
 
 
 def _null_safe_pair(conjunct: exp.Expr, left: Sequence[str], right: Sequence[str]) -> tuple[str, str] | None:

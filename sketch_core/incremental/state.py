@@ -24,14 +24,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sketch_core.incremental.aggregate import (
-    AggregateOperator,
-    GroupState,
-    group_key,
-    key_value,
-    ordered_values,
-)
+from sketch_core.incremental.aggregate import AggregateOperator, GroupState, ordered_values
 from sketch_core.incremental.merge import MergeState
+from sketch_core.incremental.ordering import group_key, key_value
 from sketch_core.incremental.stored_groups import StoredGroups
 from sketch_core.incremental.topk import TopKOperator, sort_key, tiebreak
 
