@@ -85,7 +85,7 @@ from sketch_core.incremental.state import (
 from sketch_core.incremental.stored_groups import StoredGroups
 from sketch_core.incremental.topk import TopKOperator, tiebreak
 from sketch_core.incremental.window import IN_PROCESS as WINDOW_IN_PROCESS
-from sketch_core.incremental.window import evaluate_partition
+from sketch_core.incremental.window import Frame, FrameNotEvaluated, evaluate_partition, frame_of
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.distinct_aggregates import distinct_rows_first
 from sketch_core.rewrites.prune_outputs import prune_outputs
@@ -679,6 +679,10 @@ class _SemiJoin(_Node):
         return _keep_keys(self._matching(left_now, right_now), keys)
 
 
+def _numeric(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind))
+
+
 def _window_refusal(call: WindowCall, schema: pa.Schema) -> str | None:
     """What of ``call`` the engine does not evaluate (see :mod:`.window`), or None."""
     what = call.func.upper()
@@ -688,10 +692,20 @@ def _window_refusal(call: WindowCall, schema: pa.Schema) -> str | None:
         return None
     assert isinstance(call.arg, exp.Column)  # (expressions are computed below, see _window)
     kind = schema.field(call.arg.name).type
-    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
-    if call.func in ("sum", "avg") and not numeric:
+    if call.func in ("sum", "avg") and not _numeric(kind):
         return f"{what} of a {kind} column"
     return None
+
+
+def _frame_of(node: Window, schema: pa.Schema) -> Frame | str:
+    """The window's frame (:mod:`.window`), or what of it the engine does not evaluate."""
+    try:
+        frame = frame_of(node.frame, bool(node.order))
+    except FrameNotEvaluated as refused:
+        return str(refused)
+    if frame.by_value and (len(node.order) != 1 or not _numeric(schema.field(node.order[0].column).type)):
+        return f"the frame {node.frame} over other than one numeric ORDER BY key"
+    return frame
 
 
 class _Window(_Node):
@@ -707,14 +721,16 @@ class _Window(_Node):
     def __init__(self, node: Window, child: _Node, top: int | None = None):
         names = child.schema.names
         refused = [r for _, c in node.calls if (r := _window_refusal(c, child.schema))]
-        refused += [f"the frame {node.frame}"] if node.frame is not None else []
+        frame = _frame_of(node, child.schema)
+        refused += [frame] if isinstance(frame, str) else []
         if refused:
             raise UnsupportedQueryError(
                 f"a window function ({', '.join(refused)}) in incremental maintenance (not yet)",
                 ", ".join(refused),
                 hint="maintain this sketch with strategy='full'",
             )
-        self.node, self.child, self.top = node, child, top
+        assert isinstance(frame, Frame)
+        self.node, self.child, self.top, self.frame = node, child, top, frame
         ranks = {"row_number": pa.int32(), "rank": pa.int32(), "dense_rank": pa.int32()}
         kinds = [
             ranks.get(c.func)
@@ -747,7 +763,7 @@ class _Window(_Node):
         out: list[tuple[Any, ...]] = []
         lists: list[list[list[int]]] = [[] for _ in self.annotations]
         for members in partitions.values():
-            evaluated = evaluate_partition(members, self.order, self.calls, self.scales)
+            evaluated = evaluate_partition(members, self.order, self.calls, self.scales, self.frame)
             deciding = [m for m, values in evaluated if self.top is None or values[0] <= self.top]
             unions = [
                 sorted(set().union(*(m[width][i] for m in deciding))) for i in range(len(self.annotations))

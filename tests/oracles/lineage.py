@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from functools import cmp_to_key
 from typing import Any
 
@@ -226,11 +227,55 @@ def run(plan: Relation, tables: Mapping[str, list[Row]]) -> Annotated:
     raise NotImplementedError(type(plan).__name__)
 
 
+def _offset(text: str) -> Decimal | None:
+    """A frame bound as a signed offset (None: UNBOUNDED)."""
+    words = text.split()
+    if words[0] == "UNBOUNDED":
+        return None
+    if words[0] == "CURRENT":
+        return Decimal(0)
+    return -Decimal(words[0]) if words[1] == "PRECEDING" else Decimal(words[0])
+
+
+def _frame(
+    plan: Window, ordered: Annotated, i: int, compare: Callable[[Any, Any], int]
+) -> list[tuple[Row, Lineage]]:
+    """The rows of row ``i``'s frame, by definition: a ROWS frame by position, a RANGE frame by
+    where each row falls against the bound's value in window order (CURRENT ROW, and any
+    bound of a NULL key: its peers)."""
+    current = ordered[i]
+    if plan.frame is None:
+        return [m for m in ordered if not plan.order or compare(m, current) <= 0]
+    kind, rest = plan.frame.split(" ", 1)
+    start_text, _, end_text = rest.removeprefix("BETWEEN ").partition(" AND ")
+    start, end = _offset(start_text), _offset(end_text or "CURRENT ROW")
+    if kind == "ROWS":
+        return [
+            m
+            for j, m in enumerate(ordered)
+            if (start is None or j >= i + start) and (end is None or j <= i + end)
+        ]
+
+    def bound(offset: Decimal) -> tuple[Row, Lineage]:
+        key = plan.order[0]
+        value = current[0][key.column]
+        if offset == 0 or value is None:
+            return current
+        moved = value - offset if key.descending else value + offset
+        return ({**current[0], key.column: moved}, current[1])
+
+    return [
+        m
+        for m in ordered
+        if (start is None or compare(m, bound(start)) >= 0) and (end is None or compare(m, bound(end)) <= 0)
+    ]
+
+
 def _window(plan: Window, rows: Annotated, top: TopRows | None = None) -> Annotated:
     """Each row with its calls' values over its partition, its lineage the whole partition's.
     By definition, row by row: RANK counts the rows ordered before, DENSE_RANK their distinct
-    keys, and COUNT/MIN/MAX read the rows not ordered after (SQL's default frame) or, without
-    an ORDER BY, all of them. ROW_NUMBER numbers the sorted rows (ties: the tests avoid them).
+    keys, and COUNT/MIN/MAX/SUM/AVG read their frame's rows (:func:`_frame`). ROW_NUMBER
+    numbers the sorted rows (ties: the tests avoid them).
     Under a top-N filter (``top``) the lineage is that of the partition's rows ranked at most N."""
     partitions: dict[tuple[Any, ...], Annotated] = {}
     for r, lin in rows:
@@ -243,7 +288,7 @@ def _window(plan: Window, rows: Annotated, top: TopRows | None = None) -> Annota
         ordered = sorted(members, key=cmp_to_key(compare)) if plan.order else members
         for i, (r, own) in enumerate(ordered):
             before = [m for m in ordered if plan.order and compare(m, (r, lineage)) < 0]
-            frame = [m for m in ordered if not plan.order or compare(m, (r, lineage)) <= 0]
+            frame = _frame(plan, ordered, i, compare)
             values = dict(r)
             for name, call in plan.calls:
                 if call.func == "row_number":

@@ -1,5 +1,5 @@
 """Reports written with outer joins, JOIN ... USING, scalar subqueries (uncorrelated, and
-correlated through equalities), window functions (top-N per group, QUALIFY, running totals),
+correlated through equalities), window functions (top-N per group, QUALIFY, running totals, explicit frames),
 OFFSET, uncorrelated EXISTS, EXISTS correlated beyond equalities and over aggregations,
 correlated IN and NOT IN, INTERSECT and EXCEPT (and their ALL forms), COUNT(DISTINCT) over
 several columns and DISTINCT aggregates beside plain ones, on generated tables with NULL join
@@ -150,6 +150,14 @@ CAPTURED = {
         SELECT g, id, v FROM (SELECT g, id, v, AVG(v) OVER (PARTITION BY g) AS m,
         SUM(CAST(v AS DECIMAL(12, 2)) * 1.5) OVER (PARTITION BY g ORDER BY id) AS run
         FROM {NS}.facts) WHERE v > m + 48 AND run > 100""",
+    # Explicit frames: a sliding ROWS frame, a RANGE frame by value over a key with NULLs (a
+    # NULL's frame is its NULL peers), and a frame that ends before the current row.
+    "window_frames": f"""
+        SELECT g, id, v FROM (SELECT g, id, v,
+        AVG(v) OVER (PARTITION BY g ORDER BY id ROWS BETWEEN 3 PRECEDING AND 3 FOLLOWING) AS near,
+        COUNT(*) OVER (PARTITION BY g ORDER BY v RANGE BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS alike,
+        SUM(v) OVER (PARTITION BY g ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+        FROM {NS}.facts) WHERE v > near + 55 AND alike < 30 AND before < 8000""",
     # The ALL forms: k repeats in both (dims has ten keys twice, and two NULLs).
     "intersect_all": f"""
         SELECT k FROM {NS}.facts WHERE v > 90 INTERSECT ALL SELECT k FROM {NS}.dims WHERE w < 3""",
