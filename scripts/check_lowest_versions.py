@@ -1,7 +1,7 @@
 """Check that pyproject.toml's lower bounds are true: install the project with the lowest
 version of each direct dependency that the bounds allow, then import every module and run the
 tests that need no metastore (the SQL front end on Spark and TPC-H, the analyses, the rewrites,
-the cost models and policies) on those versions.
+the cost models and policies, the recursive engines) on those versions.
 
 A bound lies in two ways, and both fail the check:
 - the lowest versions do not install together, or another dependency raises one of them (then
@@ -30,7 +30,14 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ["tests/algebra", "tests/analysis", "tests/rewrites", "tests/costs", "tests/policy"]
+TESTS = [
+    "tests/algebra",
+    "tests/analysis",
+    "tests/rewrites",
+    "tests/costs",
+    "tests/policy",
+    "tests/recursive",
+]
 
 IMPORT_EVERY_MODULE = """
 import importlib, pkgutil, sys

@@ -1,0 +1,74 @@
+"""A linear recursion, as the engines here see it: ``r = seeds UNION derive(r JOIN edges)``.
+
+``seeds`` are the rows of the non-recursive member; ``edges`` are the rows of the other tables
+of the recursive member (already joined and filtered, each with the base tuples it was made
+of); one application of the recursive member joins an ``r`` row with an edge where the r row's
+columns ``own`` equal the edge's columns ``other`` and derives a new r row (or none, where the
+member's condition drops it). Example, reachability over ``link(src, dst)``: seeds and edges
+are the links, ``own = (1,)`` (r.dst), ``other = (0,)`` (link.src), and ``derive(r, e) = (r[0],
+e[1])``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sketch_core.errors import QueryError
+
+Row = tuple[Any, ...]
+Key = tuple[Any, ...]  # a row's join columns
+# A row of seeds or edges, and the base tuples one derivation of it was made of.
+Derived = tuple[Row, frozenset[Hashable]]
+
+# Derivations one fixpoint may form before it stops (a recursion that grows values, such as a
+# cost summed along the paths of a graph with a cycle, never ends by itself).
+DEFAULT_DERIVATION_LIMIT = 20_000_000
+
+
+class RecursionLimitError(QueryError):
+    """A recursion formed more derivations than its limit without reaching a fixpoint."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the recursion formed {limit:,} derivations without reaching a fixpoint",
+            hint="bound it (for example WHERE hops < 20 in its recursive member), aggregate it "
+            "with MIN or MAX so derivations that cannot win are pruned, or raise the limit",
+        )
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class LinearRule:
+    own: tuple[int, ...]
+    other: tuple[int, ...]
+    derive: Callable[[Row, Row], Row | None]
+    limit: int = DEFAULT_DERIVATION_LIMIT
+
+    def own_key(self, row: Row) -> Key:
+        return tuple(row[i] for i in self.own)
+
+    def other_key(self, edge: Row) -> Key:
+        return tuple(edge[i] for i in self.other)
+
+
+@dataclass
+class Work:
+    """What a maintenance step did, counted: derivations formed by joins, formulas (or rows)
+    that changed, rows removed, and (DRed) rows over-deleted and derived again."""
+
+    derivations: int = 0
+    changed: int = 0
+    removed: int = 0
+    overdeleted: int = 0
+    rederived: int = 0
+
+
+@dataclass
+class Change:
+    """The rows a step added to and removed from the view, and the work it took."""
+
+    added: set[Row] = field(default_factory=set)
+    removed: set[Row] = field(default_factory=set)
+    work: Work = field(default_factory=Work)
