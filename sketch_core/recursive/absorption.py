@@ -52,18 +52,33 @@ class AbsorptionView:
                 self._edges_by_key.setdefault(self.rule.other_key(edge), set()).add(edge)
                 grown.append((edge, self.formulas.difference(new, old)))
         # An edge's new derivations meet every row it joins, with the row's whole formula.
-        for edge, difference in grown:
-            for row in list(self._rows_by_key.get(self.rule.other_key(edge), ())):
-                self._derive(row, self.rows[row], edge, difference, queue, change)
+        self._derive(
+            [
+                (row, self.rows[row], edge, difference)
+                for edge, difference in grown
+                for row in self._rows_by_key.get(self.rule.other_key(edge), ())
+            ],
+            queue,
+            change,
+        )
         for seed, keys in seeds:
             formula = self.formulas.conjunction(keys)
             self.seeds[seed] = self.seeds.get(seed, false) | formula
             self._add(seed, formula, queue, change)
-        # A row's new derivations meet every edge it joins, with the edge's whole formula.
+        # A row's new derivations meet every edge it joins, with the edge's whole formula:
+        # round by round (semi-naive), each round's differences in one batch.
         while queue:
-            row, difference = queue.popleft()
-            for edge in self._edges_by_key.get(self.rule.own_key(row), ()):
-                self._derive(row, difference, edge, self.edges[edge], queue, change)
+            batch = list(queue)
+            queue.clear()
+            self._derive(
+                [
+                    (row, difference, edge, self.edges[edge])
+                    for row, difference in batch
+                    for edge in self._edges_by_key.get(self.rule.own_key(row), ())
+                ],
+                queue,
+                change,
+            )
         return change
 
     def delete(self, keys: Iterable[Hashable]) -> Change:
@@ -106,19 +121,18 @@ class AbsorptionView:
 
     def _derive(
         self,
-        row: Row,
-        formula: Formula,
-        edge: Row,
-        edge_formula: Formula,
+        pairs: list[tuple[Row, Formula, Row, Formula]],
         queue: deque[tuple[Row, Formula]],
         change: Change,
     ) -> None:
-        change.work.derivations += 1
+        """Derive from each (row, its formula, edge, its formula) and add what comes out."""
+        change.work.derivations += len(pairs)
         if change.work.derivations > self.rule.limit:
             raise RecursionLimitError(self.rule.limit)
-        out = self.rule.derive(row, edge)
-        if out is not None:
-            self._add(out, formula & edge_formula, queue, change)
+        outs = self.rule.derive([(row, edge) for row, _, edge, _ in pairs])
+        for (_, formula, _, edge_formula), out in zip(pairs, outs, strict=True):
+            if out is not None:
+                self._add(out, formula & edge_formula, queue, change)
 
     def _add(self, row: Row, formula: Formula, queue: deque[tuple[Row, Formula]], change: Change) -> None:
         old = self.rows.get(row, self.formulas.false)

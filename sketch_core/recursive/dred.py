@@ -75,15 +75,10 @@ class DRedView:
         change.work.overdeleted = len(doomed)
         # 2. Derive again what has a derivation from what is left, and propagate it.
         again = {row for row in doomed if row in self.seeds}
-        for row in doomed - again:
-            for candidate in self._could_give(row):
-                for edge in self._edges_by_key.get(self.rule.own_key(candidate), ()):
-                    self._count(change)
-                    if self.rule.derive(candidate, edge) == row:
-                        again.add(row)
-                        break
-                if row in again:
-                    break
+        tried = [(row, pair) for row in doomed - again for pair in self._with_edges(self._could_give(row))]
+        self._count(change, len(tried))
+        outs = self.rule.derive([pair for _, pair in tried])
+        again |= {row for (row, _), out in zip(tried, outs, strict=True) if out == row}
         back = self._propagate(again, change)
         change.work.rederived = len(back)
         change.removed = doomed - back
@@ -122,11 +117,9 @@ class DRedView:
 
     def _derived(self, pairs: Iterable[tuple[Row, Row]], change: Change) -> Iterator[Row]:
         """The rows the recursive member derives from ``pairs`` (each one counted)."""
-        for row, edge in pairs:
-            self._count(change)
-            out = self.rule.derive(row, edge)
-            if out is not None:
-                yield out
+        batch = list(pairs)
+        self._count(change, len(batch))
+        return (out for out in self.rule.derive(batch) if out is not None)
 
     def _add(self, row: Row) -> None:
         self.rows.add(row)
@@ -140,8 +133,8 @@ class DRedView:
         if self.copied:
             self._rows_by_copy[tuple(row[own] for _, own in self.copied)].discard(row)
 
-    def _count(self, change: Change) -> None:
-        change.work.derivations += 1
+    def _count(self, change: Change, derivations: int) -> None:
+        change.work.derivations += derivations
         if change.work.derivations > self.rule.limit:
             raise RecursionLimitError(self.rule.limit)
 

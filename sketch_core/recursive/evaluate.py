@@ -17,15 +17,11 @@ def fixpoint(rule: LinearRule, seeds: Iterable[Row], edges: Iterable[Row]) -> se
     frontier = set(rows)
     derivations = 0
     while frontier:
-        found: set[Row] = set()
-        for row in frontier:
-            for edge in by_key.get(rule.own_key(row), ()):
-                derivations += 1
-                out = rule.derive(row, edge)
-                if out is not None and out not in rows:
-                    found.add(out)
+        pairs = [(row, edge) for row in frontier for edge in by_key.get(rule.own_key(row), ())]
+        derivations += len(pairs)
         if derivations > rule.limit:
             raise RecursionLimitError(rule.limit)
+        found = {out for out in rule.derive(pairs) if out is not None and out not in rows}
         rows |= found
         frontier = found
     return rows

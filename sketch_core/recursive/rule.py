@@ -5,13 +5,13 @@ of the recursive member (already joined and filtered, each with the base tuples 
 of); one application of the recursive member joins an ``r`` row with an edge where the r row's
 columns ``own`` equal the edge's columns ``other`` and derives a new r row (or none, where the
 member's condition drops it). Example, reachability over ``link(src, dst)``: seeds and edges
-are the links, ``own = (1,)`` (r.dst), ``other = (0,)`` (link.src), and ``derive(r, e) = (r[0],
-e[1])``.
+are the links, ``own = (1,)`` (r.dst), ``other = (0,)`` (link.src), and ``derive`` gives
+``(r[0], e[1])`` for each pair.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,11 +39,22 @@ class RecursionLimitError(QueryError):
         self.limit = limit
 
 
+# One application of the recursive member to a batch of (r row, edge) pairs that join: per
+# pair, the derived row or None (engines call it once per semi-naive round, so a member
+# compiled to Arrow evaluates whole rounds at once).
+Derive = Callable[[Sequence[tuple[Row, Row]]], list[Row | None]]
+
+
+def row_by_row(derive: Callable[[Row, Row], Row | None]) -> Derive:
+    """A :data:`Derive` from a function of one pair."""
+    return lambda pairs: [derive(row, edge) for row, edge in pairs]
+
+
 @dataclass(frozen=True)
 class LinearRule:
     own: tuple[int, ...]
     other: tuple[int, ...]
-    derive: Callable[[Row, Row], Row | None]
+    derive: Derive
     limit: int = DEFAULT_DERIVATION_LIMIT
 
     def own_key(self, row: Row) -> Key:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sketch_core.recursive.absorption import AbsorptionView
 from sketch_core.recursive.dred import DRedView
 from sketch_core.recursive.evaluate import fixpoint
-from sketch_core.recursive.rule import LinearRule, RecursionLimitError, Row
+from sketch_core.recursive.rule import LinearRule, RecursionLimitError, Row, row_by_row
 
 Links = dict[int, tuple[int, int, int]]  # base tuple id -> (src, dst, cost)
 
@@ -34,9 +34,17 @@ def _capped_cost(r: Row, e: Row) -> Row | None:
 
 # name: (rule, seed of a link, DRed's copied columns)
 RULES: dict[str, tuple[LinearRule, Callable[[tuple[int, int, int]], Row], tuple[tuple[int, int], ...]]] = {
-    "reachable": (LinearRule((1,), (0,), lambda r, e: (r[0], e[1])), lambda link: link[:2], ((0, 0),)),
-    "hops_below_4": (LinearRule((1,), (0,), _bounded_hops), lambda link: (link[0], link[1], 1), ((0, 0),)),
-    "cost_at_most_9": (LinearRule((1,), (0,), _capped_cost), lambda link: link, ((0, 0),)),
+    "reachable": (
+        LinearRule((1,), (0,), row_by_row(lambda r, e: (r[0], e[1]))),
+        lambda link: link[:2],
+        ((0, 0),),
+    ),
+    "hops_below_4": (
+        LinearRule((1,), (0,), row_by_row(_bounded_hops)),
+        lambda link: (link[0], link[1], 1),
+        ((0, 0),),
+    ),
+    "cost_at_most_9": (LinearRule((1,), (0,), row_by_row(_capped_cost)), lambda link: link, ((0, 0),)),
 }
 
 LINK = st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(1, 4))
@@ -125,7 +133,7 @@ def test_a_delete_that_cuts_the_graph_removes_exactly_the_rows_left_without_a_de
 
 
 def test_a_recursion_that_grows_values_around_a_cycle_stops_at_its_limit_with_a_typed_error() -> None:
-    rule = LinearRule((1,), (0,), lambda r, e: (r[0], e[1], r[2] + e[2]), limit=5_000)
+    rule = LinearRule((1,), (0,), row_by_row(lambda r, e: (r[0], e[1], r[2] + e[2])), limit=5_000)
     cycle = [((0, 1, 1), frozenset({1})), ((1, 0, 1), frozenset({2}))]
     for view in (AbsorptionView(rule), DRedView(rule)):
         with pytest.raises(RecursionLimitError, match="5,000 derivations") as info:
