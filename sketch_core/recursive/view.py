@@ -9,6 +9,7 @@ under one key. The engine (absorption provenance, or DRed for comparison) does t
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Mapping
 from typing import Literal
 
@@ -59,11 +60,25 @@ class RecursiveView:
         return self.engine.insert(seeds, edges)
 
     def delete(self, tables: Mapping[str, pa.Table]) -> Change:
-        """Rows removed from base tables (each must be in its table)."""
+        """Rows removed from base tables (each must be in its table; if one is not, nothing
+        changes). Of identical rows, the last copies go."""
+        counts = Counter(
+            (name, row)
+            for name, rows in tables.items()
+            if name in (self.members.seed_table, self.members.edge_table)
+            for row in _tuples(rows)
+        )
+        for (table, row), count in counts.items():
+            if count > self._copies.get((table, row), 0):
+                raise InvalidDataError(
+                    f"a row deleted from {table} that the view of {self.members.name} never had: {row}",
+                    hint="hand the view every row of its base tables (deltas between two snapshots)",
+                )
         gone: list[Hashable] = []
-        for name, rows in tables.items():
-            if name in (self.members.seed_table, self.members.edge_table):
-                gone += [self._last_key(name, row) for row in _tuples(rows)]
+        for (table, row), count in counts.items():
+            left = self._copies[(table, row)] - count
+            self._copies[(table, row)] = left
+            gone += [(table, row, copy) for copy in range(left, left + count)]
         return self.engine.delete(gone)
 
     def _check_keys(self, edges: list[Row]) -> None:
@@ -83,13 +98,6 @@ class RecursiveView:
         copy = self._copies.get((table, row), 0)
         self._copies[(table, row)] = copy + 1
         return (table, row, copy)
-
-    def _last_key(self, table: str, row: Row) -> BaseKey:
-        copies = self._copies.get((table, row), 0)
-        if copies == 0:
-            raise KeyError(f"a deleted row of {table} that the view never had: {row}")
-        self._copies[(table, row)] = copies - 1
-        return (table, row, copies - 1)
 
 
 def _tuples(table: pa.Table) -> list[Row]:

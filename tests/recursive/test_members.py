@@ -123,3 +123,12 @@ def test_members_whose_column_types_differ_are_refused_as_spark_refuses_them() -
     assert split is not None
     with pytest.raises(QueryError, match="gives node as int64 where its base member gives int32"):
         compile_members(split, {"links": SCHEMA})
+
+
+def test_deleting_a_row_the_view_never_had_is_refused() -> None:
+    view = _views(REACH)[0]
+    view.insert({"links": _links([(0, 1, 1)])})
+    with pytest.raises(InvalidDataError, match=r"a row deleted from links that the view of reach never had"):
+        view.delete({"links": _links([(0, 1, 1), (0, 1, 1)])})
+    assert view.rows == {(0, 1)}  # nothing changed: the one copy it has can still go
+    assert view.delete({"links": _links([(0, 1, 1)])}).removed == {(0, 1)}
