@@ -8,8 +8,9 @@ Each row of the view keeps its formula (:mod:`.formulas`); so do the seeds and t
   joins, pipelined semi-naive: a row's difference joins the edges, an edge's difference joins
   the rows. A derivation whose formula is absorbed changes nothing and stops there, which is
   also what ends the iteration.
-* Delete: the deleted base tuples' variables are set to false in every formula; a row whose
-  formula becomes false is removed. Nothing is derived again: a delete that leaves every row
+* Delete: the deleted base tuples' variables are set to false in every formula that mentions
+  them (an index from base tuple to rows finds those); a row whose formula becomes false is
+  removed. Nothing is derived again: a delete that leaves every row
   derivable removes none and forms no derivation (:class:`.Work` counts both).
 
 Example (the paper's Figure 2): links p1 = A→B, p2 = B→C, p3 = C→A, p4 = C→B. Reachable
@@ -25,6 +26,8 @@ from collections.abc import Hashable, Iterable
 from sketch_core.recursive.formulas import Formula, Formulas
 from sketch_core.recursive.rule import Change, Derived, Key, LinearRule, RecursionLimitError, Row
 
+_SEEDS, _EDGES, _ROWS = 0, 1, 2  # the stores a base tuple's variable may appear in
+
 
 class AbsorptionView:
     """The view of ``rule`` over its seeds and edges, with a formula per row."""
@@ -37,6 +40,9 @@ class AbsorptionView:
         self.edges: dict[Row, Formula] = {}
         self._rows_by_key: dict[Key, set[Row]] = {}
         self._edges_by_key: dict[Key, set[Row]] = {}
+        # Base tuple -> the (store, row) whose formula may mention it, so a delete restricts
+        # only those (entries go stale when absorption drops a variable; a delete skips them).
+        self._mentions: dict[Hashable, set[tuple[int, Row]]] = {}
 
     def insert(self, seeds: Iterable[Derived] = (), edges: Iterable[Derived] = ()) -> Change:
         """Add derivations of seeds and edges, and propagate them to the fixpoint."""
@@ -49,6 +55,7 @@ class AbsorptionView:
             new = old | self.formulas.conjunction(keys)
             if new != old:
                 self.edges[edge] = new
+                self._mention(keys, _EDGES, edge)
                 self._edges_by_key.setdefault(self.rule.other_key(edge), set()).add(edge)
                 grown.append((edge, self.formulas.difference(new, old)))
         # An edge's new derivations meet every row it joins, with the row's whole formula.
@@ -64,6 +71,7 @@ class AbsorptionView:
         for seed, keys in seeds:
             formula = self.formulas.conjunction(keys)
             self.seeds[seed] = self.seeds.get(seed, false) | formula
+            self._mention(keys, _SEEDS, seed)
             self._add(seed, formula, queue, change)
         # A row's new derivations meet every edge it joins, with the edge's whole formula:
         # round by round (semi-naive), each round's differences in one batch.
@@ -86,26 +94,34 @@ class AbsorptionView:
         formula becomes false leave the view (seeds and edges likewise)."""
         keys = list(keys)
         change = Change()
-        for store, index, key_of in (
-            (self.seeds, None, None),
-            (self.edges, self._edges_by_key, self.rule.other_key),
-            (self.rows, self._rows_by_key, self.rule.own_key),
-        ):
-            for row, formula in list(store.items()):
-                restricted = self.formulas.without(formula, keys)
-                if restricted == formula:
-                    continue
-                if store is self.rows:
-                    change.work.changed += 1
-                if restricted != self.formulas.false:
-                    store[row] = restricted
-                    continue
-                del store[row]
-                if index is not None and key_of is not None:
-                    index[key_of(row)].discard(row)
-                if store is self.rows:
-                    change.removed.add(row)
-                    change.work.removed += 1
+        stores = {_SEEDS: self.seeds, _EDGES: self.edges, _ROWS: self.rows}
+        indexes = {
+            _EDGES: (self._edges_by_key, self.rule.other_key),
+            _ROWS: (self._rows_by_key, self.rule.own_key),
+        }
+        touched: set[tuple[int, Row]] = set()
+        for key in keys:
+            touched |= self._mentions.pop(key, set())
+        for which, row in touched:
+            store = stores[which]
+            formula = store.get(row)
+            if formula is None:
+                continue  # gone already
+            restricted = self.formulas.without(formula, keys)
+            if restricted == formula:
+                continue
+            if which == _ROWS:
+                change.work.changed += 1
+            if restricted != self.formulas.false:
+                store[row] = restricted
+                continue
+            del store[row]
+            if which in indexes:
+                index, key_of = indexes[which]
+                index[key_of(row)].discard(row)
+            if which == _ROWS:
+                change.removed.add(row)
+                change.work.removed += 1
         return change
 
     def support(self) -> set[Hashable]:
@@ -145,4 +161,10 @@ class AbsorptionView:
         else:
             change.work.changed += 1
         self.rows[row] = new
-        queue.append((row, self.formulas.difference(new, old)))
+        difference = self.formulas.difference(new, old)
+        self._mention(self.formulas.keys(difference), _ROWS, row)
+        queue.append((row, difference))
+
+    def _mention(self, keys: Iterable[Hashable], store: int, row: Row) -> None:
+        for key in keys:
+            self._mentions.setdefault(key, set()).add((store, row))
