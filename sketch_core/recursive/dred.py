@@ -11,10 +11,11 @@ tuples, so a delete knows which of them are gone. A delete then:
 After one deleted link of a well-connected graph, step 1 removes nearly every row and step 2
 derives them all again (the paper's Figure 5), which is what absorption provenance avoids.
 
-``copied`` (optional) names the derived row's columns copied from the r row, as (derived
-position, r position): re-derivation then looks up only the rows that could give each
-over-deleted row, as a DRed over an index on those columns would; without it, it steps every
-row left.
+``copied`` and ``edge_copied`` (optional) name the derived row's columns copied from the r row
+and from the edge, as (derived position, r or edge position): re-derivation then looks up only
+the edges and rows that could give each over-deleted row, as a DRed over indexes on those
+columns would (for reachability, the links into its destination); without them, it steps
+every row left.
 """
 
 from __future__ import annotations
@@ -25,9 +26,16 @@ from sketch_core.recursive.rule import Change, Derived, Key, LinearRule, Recursi
 
 
 class DRedView:
-    def __init__(self, rule: LinearRule, copied: tuple[tuple[int, int], ...] = ()) -> None:
+    def __init__(
+        self,
+        rule: LinearRule,
+        copied: tuple[tuple[int, int], ...] = (),
+        edge_copied: tuple[tuple[int, int], ...] = (),
+    ) -> None:
         self.rule = rule
         self.copied = copied
+        self.edge_copied = edge_copied
+        self._edges_by_copy: dict[Key, set[Row]] = {}
         self.rows: set[Row] = set()
         self.seeds: dict[Row, set[frozenset[Hashable]]] = {}
         self.edges: dict[Row, set[frozenset[Hashable]]] = {}
@@ -42,6 +50,7 @@ class DRedView:
             if edge not in self.edges:
                 new_edges.append(edge)
                 self._edges_by_key.setdefault(self.rule.other_key(edge), set()).add(edge)
+                self._edges_by_copy.setdefault(self._edge_copy(edge), set()).add(edge)
             self.edges.setdefault(edge, set()).add(keys)
         frontier = {out for out in self._derived(self._with_rows(new_edges), change) if out not in self.rows}
         for seed, keys in seeds:
@@ -70,12 +79,13 @@ class DRedView:
             frontier = found
         for edge in gone_edges:
             self._edges_by_key[self.rule.other_key(edge)].discard(edge)
+            self._edges_by_copy[self._edge_copy(edge)].discard(edge)
         for row in doomed:
             self._remove(row)
         change.work.overdeleted = len(doomed)
         # 2. Derive again what has a derivation from what is left, and propagate it.
         again = {row for row in doomed if row in self.seeds}
-        tried = [(row, pair) for row in doomed - again for pair in self._with_edges(self._could_give(row))]
+        tried = [(row, pair) for row in doomed - again for pair in self._could_give(row)]
         self._count(change, len(tried))
         outs = self.rule.derive([pair for _, pair in tried])
         again |= {row for (row, _), out in zip(tried, outs, strict=True) if out == row}
@@ -85,11 +95,19 @@ class DRedView:
         change.work.removed = len(change.removed)
         return change
 
-    def _could_give(self, row: Row) -> Iterable[Row]:
+    def _could_give(self, row: Row) -> list[tuple[Row, Row]]:
+        """The (row, edge) pairs left that could derive ``row``: through the edges whose
+        copied columns it holds, else the rows whose copied columns it holds, else all."""
+        if self.edge_copied:
+            edges = self._edges_by_copy.get(tuple(row[out] for out, _ in self.edge_copied), ())
+            pairs = [(r, e) for e in edges for r in self._rows_by_key.get(self.rule.other_key(e), ())]
+            return [(r, e) for r, e in pairs if all(r[own] == row[out] for out, own in self.copied)]
         if not self.copied:
-            return list(self.rows)
-        key = tuple(row[out] for out, _ in self.copied)
-        return list(self._rows_by_copy.get(key, ()))
+            return list(self._with_edges(self.rows))
+        return list(self._with_edges(self._rows_by_copy.get(tuple(row[out] for out, _ in self.copied), ())))
+
+    def _edge_copy(self, edge: Row) -> Key:
+        return tuple(edge[e] for _, e in self.edge_copied)
 
     def _propagate(self, frontier: set[Row], change: Change) -> set[Row]:
         """Add ``frontier`` (rows not in the view) and everything derivable from it."""

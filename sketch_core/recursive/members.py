@@ -43,6 +43,9 @@ class Members:
     seeds_of: Rows
     edges_of: Rows
     constant_seed: Row | None = None
+    # Derived columns copied from the CTE row as they are: (derived position, CTE position).
+    copied: tuple[tuple[int, int], ...] = ()
+    edge_copied: tuple[tuple[int, int], ...] = ()  # ... from the edge: (derived position, edge position)
 
 
 def _where(node: exp.Expr) -> str:
@@ -92,9 +95,11 @@ def compile_members(
 ) -> Members:
     """The engines' view of ``query``'s members over tables of ``schemas``."""
     base_table, seeds_of, constant, cte_schema = _base_member(query, schemas)
-    edge_table, own, other, edges_of, derive = _recursive_member(query, schemas, cte_schema)
+    edge_table, own, other, edges_of, derive, copies = _recursive_member(query, schemas, cte_schema)
     rule = LinearRule(own, other, derive, limit)
-    return Members(query.name, cte_schema, base_table, edge_table, rule, seeds_of, edges_of, constant)
+    return Members(
+        query.name, cte_schema, base_table, edge_table, rule, seeds_of, edges_of, constant, *copies
+    )
 
 
 def _base_member(
@@ -135,7 +140,12 @@ def _base_member(
 def _recursive_member(
     query: RecursiveQuery, schemas: Mapping[str, pa.Schema], cte: pa.Schema
 ) -> tuple[
-    str, tuple[int, ...], tuple[int, ...], Rows, Callable[[Sequence[tuple[Row, Row]]], list[Row | None]]
+    str,
+    tuple[int, ...],
+    tuple[int, ...],
+    Rows,
+    Callable[[Sequence[tuple[Row, Row]]], list[Row | None]],
+    tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]],
 ]:
     step = query.step
     tables = [t for t in step.find_all(exp.Table)]
@@ -215,6 +225,9 @@ def _recursive_member(
                 hint="cast one of them, for example CAST(0 AS BIGINT) in the base member",
             )
 
+    # The derived columns that are a column of either side as it is (DRed's indexes).
+    bare = [(i, e) for i, e in enumerate(x.unalias() for x in step.expressions) if isinstance(e, exp.Column)]
+
     def derive(pairs: Sequence[tuple[Row, Row]]) -> list[Row | None]:
         if not pairs:
             return []
@@ -230,4 +243,8 @@ def _recursive_member(
         tuple(other),
         lambda rows: _row_values(rows, edge_outputs, edge_keep),
         derive,
+        (
+            tuple((i, cte.names.index(e.name)) for i, e in bare if side(e) == "r"),
+            tuple((i, schema.names.index(e.name)) for i, e in bare if side(e) == "e"),
+        ),
     )

@@ -28,7 +28,9 @@ class RecursiveView:
     def __init__(self, members: Members, engine: Literal["absorption", "dred"] = "absorption") -> None:
         self.members = members
         self.engine: AbsorptionView | DRedView = (
-            AbsorptionView(members.rule) if engine == "absorption" else DRedView(members.rule)
+            AbsorptionView(members.rule)
+            if engine == "absorption"
+            else DRedView(members.rule, members.copied, members.edge_copied)
         )
         self._copies: dict[tuple[str, Row], int] = {}
         if members.constant_seed is not None:

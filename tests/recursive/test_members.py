@@ -132,3 +132,10 @@ def test_deleting_a_row_the_view_never_had_is_refused() -> None:
         view.delete({"links": _links([(0, 1, 1), (0, 1, 1)])})
     assert view.rows == {(0, 1)}  # nothing changed: the one copy it has can still go
     assert view.delete({"links": _links([(0, 1, 1)])}).removed == {(0, 1)}
+
+
+def test_columns_copied_from_the_cte_row_are_known_for_dred_s_rederivation_index() -> None:
+    (hops, _), (reach, _) = _views(HOPS), _views(REACH)
+    assert (hops.members.copied, reach.members.copied) == (((0, 0),), ((0, 0),))
+    assert (hops.members.edge_copied, reach.members.edge_copied) == (((1, 1),), ((1, 1),))
+    assert (hops.members.rule.own, hops.members.rule.other) == ((1,), (0,))

@@ -1,0 +1,252 @@
+"""Recursive view maintenance (issue 45), in process: absorption provenance against DRed and
+against recomputation from scratch, each measured in the same run.
+
+The view is reachability from a few sources over a directed graph (each undirected edge is two
+links), written as users write it and compiled by the recursive front end::
+
+    WITH RECURSIVE reach(src, dst) AS (
+        SELECT src, dst FROM links WHERE src < {sources}
+        UNION
+        SELECT r.src, l.dst FROM reach r JOIN links l ON l.src = r.dst)
+    SELECT * FROM reach
+
+Topologies (networkx): transit-stub (transit nodes on a small-world ring, each with stubs of 8
+nodes, as the paper's GT-ITM setup), random (G(n, m)) and scale-free (Barabasi-Albert), at
+several sizes. Workloads: single links deleted, single links inserted (links of the topology
+held out of the first load: a link that comes back), and mixed batches of 10 of each. Per
+workload and approach: the median time per operation and, for absorption provenance, the BDD
+nodes of the view's formulas; for DRed, the rows it over-deleted.
+
+    .venv/bin/python -m benchmarks.recursive [--sizes 100,300,1000,3000] [--operations 20]
+
+Results go to benchmarks/results/recursive.{json,md} and docs/images/recursive_deletes.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import networkx as nx
+import pyarrow as pa
+
+from sketch_core.recursive.absorption import AbsorptionView
+from sketch_core.recursive.evaluate import fixpoint
+from sketch_core.recursive.members import Members, compile_members
+from sketch_core.recursive.query import split_recursive
+from sketch_core.recursive.view import RecursiveView
+
+RESULTS = Path(__file__).parent / "results"
+IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
+SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
+SOURCES = 5
+QUERY = """WITH RECURSIVE reach(src, dst) AS (
+    SELECT src, dst FROM links WHERE src < {sources}
+    UNION
+    SELECT r.src, l.dst FROM reach r JOIN links l ON l.src = r.dst)
+SELECT * FROM reach"""
+APPROACHES = ("absorption", "dred", "recompute")
+
+
+@dataclass
+class Measurement:
+    topology: str
+    nodes: int
+    links: int
+    workload: str
+    approach: str
+    ms_per_operation: float
+    view_rows: int
+    state: int  # absorption: BDD nodes over the view's formulas; DRed: rows over-deleted, summed
+
+
+def transit_stub(nodes: int, seed: int) -> nx.Graph:
+    """About ``nodes`` nodes: transit nodes on a small-world ring, three stubs of 8 per node."""
+    rng = random.Random(seed)
+    transit = max(4, nodes // 25)
+    graph = nx.Graph(nx.connected_watts_strogatz_graph(transit, 2, 0.5, seed=seed).edges())
+    nxt = transit
+    for t in range(transit):
+        for _ in range(3):
+            stub = nx.connected_watts_strogatz_graph(8, 3, 0.3, seed=rng.randint(0, 10**6))
+            graph.add_edges_from((nxt + a, nxt + b) for a, b in stub.edges())
+            graph.add_edge(t, nxt)
+            nxt += 8
+    return graph
+
+
+TOPOLOGIES: dict[str, Callable[[int, int], nx.Graph]] = {
+    "transit-stub": transit_stub,
+    "random": lambda n, seed: nx.gnm_random_graph(n, 2 * n, seed=seed),
+    "scale-free": lambda n, seed: nx.barabasi_albert_graph(n, 2, seed=seed),
+}
+
+
+def _table(links: list[tuple[int, int]]) -> pa.Table:
+    return pa.table({"src": [s for s, _ in links], "dst": [d for _, d in links]}, schema=SCHEMA)
+
+
+def _recompute(members: Members, links: list[tuple[int, int]]) -> set[tuple[object, ...]]:
+    table = _table(links)
+    seeds = [s for s in members.seeds_of(table) if s is not None]
+    edges = [e for e in members.edges_of(table) if e is not None]
+    return fixpoint(members.rule, seeds, edges)
+
+
+def run_cell(
+    members: Members, topology: str, graph: nx.Graph, operations: int, seed: int
+) -> list[Measurement]:
+    every = sorted({(a, b) for a, b in graph.edges()} | {(b, a) for a, b in graph.edges()})
+    rng = random.Random(seed)
+    # Links come and go as in a network: the inserted ones are links of the topology held out
+    # of the first load (a link that comes back), not random pairs of nodes, which would
+    # connect the graph as no network is and grow every formula.
+    held_out = rng.sample(every, operations)
+    links = [x for x in every if x not in set(held_out)]
+    Link = tuple[int, int]
+    workloads: dict[str, list[tuple[list[Link], list[Link]]]] = {
+        "delete one link": [([], [link]) for link in rng.sample(links, operations)],
+        "insert one link": [([link], []) for link in held_out],
+        "mixed batch of 20": [
+            (rng.sample(held_out, min(10, operations)), rng.sample(links, 10))
+            for _ in range(max(1, operations // 4))
+        ],
+    }
+    out = []
+    for workload, steps in workloads.items():
+        for approach in APPROACHES:
+            current = list(links)
+            view = (
+                RecursiveView(members, "dred" if approach == "dred" else "absorption")
+                if approach != "recompute"
+                else None
+            )
+            if view is not None:
+                view.insert({"links": _table(current)})
+            times, state = [], 0
+            for added, deleted in steps:
+                started = time.perf_counter()
+                if view is not None:
+                    change = view.delete({"links": _table(deleted)}) if deleted else None
+                    if added:
+                        view.insert({"links": _table(added)})
+                    state += change.work.overdeleted if change is not None else 0
+                current = [x for x in current if x not in set(deleted)] + added
+                if view is None:
+                    rows: set[tuple[object, ...]] = _recompute(members, current)
+                times.append(time.perf_counter() - started)
+                # Undo, so every step starts from the same graph.
+                if view is not None:
+                    if added:
+                        view.delete({"links": _table(added)})
+                    if deleted:
+                        view.insert({"links": _table(deleted)})
+                current = list(links)
+            if view is not None:
+                rows_now = view.rows
+                if isinstance(view.engine, AbsorptionView):
+                    state = view.engine.state_size()
+            else:
+                rows_now = rows
+            out.append(
+                Measurement(
+                    topology,
+                    graph.number_of_nodes(),
+                    len(links),
+                    workload,
+                    approach,
+                    1000 * statistics.median(times),
+                    len(rows_now),
+                    state,
+                )
+            )
+            print(
+                f"{topology:12s} {graph.number_of_nodes():6d} {workload:20s} {approach:10s} "
+                f"{out[-1].ms_per_operation:9.2f} ms/op  rows {len(rows_now)}",
+                flush=True,
+            )
+    return out
+
+
+def report(results: list[Measurement], command: str) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "recursive.json").write_text(json.dumps([asdict(m) for m in results], indent=2))
+    lines = [
+        "# Recursive view maintenance: absorption provenance, DRed, recomputation",
+        "",
+        f"`{command}` (in process, one run; medians per operation; the view: reachability from "
+        f"{SOURCES} sources)",
+        "",
+        "| topology | nodes | links | workload | absorption ms | DRed ms | recompute ms | DRed / absorption "
+        "| recompute / absorption | view rows | BDD nodes |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    cells: dict[tuple[str, int, str], dict[str, Measurement]] = {}
+    for m in results:
+        cells.setdefault((m.topology, m.nodes, m.workload), {})[m.approach] = m
+    for (topology, nodes, workload), by in cells.items():
+        a, d, r = by["absorption"], by["dred"], by["recompute"]
+        lines.append(
+            f"| {topology} | {nodes} | {a.links} | {workload} | {a.ms_per_operation:.2f} "
+            f"| {d.ms_per_operation:.2f} "
+            f"| {r.ms_per_operation:.2f} | {d.ms_per_operation / a.ms_per_operation:.1f}x "
+            f"| {r.ms_per_operation / a.ms_per_operation:.1f}x | {a.view_rows} | {a.state} |"
+        )
+    markdown = RESULTS / "recursive.md"
+    markdown.write_text("\n".join(lines) + "\n")
+    _plot(results)
+    return markdown
+
+
+def _plot(results: list[Measurement]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    topologies = sorted({m.topology for m in results})
+    figure, axes = plt.subplots(1, len(topologies), figsize=(4 * len(topologies), 3.4), squeeze=False)
+    for axis, topology in zip(axes[0], topologies, strict=True):
+        for approach in APPROACHES:
+            points = sorted(
+                (m.links, m.ms_per_operation)
+                for m in results
+                if m.topology == topology and m.approach == approach and m.workload == "delete one link"
+            )
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=approach)
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_title(topology)
+        axis.set_xlabel("links")
+        axis.set_ylabel("ms per deleted link")
+    axes[0][0].legend()
+    figure.tight_layout()
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    figure.savefig(IMAGES / "recursive_deletes.png", dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="100,300,1000,3000", help="comma-separated node counts")
+    parser.add_argument("--operations", type=int, default=20, help="single-link operations per workload")
+    parser.add_argument("--topologies", default=",".join(TOPOLOGIES))
+    args = parser.parse_args()
+    split = split_recursive(QUERY.format(sources=SOURCES))
+    assert split is not None
+    members = compile_members(split, {"links": SCHEMA})
+    results = []
+    for topology in args.topologies.split(","):
+        for size in (int(s) for s in args.sizes.split(",")):
+            results += run_cell(members, topology, TOPOLOGIES[topology](size, 7), args.operations, seed=size)
+    command = "python -m benchmarks.recursive " + " ".join(f"--{k} {v}" for k, v in vars(args).items())
+    print(report(results, command).read_text())
+
+
+if __name__ == "__main__":
+    main()
