@@ -7,7 +7,8 @@ Each row of the view keeps its formula (:mod:`.formulas`); so do the seeds and t
   what changed travels as the *difference* (``new and not old``, Algorithm 1's deltaPv) through the
   joins, pipelined semi-naive: a row's difference joins the edges, an edge's difference joins
   the rows. A derivation whose formula is absorbed changes nothing and stops there, which is
-  also what ends the iteration.
+  also what ends the iteration. Formulas that outgrow ``node_limit`` BDD nodes end it with
+  :class:`.FormulasTooLargeError` (the view is then to be dropped, and maintained otherwise).
 * Delete: the deleted base tuples' variables are set to false in every formula that mentions
   them (an index from base tuple to rows finds those); a row whose formula becomes false is
   removed. Nothing is derived again: a delete that leaves every row
@@ -24,7 +25,16 @@ from collections import deque
 from collections.abc import Hashable, Iterable
 
 from sketch_core.recursive.formulas import Formula, Formulas
-from sketch_core.recursive.rule import Change, Derived, Key, LinearRule, RecursionLimitError, Row
+from sketch_core.recursive.rule import (
+    DEFAULT_NODE_LIMIT,
+    Change,
+    Derived,
+    FormulasTooLargeError,
+    Key,
+    LinearRule,
+    RecursionLimitError,
+    Row,
+)
 
 _SEEDS, _EDGES, _ROWS = 0, 1, 2  # the stores a base tuple's variable may appear in
 
@@ -32,8 +42,11 @@ _SEEDS, _EDGES, _ROWS = 0, 1, 2  # the stores a base tuple's variable may appear
 class AbsorptionView:
     """The view of ``rule`` over its seeds and edges, with a formula per row."""
 
-    def __init__(self, rule: LinearRule, formulas: Formulas | None = None) -> None:
+    def __init__(
+        self, rule: LinearRule, formulas: Formulas | None = None, node_limit: int = DEFAULT_NODE_LIMIT
+    ) -> None:
         self.rule = rule
+        self.node_limit = node_limit
         self.formulas = formulas or Formulas()
         self.rows: dict[Row, Formula] = {}
         self.seeds: dict[Row, Formula] = {}
@@ -146,9 +159,13 @@ class AbsorptionView:
         if change.work.derivations > self.rule.limit:
             raise RecursionLimitError(self.rule.limit)
         outs = self.rule.derive([(row, edge) for row, _, edge, _ in pairs])
-        for (_, formula, _, edge_formula), out in zip(pairs, outs, strict=True):
+        for i, ((_, formula, _, edge_formula), out) in enumerate(zip(pairs, outs, strict=True)):
             if out is not None:
                 self._add(out, formula & edge_formula, queue, change)
+            if i % 256 == 255 and self.formulas.nodes() > self.node_limit:
+                raise FormulasTooLargeError(self.node_limit)
+        if self.formulas.nodes() > self.node_limit:
+            raise FormulasTooLargeError(self.node_limit)
 
     def _add(self, row: Row, formula: Formula, queue: deque[tuple[Row, Formula]], change: Change) -> None:
         old = self.rows.get(row, self.formulas.false)

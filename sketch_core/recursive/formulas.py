@@ -78,6 +78,10 @@ class Formulas:
         support = self._bdd.support(formula)
         return bool(self._bdd.let({n: values[n] for n in support}, formula) == self.true)
 
+    def nodes(self) -> int:
+        """The live nodes of every formula of this manager (shared nodes once)."""
+        return len(self._bdd)
+
     def size(self, formula: Formula) -> int:
         """The formula's node count (its state size)."""
         return int(formula.dag_size)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sketch_core.errors import QueryError
+from sketch_core.errors import QueryError, SketchError
 
 Row = tuple[Any, ...]
 Key = tuple[Any, ...]  # a row's join columns
@@ -48,6 +48,23 @@ Derive = Callable[[Sequence[tuple[Row, Row]]], list[Row | None]]
 def row_by_row(derive: Callable[[Row, Row], Row | None]) -> Derive:
     """A :data:`Derive` from a function of one pair."""
     return lambda pairs: [derive(row, edge) for row, edge in pairs]
+
+
+# BDD nodes the formulas of one view may hold (CUDD's live nodes, about 30 bytes each) before
+# absorption provenance gives up on it (formulas of reachability over a well-connected graph
+# are network-reliability functions, whose BDDs can grow exponentially).
+DEFAULT_NODE_LIMIT = 20_000_000
+
+
+class FormulasTooLargeError(SketchError):
+    """The formulas of a recursive view outgrew their node limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the recursive view's provenance formulas outgrew {limit:,} BDD nodes",
+            hint="maintain it by DRed or by recomputation instead, or raise the limit",
+        )
+        self.limit = limit
 
 
 @dataclass(frozen=True)

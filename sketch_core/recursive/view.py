@@ -19,16 +19,21 @@ from sketch_core.errors import InvalidDataError
 from sketch_core.recursive.absorption import AbsorptionView
 from sketch_core.recursive.dred import DRedView
 from sketch_core.recursive.members import Members
-from sketch_core.recursive.rule import Change, Derived, Row
+from sketch_core.recursive.rule import DEFAULT_NODE_LIMIT, Change, Derived, Row
 
 BaseKey = tuple[str, Row, int]
 
 
 class RecursiveView:
-    def __init__(self, members: Members, engine: Literal["absorption", "dred"] = "absorption") -> None:
+    def __init__(
+        self,
+        members: Members,
+        engine: Literal["absorption", "dred"] = "absorption",
+        node_limit: int = DEFAULT_NODE_LIMIT,
+    ) -> None:
         self.members = members
         self.engine: AbsorptionView | DRedView = (
-            AbsorptionView(members.rule)
+            AbsorptionView(members.rule, node_limit=node_limit)
             if engine == "absorption"
             else DRedView(members.rule, members.copied, members.edge_copied)
         )

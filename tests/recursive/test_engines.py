@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sketch_core.recursive.absorption import AbsorptionView
 from sketch_core.recursive.dred import DRedView
 from sketch_core.recursive.evaluate import fixpoint
-from sketch_core.recursive.rule import LinearRule, RecursionLimitError, Row, row_by_row
+from sketch_core.recursive.rule import FormulasTooLargeError, LinearRule, RecursionLimitError, Row, row_by_row
 
 Links = dict[int, tuple[int, int, int]]  # base tuple id -> (src, dst, cost)
 
@@ -141,3 +141,17 @@ def test_a_recursion_that_grows_values_around_a_cycle_stops_at_its_limit_with_a_
         assert "WHERE hops < 20" in str(info.value)
     with pytest.raises(RecursionLimitError):
         fixpoint(rule, [r for r, _ in cycle], [r for r, _ in cycle])
+
+
+def test_formulas_that_outgrow_their_node_limit_end_the_load_with_a_typed_error() -> None:
+    rule, seed, _ = RULES["reachable"]
+    links: Links = {
+        i: (a, b, 1) for i, (a, b) in enumerate((a, b) for a in range(6) for b in range(6) if a != b)
+    }
+    view = AbsorptionView(rule, node_limit=200)
+    with pytest.raises(FormulasTooLargeError, match="outgrew 200 BDD nodes") as info:
+        view.insert(*_derived(links, seed))
+    assert "DRed" in str(info.value)
+    assert AbsorptionView(rule).insert(*_derived(links, seed)).added == {
+        (a, b) for a in range(6) for b in range(6)
+    }
