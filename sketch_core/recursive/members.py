@@ -24,9 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from sketch_core.algebra.ir import conjuncts
 from sketch_core.errors import QueryError, UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
-from sketch_core.recursive.query import RecursiveQuery
+from sketch_core.recursive.query import RecursiveQuery, where
 from sketch_core.recursive.rule import DEFAULT_DERIVATION_LIMIT, LinearRule, Row
 
 # Rows of a base table -> per row, what it gives (a seed, an edge), or None where filtered.
@@ -46,20 +47,6 @@ class Members:
     # Derived columns copied from the CTE row as they are: (derived position, CTE position).
     copied: tuple[tuple[int, int], ...] = ()
     edge_copied: tuple[tuple[int, int], ...] = ()  # ... from the edge: (derived position, edge position)
-
-
-def _where(node: exp.Expr) -> str:
-    return node.sql(dialect="spark")
-
-
-def _conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
-    if node is None:
-        return []
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    return [node]
 
 
 def _table_name(table: exp.Table) -> str:
@@ -107,12 +94,10 @@ def _base_member(
 ) -> tuple[str | None, Rows, Row | None, pa.Schema]:
     base = query.base
     if base.args.get("joins") or base.args.get("group") or base.find(exp.AggFunc) or base.find(exp.Window):
-        raise UnsupportedQueryError(
-            f"a base member of {query.name} other than one table's rows", _where(base)
-        )
+        raise UnsupportedQueryError(f"a base member of {query.name} other than one table's rows", where(base))
     source = base.args.get("from_")
     if source is not None and not isinstance(source.this, exp.Table):
-        raise UnsupportedQueryError(f"a base member of {query.name} reading a subquery", _where(base))
+        raise UnsupportedQueryError(f"a base member of {query.name} reading a subquery", where(base))
     name = _table_name(source.this) if source is not None else None
     if name is not None and name not in schemas:
         raise QueryError(f"table {name} does not exist (in the base member of {query.name})")
@@ -127,8 +112,8 @@ def _base_member(
 
     translate = ExpressionTranslator(schema)
     outputs = {f"c{i}": translate(_renamed(e.unalias(), column)) for i, e in enumerate(base.expressions)}
-    where = base.args.get("where")
-    keep = translate(_renamed(where.this, column)) if where is not None else None
+    condition = base.args.get("where")
+    keep = translate(_renamed(condition.this, column)) if condition is not None else None
     typed = evaluate(schema.empty_table(), outputs).schema
     cte_schema = pa.schema([pa.field(c, f.type) for c, f in zip(query.columns, typed, strict=True)])
     if name is None:  # constants: the one seed, derived from no base tuple
@@ -153,7 +138,7 @@ def _recursive_member(
     if len(others) != 1:
         raise UnsupportedQueryError(
             f"a recursive member of {query.name} joining {len(others)} tables besides it (one is supported)",
-            _where(step),
+            where(step),
         )
     edge = others[0]
     edge_table = _table_name(edge)
@@ -184,9 +169,9 @@ def _recursive_member(
     def rename(node: exp.Column) -> str:
         return f"r{cte.names.index(node.name)}" if side(node) == "r" else f"e{schema.names.index(node.name)}"
 
-    conditions = _conjuncts(step.args["where"].this if step.args.get("where") else None)
+    conditions = conjuncts(step.args["where"].this if step.args.get("where") else None)
     for join in step.args.get("joins") or []:
-        conditions += _conjuncts(join.args.get("on"))
+        conditions += conjuncts(join.args.get("on"))
     own: list[int] = []
     other: list[int] = []
     edge_filters: list[exp.Expr] = []
@@ -221,7 +206,7 @@ def _recursive_member(
         if (kind := translate.type_of(output)) != field.type:
             raise QueryError(
                 f"the recursive member of {query.name} gives {field.name} as {kind} where its base "
-                f"member gives {field.type}: {_where(step)[:200]!r}",
+                f"member gives {field.type}: {where(step)[:200]!r}",
                 hint="cast one of them, for example CAST(0 AS BIGINT) in the base member",
             )
 

@@ -38,7 +38,8 @@ class RecursiveQuery:
     outer: exp.Expr  # the query that reads the CTE (with the WITH clause as written)
 
 
-def _where(node: exp.Expr) -> str:
+def where(node: exp.Expr) -> str:
+    """The SQL of ``node``, for error messages."""
     return node.sql(dialect="spark")
 
 
@@ -60,10 +61,10 @@ def split_recursive(sql: str | exp.Expr) -> RecursiveQuery | None:
         for other in ctes:
             if other != name and _reads(cte.this, other) and _reads(ctes[other].this, name):
                 raise UnsupportedQueryError(
-                    f"mutual recursion ({name} and {other} read each other)", _where(cte)
+                    f"mutual recursion ({name} and {other} read each other)", where(cte)
                 )
     if len(recursive) > 1:
-        raise UnsupportedQueryError(f"more than one recursive CTE ({', '.join(recursive)})", _where(with_))
+        raise UnsupportedQueryError(f"more than one recursive CTE ({', '.join(recursive)})", where(with_))
     if not recursive:
         return None  # WITH RECURSIVE over CTEs that do not recur: ordinary CTEs
     name = recursive[0]
@@ -71,13 +72,13 @@ def split_recursive(sql: str | exp.Expr) -> RecursiveQuery | None:
     body = cte.this
     if not isinstance(body, exp.Union) or isinstance(body.left, exp.Union):
         raise UnsupportedQueryError(
-            f"a recursive CTE that is not one base member UNION one recursive member ({name})", _where(cte)
+            f"a recursive CTE that is not one base member UNION one recursive member ({name})", where(cte)
         )
     base, step = body.left, body.right
     if not isinstance(base, exp.Select) or not isinstance(step, exp.Select):
-        raise UnsupportedQueryError(f"a member of {name} that is not a SELECT", _where(body))
+        raise UnsupportedQueryError(f"a member of {name} that is not a SELECT", where(body))
     if _reads(base, name):
-        raise UnsupportedQueryError(f"{name} read by its base member (the first one)", _where(base))
+        raise UnsupportedQueryError(f"{name} read by its base member (the first one)", where(base))
     _check_step(step, name)
     alias = cte.args.get("alias")
     listed = tuple(c.name for c in alias.columns) if alias is not None and alias.columns else ()
@@ -85,7 +86,7 @@ def split_recursive(sql: str | exp.Expr) -> RecursiveQuery | None:
     if len(columns) != len(base.expressions) or len(columns) != len(step.expressions):
         raise QueryError(
             f"{name} has {len(columns)} columns but its members select {len(base.expressions)} and "
-            f"{len(step.expressions)}: {_where(cte)[:200]!r}"
+            f"{len(step.expressions)}: {where(cte)[:200]!r}"
         )
     return RecursiveQuery(name, columns, base, step, bool(body.args.get("distinct")), tree)
 
@@ -94,17 +95,17 @@ def _check_step(step: exp.Select, name: str) -> None:
     reads = _reads(step, name)
     if len(reads) > 1:
         raise UnsupportedQueryError(
-            f"non-linear recursion ({name} read {len(reads)} times in one member)", _where(step)
+            f"non-linear recursion ({name} read {len(reads)} times in one member)", where(step)
         )
     if not reads:
-        raise UnsupportedQueryError(f"a recursive member that does not read {name}", _where(step))
+        raise UnsupportedQueryError(f"a recursive member that does not read {name}", where(step))
     read = reads[0]
     if read.find_ancestor(exp.Subquery, exp.Exists, exp.In) is not None:
         if read.find_ancestor(exp.Not) is not None:
             raise UnsupportedQueryError(
-                f"{name} negated in its own recursive member (not stratifiable)", _where(step)
+                f"{name} negated in its own recursive member (not stratifiable)", where(step)
             )
-        raise UnsupportedQueryError(f"{name} read inside a subquery of its recursive member", _where(step))
+        raise UnsupportedQueryError(f"{name} read inside a subquery of its recursive member", where(step))
     refused = {
         "group": "GROUP BY",
         "having": "HAVING",
@@ -116,16 +117,16 @@ def _check_step(step: exp.Select, name: str) -> None:
     for key, what in refused.items():
         if step.args.get(key):
             raise UnsupportedQueryError(
-                f"{what} in the recursive member of {name} (not monotone)", _where(step)
+                f"{what} in the recursive member of {name} (not monotone)", where(step)
             )
     if step.find(exp.AggFunc) is not None:
         raise UnsupportedQueryError(
-            f"an aggregate in the recursive member of {name} (not monotone)", _where(step)
+            f"an aggregate in the recursive member of {name} (not monotone)", where(step)
         )
     if step.find(exp.Window) is not None:
-        raise UnsupportedQueryError(f"a window function in the recursive member of {name}", _where(step))
+        raise UnsupportedQueryError(f"a window function in the recursive member of {name}", where(step))
     for join in step.args.get("joins") or []:
         if join.side:  # padded rows appear and vanish as matches come and go: not monotone
             raise UnsupportedQueryError(
-                f"a {join.side.upper()} JOIN in the recursive member of {name} (not monotone)", _where(join)
+                f"a {join.side.upper()} JOIN in the recursive member of {name} (not monotone)", where(join)
             )
