@@ -3,6 +3,8 @@ argument (not an AttributeError from deep inside)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,3 +76,12 @@ def check_strategy(strategy: str) -> None:
             f"unknown maintenance strategy {strategy!r}",
             hint=f"use one of {', '.join(MAINTENANCE_STRATEGIES)}",
         )
+
+
+def default_sketch_name(template: str, params: Mapping[str, Any], partition_ids: Mapping[str, int]) -> str:
+    """The name of a sketch captured without one: from its query template, parameters and
+    partitions, so the same capture gets the same name."""
+    digest = hashlib.sha256(
+        json.dumps([template, params, sorted(partition_ids.items())], sort_keys=True, default=str).encode()
+    ).hexdigest()
+    return f"sketch_{digest[:16]}"

@@ -3,8 +3,6 @@ publish the fragments it found as a new sketch version (with incremental state, 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -16,7 +14,7 @@ from pyroaring import BitMap
 
 from sketch_core import faults
 from sketch_core.algebra.frontend import decode_params, encode_params
-from sketch_core.algebra.query_text import query_text, template_key
+from sketch_core.algebra.query_text import query_text, referenced_tables, template_key
 from sketch_core.attribute_choice.query import AttributeEstimates
 from sketch_core.config import Settings
 from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
@@ -25,10 +23,17 @@ from sketch_core.maintenance.state_store import store_state
 from sketch_core.metastore.sketches import SketchDefinition
 from sketch_core.partitions.range_partition import MAX_FRAGMENTS, PartitionError, RangePartition
 from sketch_core.rewrites.capture import CapturePlan, instrument_capture
-from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
+from sketch_core.service.arguments import (
+    checked_fragments,
+    checked_mapping,
+    checked_snapshot,
+    checked_sql,
+    default_sketch_name,
+)
 from sketch_core.service.attributes import AttributeChooser
 from sketch_core.service.context import ServiceContext
 from sketch_core.service.engines import EngineCache, EngineFactory
+from sketch_core.service.recursive import RecursiveSketches, recursive_query
 from sketch_core.service.results import SketchVersion
 from sketch_core.service.runner import SubmittedJobs
 from sketch_core.spark.capture import run_capture
@@ -73,13 +78,6 @@ def _fragment_count(fragments: int | Mapping[str, int] | None, table: str, setti
     return count
 
 
-def _default_name(template: str, params: Mapping[str, Any], partition_ids: Mapping[str, int]) -> str:
-    digest = hashlib.sha256(
-        json.dumps([template, params, sorted(partition_ids.items())], sort_keys=True, default=str).encode()
-    ).hexdigest()
-    return f"sketch_{digest[:16]}"
-
-
 @dataclass(frozen=True)
 class CaptureRequest:
     """A capture of ``sql`` with ``params`` at commit ``sequence``, checked already.
@@ -110,10 +108,13 @@ class Capturer:
         chooser: AttributeChooser,
         engines: EngineFactory,
         cache: EngineCache,
+        recursive: RecursiveSketches,
         jobs: SubmittedJobs | None = None,
     ) -> None:
-        """``jobs``: where captures run when not in this process (see :mod:`.runner`)."""
+        """``recursive``: captures of ``WITH RECURSIVE`` queries; ``jobs``: where captures run
+        when not in this process (see :mod:`.runner`)."""
         self.context = context
+        self.recursive = recursive
         self.chooser = chooser
         self.engines = engines
         self.cache = cache
@@ -199,6 +200,21 @@ class Capturer:
         """Choose the attributes (unless given), partition, capture and publish: one version."""
         started = time.perf_counter()
         ctx, sql, sequence, fragments = self.context, request.sql, request.sequence, request.fragments
+        recursive = recursive_query(sql)
+        if recursive is not None:
+            counts = {t: _fragment_count(fragments, t, ctx.settings) for t in referenced_tables(sql)}
+            run = (request.strategy, request.from_version, request.delta_rows)
+            return self.recursive.capture(
+                recursive,
+                sql,
+                sequence,
+                request.name,
+                request.params,
+                request.attributes,
+                counts,
+                run,
+                started,
+            )
         pins = ctx.pin_query(sql, sequence)
         parsed = query_text(sql).to_ir(table_schemas(pins), request.params)
         statistics = {table: pin.column_bounds() for table, pin in pins.items()}
@@ -219,7 +235,7 @@ class Capturer:
         encoded = encode_params(request.params)
         partition_ids = {table: pid for table, (pid, _) in partitions.items()}
         template = template_key(sql)
-        name = request.name or _default_name(template, encoded, partition_ids)
+        name = request.name or default_sketch_name(template, encoded, partition_ids)
         definition = SketchDefinition(name, sql, encoded, template, partition_ids)
         with ctx.coordinated(name, "a capture"):
             done = self._published_at(definition, sequence)

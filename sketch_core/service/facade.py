@@ -58,6 +58,7 @@ from sketch_core.service.layouts import LayoutAdvisor
 from sketch_core.service.lifecycle import Lifecycle
 from sketch_core.service.maintenance import Maintainer
 from sketch_core.service.query import QueryRunner
+from sketch_core.service.recursive import RecursiveSketches
 from sketch_core.service.results import (
     GarbageReport,
     MaintenancePlan,
@@ -140,11 +141,21 @@ class SketchService:
         self.engines = EngineFactory(context)
         self.chooser = AttributeChooser(context)
         self.jobs = SubmittedJobs(context, submit) if submit is not None else None
-        self.capturer = Capturer(context, self.chooser, self.engines, self.engine_cache, self.jobs)
+        self.recursive = RecursiveSketches(context)
+        self.capturer = Capturer(
+            context, self.chooser, self.engines, self.engine_cache, self.recursive, self.jobs
+        )
         self.checks = DeltaChecks(context)
         self.lifecycle = Lifecycle(context, self.engine_cache)
         self.maintainer = Maintainer(
-            context, self.engines, self.engine_cache, self.capturer, self.checks, self.lifecycle, self.jobs
+            context,
+            self.engines,
+            self.engine_cache,
+            self.capturer,
+            self.checks,
+            self.lifecycle,
+            self.recursive,
+            self.jobs,
         )
         self.queries = QueryRunner(context, self.capturer, self.maintainer)
         self.scheduler = Scheduler(context, self.maintainer, self.engine_cache)

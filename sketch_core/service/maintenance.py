@@ -40,6 +40,7 @@ from sketch_core.service.capture import Capturer
 from sketch_core.service.context import ServiceContext
 from sketch_core.service.engines import EngineCache, EngineFactory
 from sketch_core.service.lifecycle import Lifecycle
+from sketch_core.service.recursive import RecursiveSketches, recursive_query
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun
 from sketch_core.service.runner import SubmittedJobs
 from sketch_core.service.validation import DeltaChecks
@@ -60,6 +61,7 @@ class Maintainer:
         capturer: Capturer,
         checks: DeltaChecks,
         lifecycle: Lifecycle,
+        recursive: RecursiveSketches,
         jobs: SubmittedJobs | None = None,
     ) -> None:
         """``jobs``: where runs that need Spark go when not in this process (see
@@ -70,6 +72,7 @@ class Maintainer:
         self.capturer = capturer
         self.checks = checks
         self.lifecycle = lifecycle
+        self.recursive = recursive
         self.jobs = jobs
 
     def maintain(self, name: str | None = None, strategy: str = "auto") -> list[MaintenanceRun]:
@@ -248,6 +251,8 @@ class Maintainer:
         if chosen == "incremental":
             try:
                 try:
+                    if recursive_query(definition.query_sql) is not None:
+                        return self.recursive.maintain(definition, record, plan, started)
                     return self._maintain_incremental(definition, record, plan, started)
                 except pa.ArrowException as exc:
                     # An expression Arrow could not evaluate on these rows: Spark decides it.

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pyroaring import BitMap
 from pyspark.sql import DataFrame
+from sqlglot import exp
 
 from sketch_core import faults
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params
@@ -39,11 +42,14 @@ from sketch_core.service.arguments import checked_mapping, checked_sketch_use, c
 from sketch_core.service.capture import Capturer, CaptureRequest
 from sketch_core.service.context import ServiceContext
 from sketch_core.service.maintenance import Maintainer
+from sketch_core.service.recursive import recursive_query
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, QueryResult, SketchedFrame
 from sketch_core.spark.annotate import rows_in_fragments
+from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY
 from sketch_core.spark.jobs import spark_job
 from sketch_core.spark.lake import iceberg_relation
-from sketch_core.spark.views import pinned_dataframe, register_view, table_schemas
+from sketch_core.spark.recursion import plain_frame
+from sketch_core.spark.views import keep_view, pinned_dataframe, register_view, table_schemas
 from sketch_core.tables.page_index import has_page_index
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -112,6 +118,11 @@ class QueryRunner:
         self.capturer = capturer
         self.maintainer = maintainer
 
+    @property
+    def _scratch(self) -> Path:
+        """Where recursive queries evaluated here write their rounds."""
+        return self.context.settings.warehouse / SCRATCH_DIRECTORY / "recursion"
+
     def sketch_files(self, name: str, version: int | None = None) -> dict[str, PinnedSnapshot]:
         """See :meth:`SketchService.sketch_files`."""
         pins, usable = self._resolved_version(name, version)
@@ -154,13 +165,14 @@ class QueryRunner:
         self,
         template: str,
         params: Mapping[str, Any] | None,
-        plan: Relation,
+        plan: Relation | None,
         pins: Mapping[str, PinnedSnapshot],
         sequence: int,
         aside: _TimeAside,
     ) -> _UsableSketch | None:
         """A sketch version valid for these snapshots, captured for this query or a reusable
-        instance of its template (PBDS Sec. 7); the one whose files hold the fewest rows.
+        instance of its template (PBDS Sec. 7; ``plan`` None: a recursive query, whose sketches
+        serve only itself); the one whose files hold the fewest rows.
         With ``settings.maintain_on_query``, a sketch whose newest version is older than the
         snapshots is first maintained to them (IMP Sec. 11)."""
         snapshots = {table: pin.snapshot_id for table, pin in pins.items()}
@@ -170,6 +182,8 @@ class QueryRunner:
         ctx = self.context
         for definition in ctx.sketches.definitions(template):
             if definition.params != encoded:
+                if plan is None:
+                    continue
                 if statistics is None:
                     statistics = {table: pin.column_bounds() for table, pin in pins.items()}
                 captured = query_text(definition.query_sql).to_ir(
@@ -285,11 +299,14 @@ class QueryRunner:
         with spark_job("the query"):
             if chosen is None:
                 views = {pin.table: register_view(ctx.spark, pin) for pin in pins.values()}
-                frame = ctx.spark.sql(text.bound_to(views), args=dict(params) if params else None)
+                frame = plain_frame(ctx.spark, text.bound_to(views), self._scratch, params)
                 sketch, files_read = None, files_total
             else:
                 parsed, usable = chosen
-                frame, files_read = self._run_with_sketch(parsed, usable, pins)
+                if parsed is None:
+                    frame, files_read = self._run_recursive_with_sketch(text, params, usable, pins)
+                else:
+                    frame, files_read = self._run_with_sketch(parsed, usable, pins)
                 sketch = (usable.record.name, usable.record.version)
             table = frame.toArrow()
         finished = time.perf_counter()
@@ -356,11 +373,16 @@ class QueryRunner:
         if chosen is None:
             snapshots = {pin.table: pin.snapshot_id for pin in pins.values()}
             with spark_job("the sketched query"):  # analysed here: Spark's refusal, typed
-                frame = ctx.spark.sql(
-                    text.bound_to_snapshots(catalog, snapshots), args=dict(params) if params else None
+                frame = plain_frame(
+                    ctx.spark, text.bound_to_snapshots(catalog, snapshots), self._scratch, params
                 )
             return SketchedFrame(frame, None, reason, sequence, files_total, files_total)
-        frame, usable = self._sketched_with(chosen, pins)
+        parsed, usable = chosen
+        if parsed is None:
+            with spark_job("the sketched query"):
+                frame, _ = self._run_recursive_with_sketch(text, params, usable, pins)
+        else:
+            frame, usable = self._sketched_with((parsed, usable), pins)
         in_sketch = sum(len(usable.pruned.get(table, pin).files) for table, pin in pins.items())
         record = usable.record
         return SketchedFrame(frame, (record.name, record.version), reason, sequence, files_total, in_sketch)
@@ -422,17 +444,21 @@ class QueryRunner:
         sequence: int,
         aside: _TimeAside,
         how: str,
-    ) -> tuple[tuple[ParsedQuery, _UsableSketch] | None, _UseDecision | None]:
-        """The sketch the query runs with (None: plain), and why it was or was not applied."""
+    ) -> tuple[tuple[ParsedQuery | None, _UsableSketch] | None, _UseDecision | None]:
+        """The sketch the query runs with (None: plain), and why it was or was not applied.
+        A recursive query has no IR (None in its place): its sketch filters its base tables."""
+        parsed: ParsedQuery | None = None
         try:
             parsed = text.to_ir(table_schemas(pins), params)
         except UnsupportedQueryError as exc:
-            log.info("running without sketches: %s", exc)
-            return None, None
+            if not self._recursive(text):
+                log.info("running without sketches: %s", exc)
+                return None, None
         sql, template = text.sql, text.template_key
-        usable = self._usable_sketch(template, params, parsed.plan, pins, sequence, aside)
+        plan = parsed.plan if parsed is not None else None
+        usable = self._usable_sketch(template, params, plan, pins, sequence, aside)
         if usable is None:
-            usable = self._self_tune(sql, template, params, parsed.plan, pins, sequence, aside)
+            usable = self._self_tune(sql, template, params, plan, pins, sequence, aside)
             return (None if usable is None else (parsed, usable)), None
         if self.context.settings.self_tuning != "off":  # the counts only adaptive self-tuning reads
             self.context.sketches.record_template_use(template, sql, hit=True)
@@ -450,8 +476,17 @@ class QueryRunner:
             return None, _UseDecision(choice.reason, skipped=found)
         return (parsed, usable), _UseDecision(choice.reason)
 
+    @staticmethod
+    def _recursive(text: QueryText) -> bool:
+        """Whether the query holds a recursion whose sketches this runs (others run plain)."""
+        try:
+            return recursive_query(text.sql) is not None
+        except UnsupportedQueryError as exc:
+            log.info("running without sketches: %s", exc)
+            return False
+
     def _footprints(
-        self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
+        self, parsed: ParsedQuery | None, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
     ) -> list[ScanFootprint]:
         """What the query reads of each table with the sketch (its pruned files, and whether
         its row condition drops rows before a join) and without it."""
@@ -498,7 +533,7 @@ class QueryRunner:
         return choice
 
     def _conditions(
-        self, parsed: ParsedQuery, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
+        self, parsed: ParsedQuery | None, usable: _UsableSketch, pins: Mapping[str, PinnedSnapshot]
     ) -> dict[str, tuple[str, Condition | None]]:
         """Per sketched table its attribute and the row condition its scans get (None: only
         its files are pruned, see ``row_condition_pays``; always one where the kept files have
@@ -508,7 +543,8 @@ class QueryRunner:
             return usable.conditions
         max_intervals = self.context.settings.max_intervals
         conditions: dict[str, tuple[str, Condition | None]] = {}
-        joined = {scan.table for scan in scans_below_joins(parsed.plan)}
+        # A recursion (no IR) joins every table it reads.
+        joined = {scan.table for scan in scans_below_joins(parsed.plan)} if parsed else set(usable.sketched)
         for table, (partition, fragments) in usable.sketched.items():
             kept = usable.pruned[table]
             # Files with merge-on-read deletes are read through Iceberg's source, over the whole
@@ -553,12 +589,37 @@ class QueryRunner:
         )
         return frame, files_read
 
+    def _run_recursive_with_sketch(
+        self,
+        text: QueryText,
+        params: Mapping[str, Any] | None,
+        usable: _UsableSketch,
+        pins: Mapping[str, PinnedSnapshot],
+    ) -> tuple[DataFrame, int]:
+        """A recursive query over its base tables cut down to the sketch's files and rows (its
+        sketch is safe for the recursion as written: :mod:`sketch_core.recursive.sketch`)."""
+        spark, record = self.context.spark, usable.record
+        conditions = self._conditions(None, usable, pins)
+        views: dict[str, str] = {}
+        for table, pin in pins.items():
+            if table not in usable.sketched:
+                views[table] = register_view(spark, pin)
+                continue
+            frame = pinned_dataframe(spark, usable.pruned[table])
+            attribute, condition = conditions[table]
+            if condition is not None:
+                frame = frame.where(condition(exp.column(attribute, quoted=True)).sql(dialect="spark"))
+            tag = hashlib.sha256(record.name.encode()).hexdigest()[:12]
+            views[table] = keep_view(spark, f"{pin.view_name}__{tag}_v{record.version}", frame)
+        files_read = sum(len(usable.pruned.get(t, pin).files) for t, pin in pins.items())
+        return plain_frame(spark, text.bound_to(views), self._scratch, params), files_read
+
     def _self_tune(
         self,
         sql: str,
         template: str,
         params: Mapping[str, Any] | None,
-        plan: Relation,
+        plan: Relation | None,
         pins: Mapping[str, PinnedSnapshot],
         sequence: int,
         aside: _TimeAside,

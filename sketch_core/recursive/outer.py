@@ -1,0 +1,110 @@
+"""What the query around a recursive CTE reads of it: which of its rows, and whether their
+duplicates count. Both decide what a provenance sketch of the query must keep (:mod:`.sketch`).
+
+* **Which rows.** An outer query ``SELECT ... FROM cte [alias] WHERE cond ...`` reads the rows
+  that pass ``cond`` (grouping, HAVING, ORDER BY and LIMIT read among those): only their
+  derivations need to be in the sketch. Any other shape (a join, the CTE in a subquery) is
+  taken to read every row, which is never wrong, only less selective.
+* **Duplicates.** With ``UNION ALL`` a row appears once per derivation (per walk through a
+  graph). Absorption provenance keeps each row's *minimal* derivations only, so a sketch built
+  from it can drop a base tuple that only non-minimal derivations use: on the sketch's data
+  the row is still there, but fewer times. That is harmless where the outer query does not
+  count duplicates: the CTE is ``UNION``, or every outer SELECT that reads the CTE is
+  ``DISTINCT``, groups with only MIN, MAX or COUNT(DISTINCT), or sits in an ``IN`` or
+  ``EXISTS``. Elsewhere a sketch is refused, by name.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from sketch_core.errors import QueryError, UnsupportedQueryError
+from sketch_core.incremental.expressions import ExpressionTranslator
+from sketch_core.recursive.query import RecursiveQuery, where
+
+
+def _outside_definition(query: RecursiveQuery) -> list[exp.Table]:
+    """The table references of the query outside the recursive CTE's own definition."""
+    definition = next(c for c in query.outer.args["with_"].expressions if c.alias_or_name == query.name)
+    return [t for t in query.outer.find_all(exp.Table) if definition not in _ancestors(t)]
+
+
+def _ancestors(node: exp.Expr) -> list[exp.Expr]:
+    out = []
+    while node.parent is not None:
+        node = node.parent
+        out.append(node)
+    return out
+
+
+def tables_read_outside(query: RecursiveQuery) -> set[str]:
+    """The ``ns.table`` names read outside the recursive CTE (by the outer query or other
+    CTEs): a sketch must not filter those, or the outer query would read less than it does."""
+    return {f"{t.db}.{t.name}" for t in _outside_definition(query) if t.args.get("db")}
+
+
+def outer_selection(query: RecursiveQuery, cte: pa.Schema) -> pc.Expression | None:
+    """The condition on the CTE's rows (columns named as in ``cte``) under which the outer
+    query reads them; None: it may read every row."""
+    tree = query.outer
+    reads = [t for t in _outside_definition(query) if not t.args.get("db") and t.name == query.name]
+    source = tree.args.get("from_") if isinstance(tree, exp.Select) else None
+    if (
+        len(reads) != 1
+        or source is None
+        or source.this is not reads[0]
+        or tree.args.get("joins")
+        or tree.args.get("where") is None
+    ):
+        return None
+    condition = tree.args["where"].this
+    if condition.find(exp.Subquery, exp.Select, exp.AggFunc, exp.Window) is not None:
+        return None
+    alias = reads[0].alias_or_name
+    columns = list(condition.find_all(exp.Column))
+    if any((c.table and c.table != alias) or c.name not in cte.names for c in columns):
+        return None  # Spark will say what is wrong with it; all rows are read meanwhile
+    bare = condition.copy().transform(lambda n: exp.column(n.name) if isinstance(n, exp.Column) else n)
+    try:
+        return ExpressionTranslator(cte)(bare)
+    except (UnsupportedQueryError, QueryError):
+        return None  # an expression Arrow does not evaluate here: every row is read
+
+
+_NO_DUPLICATES = (exp.Min, exp.Max)
+
+
+def check_duplicates_unread(query: RecursiveQuery) -> None:
+    """Refuse (:class:`UnsupportedQueryError`) a ``UNION ALL`` recursion whose outer query counts
+    its duplicates (see the module docstring)."""
+    if query.distinct:
+        return
+    for read in _outside_definition(query):
+        if read.args.get("db") or read.name != query.name:
+            continue
+        select = read.find_ancestor(exp.Select)
+        if select is None or _duplicates_unread(select):
+            continue
+        raise UnsupportedQueryError(
+            f"a sketch of a UNION ALL recursion ({query.name}) read with its duplicates (a sketch "
+            "keeps the base rows of each row's minimal derivations, not of every walk)",
+            where(select)[:300],
+            hint="read it with SELECT DISTINCT, or GROUP BY with MIN, MAX or COUNT(DISTINCT ...); "
+            "the query runs without a sketch as it is",
+        )
+
+
+def _duplicates_unread(select: exp.Select) -> bool:
+    if select.args.get("distinct"):
+        return True
+    if select.find_ancestor(exp.In, exp.Exists) is not None:
+        return True
+    aggregates = [a for a in select.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is select]
+    if not aggregates and not select.args.get("group"):
+        return False
+    return all(
+        isinstance(a, _NO_DUPLICATES) or (isinstance(a, exp.Count) and isinstance(a.this, exp.Distinct))
+        for a in aggregates
+    )

@@ -1,0 +1,284 @@
+"""Sketches of ``WITH RECURSIVE`` queries: captured, maintained and kept with absorption
+provenance (:mod:`sketch_core.recursive`), published as every sketch is.
+
+The recursion's base tables are read in-process at the pinned snapshots (PyIceberg), the view
+is evaluated with a formula per row, and the sketch is the fragments of the base rows those
+formulas mention (:mod:`sketch_core.recursive.sketch`, which says why that is safe). A
+maintenance run hands the view the rows inserted and deleted since its version: a delete
+restricts formulas and removes the rows that lose every derivation, without deriving anything
+again. The view at the newest version is kept in this process; a run that finds none builds it
+from the version's snapshot first (recorded as ``built_state``).
+
+Attributes: as given, else per table the column its rows are joined on in the recursion (for
+reachability over ``links(src, dst)``, ``src``: a path's links are found by their source).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+
+from pyroaring import BitMap
+
+from sketch_core.algebra.frontend import encode_params
+from sketch_core.algebra.query_text import template_key
+from sketch_core.errors import QueryError, UnsupportedQueryError
+from sketch_core.metastore.sketches import FinishedRun, SketchDefinition, VersionRecord
+from sketch_core.partitions.range_partition import RangePartition
+from sketch_core.recursive.members import Members, compile_members
+from sketch_core.recursive.outer import check_duplicates_unread, outer_selection, tables_read_outside
+from sketch_core.recursive.query import RecursiveQuery, split_recursive
+from sketch_core.recursive.sketch import RecursiveSketch
+from sketch_core.service.arguments import default_sketch_name
+from sketch_core.service.context import ServiceContext
+from sketch_core.service.results import MaintenancePlan, MaintenanceRun, SketchVersion
+from sketch_core.tables.pinned import PinnedSnapshot
+
+log = logging.getLogger(__name__)
+
+
+def recursive_query(sql: str) -> RecursiveQuery | None:
+    """The recursive CTE of ``sql``, split and checked; None for a query without one."""
+    if "recursive" not in sql.lower():
+        return None
+    return split_recursive(sql)
+
+
+class RecursiveSketches:
+    """Capturing and maintaining sketches of recursive queries."""
+
+    def __init__(self, context: ServiceContext) -> None:
+        self.context = context
+        # sketch name -> (its definition's identity, version, view at that version)
+        self._kept: OrderedDict[str, tuple[object, int, RecursiveSketch]] = OrderedDict()
+
+    # -- capture ---------------------------------------------------------------------------
+    def capture(
+        self,
+        query: RecursiveQuery,
+        sql: str,
+        sequence: int,
+        name: str | None,
+        params: Mapping[str, object] | None,
+        attributes: Mapping[str, str] | None,
+        fragments: Mapping[str, int],
+        run: tuple[str, int | None, int],
+        started: float,
+    ) -> SketchVersion:
+        """Capture ``sql`` at ``sequence`` (arguments checked and fragment counts resolved by the
+        capturer); ``run``: what to record it as (strategy, version it replaces, delta rows)."""
+        ctx = self.context
+        if params:
+            raise UnsupportedQueryError(
+                "parameters in a recursive query's sketch",
+                sql[:200],
+                hint="write the values into the query text",
+            )
+        check_duplicates_unread(query)
+        pins = ctx.pin_query(sql, sequence)
+        members = compile_members(query, {t: pin.schema for t, pin in pins.items()})
+        chosen = self._attributes(query, members, pins, attributes)
+        partitions = {
+            table: ctx.partitions.range_partition(table, attribute, fragments[table], sequence=sequence)
+            for table, attribute in chosen.items()
+        }
+        partition_ids = {table: pid for table, (pid, _) in partitions.items()}
+        encoded = encode_params(params)
+        template = template_key(sql)
+        if name is None:
+            name = default_sketch_name(template, encoded, partition_ids)
+        definition = SketchDefinition(name, sql, encoded, template, partition_ids)
+        kept = self._build(definition, members, {t: p for t, (_, p) in partitions.items()}, sequence)
+        found = kept.fragments()
+        with ctx.coordinated(name, "a capture"):
+            ctx.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
+            strategy, from_version, delta_rows = run
+            record = self._publish(
+                definition,
+                sequence,
+                pins,
+                found,
+                FinishedRun(
+                    strategy,
+                    from_version,
+                    "succeeded",
+                    delta_rows,
+                    time.perf_counter() - started,
+                    table_rows=sum(pin.record_count for pin in pins.values()),
+                ),
+            )
+        self._keep(definition, record.version, kept)
+        log.info("captured recursive %s version %d at sequence %d", name, record.version, sequence)
+        return ctx.partitions.sketch_version(record)
+
+    def _attributes(
+        self,
+        query: RecursiveQuery,
+        members: Members,
+        pins: Mapping[str, PinnedSnapshot],
+        given: Mapping[str, str] | None,
+    ) -> dict[str, str]:
+        """Per base table of the recursion that only the recursion reads, its attribute."""
+        outside = tables_read_outside(query)
+        read = [t for t in (members.seed_table, members.edge_table) if t is not None]
+        tables = sorted({t for t in read if t not in outside})
+        if not tables:
+            raise UnsupportedQueryError(
+                f"a sketch of {query.name} whose base tables are read outside the recursion too "
+                f"({', '.join(sorted(set(read)))}): a sketch would filter what the outer query reads",
+                sql_of(query),
+            )
+        if given:
+            unknown = sorted(set(given) - set(tables))
+            if unknown:
+                raise QueryError(
+                    f"attributes given for {', '.join(unknown)}, which the recursion of {query.name} "
+                    "does not sketch",
+                    hint=f"give attributes for {', '.join(tables)}",
+                )
+        chosen: dict[str, str] = {}
+        for table in tables:
+            names = pins[table].schema.names
+            attribute = (given or {}).get(table) or _join_column(members, table, names)
+            if attribute not in names:
+                raise QueryError(
+                    f"{attribute} is not a column of {table}", hint=f"its columns: {', '.join(names)}"
+                )
+            chosen[table] = attribute
+        return chosen
+
+    # -- maintenance -----------------------------------------------------------------------
+    def maintain(
+        self, definition: SketchDefinition, record: VersionRecord, plan: MaintenancePlan, started: float
+    ) -> MaintenanceRun:
+        """``plan``'s incremental run: the view at ``record`` given the rows inserted and deleted
+        up to ``plan.target``, and the sketch it then gives published."""
+        ctx, name, target = self.context, definition.name, plan.target
+        try:
+            kept, built = self._at(definition, record)
+            inserted, deleted = {}, {}
+            for table in kept.schemas:
+                delta = ctx.tables.delta(table, record.sequence, target)
+                inserted[table], deleted[table] = delta.inserted, delta.deleted
+            gone, came = kept.apply(inserted, deleted, target)
+            found = kept.fragments()
+            pins = ctx.pin_query(definition.query_sql, target)
+            seconds = time.perf_counter() - started
+            published = self._publish(
+                definition,
+                target,
+                pins,
+                found,
+                FinishedRun(
+                    "incremental",
+                    record.version,
+                    "succeeded",
+                    plan.delta_rows,
+                    seconds,
+                    table_rows=sum(pin.record_count for pin in pins.values()),
+                    built_state=built,
+                ),
+            )
+        except Exception as exc:
+            failed = FinishedRun(
+                "incremental",
+                record.version,
+                "failed",
+                plan.delta_rows,
+                time.perf_counter() - started,
+                str(exc),
+            )
+            try:
+                ctx.sketches.record_run(name, failed, None)
+            except Exception as unrecorded:  # the original error is the one to report
+                log.warning("could not record the failed run of %s: %s", name, unrecorded)
+            raise
+        self._keep(definition, published.version, kept)
+        log.info(
+            "maintained recursive %s to version %d in %.2fs: %d rows removed, %d added, "
+            "%d derivations formed",
+            name,
+            published.version,
+            seconds,
+            len(gone.removed),
+            len(came.added),
+            gone.work.derivations + came.work.derivations,
+        )
+        return MaintenanceRun(
+            name, record.version, published.version, "incremental", plan.delta_rows, seconds
+        )
+
+    def forget(self, name: str) -> None:
+        self._kept.pop(name, None)
+
+    # -- internals -------------------------------------------------------------------------
+    def _at(self, definition: SketchDefinition, record: VersionRecord) -> tuple[RecursiveSketch, bool]:
+        """The view at ``record``'s version: the one kept here (taken out while it is advanced,
+        so one that fails half-way is never used again), else built from its snapshot (True)."""
+        kept = self._kept.pop(definition.name, None)
+        if kept is not None and kept[0] == definition.identity() and kept[1] == record.version:
+            return kept[2], False
+        query = split_recursive(definition.query_sql)
+        assert query is not None  # a recursive sketch's definition
+        pins = self.context.pin_query(definition.query_sql, record.sequence)
+        members = compile_members(query, {t: pin.schema for t, pin in pins.items()})
+        partitions = {t: p for t, p in self.context.partitions.of(definition).items()}
+        return self._build(definition, members, partitions, record.sequence), True
+
+    def _build(
+        self,
+        definition: SketchDefinition,
+        members: Members,
+        partitions: Mapping[str, RangePartition],
+        sequence: int,
+    ) -> RecursiveSketch:
+        query = split_recursive(definition.query_sql)
+        assert query is not None
+        read = sorted({t for t in (members.seed_table, members.edge_table) if t is not None})
+        tables = {t: self.context.tables.read_arrow(t, sequence) for t in read}
+        return RecursiveSketch.build(
+            members, partitions, outer_selection(query, members.schema), tables, sequence
+        )
+
+    def _publish(
+        self,
+        definition: SketchDefinition,
+        sequence: int,
+        pins: Mapping[str, PinnedSnapshot],
+        found: Mapping[str, set[int]],
+        run: FinishedRun,
+    ) -> VersionRecord:
+        return self.context.sketches.publish_version(
+            definition.name,
+            sequence,
+            {table: pin.snapshot_id for table, pin in pins.items()},
+            {
+                pid: BitMap(sorted(found.get(t, set()))).serialize()
+                for t, pid in definition.partition_ids.items()
+            },
+            run=run,
+        )
+
+    def _keep(self, definition: SketchDefinition, version: int, kept: RecursiveSketch) -> None:
+        entries = self.context.settings.engine_cache_entries
+        if entries == 0:
+            return
+        self._kept[definition.name] = (definition.identity(), version, kept)
+        self._kept.move_to_end(definition.name)
+        while len(self._kept) > entries:
+            self._kept.popitem(last=False)
+
+
+def _join_column(members: Members, table: str, names: list[str]) -> str:
+    """The column of ``table`` its rows are joined on in the recursion (the first join key of
+    an edge; for a seed table that is not the edge table, the column its first row column
+    comes from, else its first column)."""
+    if table == members.edge_table:
+        return names[members.rule.other[0]]
+    return names[0]
+
+
+def sql_of(query: RecursiveQuery) -> str:
+    return query.outer.sql(dialect="spark")[:300]

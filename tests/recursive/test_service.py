@@ -1,0 +1,189 @@
+"""Recursive reports through the service: evaluated on Spark, captured, used and maintained.
+
+The oracles: a fixpoint computed here (reachability), Spark's plain query, and a fresh capture
+at the same snapshot. After every generated batch of inserted and deleted links (duplicates,
+self-loops, cycles, disconnected parts), the sketch maintained incrementally equals a fresh
+capture, and the report with the sketch equals the report without it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from sketch_core.errors import DeltaQuarantinedError, InvalidDataError, QueryError, UnsupportedQueryError
+from sketch_core.service.facade import SketchService
+from sketch_core.spark.recursion import RecursionDepthError
+from tests.oracles.results import sorted_rows
+from tests.service.test_maintain import fresh_fragments, maintained
+
+pytestmark = pytest.mark.spark
+
+LONG = os.environ.get("SKETCH_HYPOTHESIS_PROFILE") == "long"
+SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64()), ("w", pa.int64())])
+NODES = 8
+_tables = itertools.count()
+
+# Reachability from node 0 (UNION: cycles end; Spark itself runs only UNION ALL).
+REACH = """WITH RECURSIVE reach(src, dst) AS (
+    SELECT src, dst FROM {t} WHERE src = 0
+    UNION
+    SELECT r.src, l.dst FROM reach r JOIN {t} l ON l.src = r.dst)
+SELECT dst FROM reach"""
+# Least hops to each node within 3, from Spark's own UNION ALL recursion.
+LEAST_HOPS = """WITH RECURSIVE hops(node, n) AS (
+    SELECT dst, 1 FROM {t} WHERE src = 0
+    UNION ALL
+    SELECT l.dst, h.n + 1 FROM hops h JOIN {t} l ON l.src = h.node WHERE h.n < 3)
+SELECT node, MIN(n) AS n FROM hops WHERE node <> 0 GROUP BY node"""
+
+
+def _links(rows: list[tuple[int, int, int]]) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), ()]
+    return pa.table([pa.array(c, pa.int64()) for c in columns], schema=SCHEMA)
+
+
+def _reachable(links: list[tuple[int, int, int]]) -> set[int]:
+    found = {dst for src, dst, _ in links if src == 0}
+    while True:
+        more = {dst for src, dst, _ in links if src in found} - found
+        if not more:
+            return found
+        found |= more
+
+
+def _table(svc: SketchService, ns: str, links: list[tuple[int, int, int]]) -> str:
+    table = f"{ns}.links{next(_tables)}"
+    svc.tables.create(table, _links(links), sort_by=["src"])
+    return table
+
+
+def test_union_recursion_runs_semi_naively_on_spark(spark_svc: SketchService, ns: str) -> None:
+    links = [(0, 1, 1), (1, 2, 1), (2, 0, 1), (2, 3, 1), (5, 6, 1), (3, 3, 1)]
+    table = _table(spark_svc, ns, links)
+    result = spark_svc.query(REACH.format(t=table), use_sketches=False)
+    assert {r["dst"] for r in result.table.to_pylist()} == _reachable(links) == {0, 1, 2, 3}
+    # Other CTEs beside the recursive one, read by its members and by the outer query.
+    sql = f"""WITH RECURSIVE heavy AS (SELECT * FROM {table} WHERE w > 0),
+        reach(dst) AS (SELECT dst FROM heavy WHERE src = 0
+            UNION SELECT h.dst FROM reach r JOIN heavy h ON h.src = r.dst)
+        SELECT COUNT(*) AS n FROM reach WHERE dst IN (SELECT src FROM heavy)"""
+    assert spark_svc.query(sql, use_sketches=False).table.to_pylist() == [{"n": 4}]  # 0, 1, 2, 3
+
+
+def test_a_recursion_past_spark_s_level_limit_gets_a_typed_error(spark_svc: SketchService, ns: str) -> None:
+    table = _table(spark_svc, ns, [(i, i + 1, 1) for i in range(8)])
+    spark = spark_svc.context.spark
+    spark.conf.set("spark.sql.cteRecursionLevelLimit", "4")
+    try:
+        with pytest.raises(RecursionDepthError, match="in each of 4 rounds") as caught:
+            spark_svc.query(REACH.format(t=table), use_sketches=False)
+    finally:
+        spark.conf.unset("spark.sql.cteRecursionLevelLimit")
+    assert caught.value.limit == 4
+
+
+def _check(svc: SketchService, sql: str, name: str, truth: set[int] | None) -> None:
+    sequence = svc.latest_sequence()
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, sequence)
+    plain = svc.query(sql, use_sketches=False)
+    used = svc.query(sql, use_sketches="always")
+    assert used.sketch is not None and used.sketch[0] == name
+    assert sorted_rows(used.table) == sorted_rows(plain.table)
+    if truth is not None:
+        assert {r["dst"] for r in plain.table.to_pylist()} == truth
+
+
+LINK = st.tuples(st.integers(0, NODES - 1), st.integers(0, NODES - 1), st.integers(1, 3))
+# Per batch: links inserted, and links deleted (by index into the table's links).
+BATCH = st.tuples(st.lists(LINK, max_size=4), st.lists(st.integers(0, 30), max_size=2))
+
+
+@seed(20261129)
+@settings(
+    max_examples=200 if LONG else 8,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: each example costs seconds of Spark
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(start=st.lists(LINK, min_size=1, max_size=10), batches=st.lists(BATCH, min_size=1, max_size=3))
+@pytest.mark.parametrize("template", [REACH, LEAST_HOPS], ids=["reach", "least_hops"])
+def test_maintained_recursive_sketches_equal_fresh_captures_and_keep_reports_exact(
+    spark_svc: SketchService, ns: str, template: str, start: list, batches: list
+) -> None:
+    svc = spark_svc
+    table = _table(svc, ns, start)
+    sql = template.format(t=table)
+    name = f"{table.replace('.', '_')}_sketch"
+    svc.capture(sql, name=name, fragments=4)
+    links = list(start)
+    reach = template is REACH
+    _check(svc, sql, name, _reachable(links) if reach else None)
+    for added, deleted in batches:
+        gone = sorted({links[i] for i in deleted if i < len(links)})
+        if not gone and not added:
+            continue
+        for src, dst, w in gone:  # every copy of the link goes
+            svc.tables.delete(table, f"src = {src} AND dst = {dst} AND w = {w}")
+            links = [link for link in links if link != (src, dst, w)]
+        if added:
+            svc.tables.append(table, _links(added))
+            links += added
+        runs = svc.maintain(name, strategy="incremental")
+        assert [run.strategy for run in runs] == ["incremental"]
+        _check(svc, sql, name, _reachable(links) if reach else None)
+
+
+def test_a_delete_that_leaves_every_row_derivable_changes_no_fragment(
+    spark_svc: SketchService, ns: str
+) -> None:
+    # Two ways from 0 to 2 (0->1->2 and 0->2): deleting 0->2 keeps node 2 reachable.
+    table = _table(spark_svc, ns, [(0, 1, 1), (1, 2, 1), (0, 2, 1), (2, 3, 1), (6, 7, 1)])
+    sql = REACH.format(t=table)
+    first = spark_svc.capture(sql, name=f"{ns}_two_ways", fragments=8)
+    assert first.fragments[table] != sorted(range(9))  # node 6's links are not in it
+    spark_svc.tables.delete(table, "src = 0 AND dst = 2")
+    (run,) = spark_svc.maintain(f"{ns}_two_ways", strategy="incremental")
+    assert run.strategy == "incremental"
+    assert {r["dst"] for r in spark_svc.query(sql, use_sketches="always").table.to_pylist()} == {1, 2, 3}
+
+
+def test_a_link_with_a_null_key_is_refused_and_the_sketch_keeps_its_version(
+    spark_svc: SketchService, ns: str
+) -> None:
+    table = _table(spark_svc, ns, [(0, 1, 1), (1, 2, 1)])
+    sql, name = REACH.format(t=table), f"{ns}_nulls"
+    before = spark_svc.capture(sql, name=name, fragments=4)
+    seq = spark_svc.tables.append(table, pa.table({"src": [None], "dst": [5], "w": [1]}, schema=SCHEMA))
+    # Delta validation stops the batch first (the column never had NULLs) ...
+    with pytest.raises(DeltaQuarantinedError, match="src: 1 NULL values"):
+        spark_svc.maintain(name)
+    # ... and once it is accepted, the recursion refuses the link itself.
+    spark_svc.override_validation(table, seq, reason="test: let the broken link through")
+    for strategy in ("incremental", "auto"):
+        with pytest.raises(InvalidDataError, match=r"links\d+ has a row with a NULL join key"):
+            spark_svc.maintain(name, strategy=strategy)
+    assert spark_svc.sketch(name).version == before.version
+    assert maintained(spark_svc, name) == {t: set(ids) for t, ids in before.fragments.items()}
+
+
+def test_recursions_a_sketch_cannot_serve_are_refused_by_name(spark_svc: SketchService, ns: str) -> None:
+    table = _table(spark_svc, ns, [(0, 1, 1), (1, 2, 1)])
+    counted = LEAST_HOPS.format(t=table).replace("MIN(n) AS n", "COUNT(*) AS walks")
+    with pytest.raises(UnsupportedQueryError, match="read with its duplicates"):
+        spark_svc.capture(counted, name=f"{ns}_walks")
+    # The report itself still runs, plain.
+    assert spark_svc.query(counted).sketch is None
+    outside = REACH.format(t=table).replace(
+        "SELECT dst FROM reach", f"SELECT dst FROM reach JOIN {table} x ON x.src = reach.dst"
+    )
+    with pytest.raises(UnsupportedQueryError, match="read outside the recursion"):
+        spark_svc.capture(outside, name=f"{ns}_outside")
+    with pytest.raises(QueryError, match="is not a column of"):
+        spark_svc.capture(REACH.format(t=table), name=f"{ns}_bad", attributes={table: "nope"})
