@@ -7,7 +7,8 @@ Each row of the view keeps its formula (:mod:`.formulas`); so do the seeds and t
   what changed travels as the *difference* (``new and not old``, Algorithm 1's deltaPv) through the
   joins, pipelined semi-naive: a row's difference joins the edges, an edge's difference joins
   the rows. A derivation whose formula is absorbed changes nothing and stops there, which is
-  also what ends the iteration. Formulas that outgrow ``node_limit`` BDD nodes end it with
+  also what ends the iteration. Formulas that outgrow ``node_limit`` BDD nodes, or one change
+  that takes longer than ``seconds_limit``, end it with
   :class:`.FormulasTooLargeError` (the view is then to be dropped, and maintained otherwise).
 * Delete: the deleted base tuples' variables are set to false in every formula that mentions
   them (an index from base tuple to rows finds those); a row whose formula becomes false is
@@ -21,12 +22,15 @@ re-derived, where DRed would over-delete every row and derive them all again.
 
 from __future__ import annotations
 
+import math
+import time
 from collections import deque
 from collections.abc import Hashable, Iterable
 
 from sketch_core.recursive.formulas import Formula, Formulas
 from sketch_core.recursive.rule import (
     DEFAULT_NODE_LIMIT,
+    DEFAULT_SECONDS_LIMIT,
     Change,
     Derived,
     FormulasTooLargeError,
@@ -43,10 +47,16 @@ class AbsorptionView:
     """The view of ``rule`` over its seeds and edges, with a formula per row."""
 
     def __init__(
-        self, rule: LinearRule, formulas: Formulas | None = None, node_limit: int = DEFAULT_NODE_LIMIT
+        self,
+        rule: LinearRule,
+        formulas: Formulas | None = None,
+        node_limit: int = DEFAULT_NODE_LIMIT,
+        seconds_limit: float | None = DEFAULT_SECONDS_LIMIT,
     ) -> None:
         self.rule = rule
         self.node_limit = node_limit
+        self.seconds_limit = seconds_limit
+        self._deadline = math.inf
         self.formulas = formulas or Formulas()
         self.rows: dict[Row, Formula] = {}
         self.seeds: dict[Row, Formula] = {}
@@ -60,6 +70,7 @@ class AbsorptionView:
     def insert(self, seeds: Iterable[Derived] = (), edges: Iterable[Derived] = ()) -> Change:
         """Add derivations of seeds and edges, and propagate them to the fixpoint."""
         change = Change()
+        self._deadline = time.monotonic() + self.seconds_limit if self.seconds_limit else math.inf
         queue: deque[tuple[Row, Formula]] = deque()
         false = self.formulas.false
         grown: list[tuple[Row, Formula]] = []
@@ -137,6 +148,17 @@ class AbsorptionView:
                 change.work.removed += 1
         return change
 
+    def restore(self, rows: dict[Row, Formula], seeds: dict[Row, Formula], edges: dict[Row, Formula]) -> None:
+        """Take stored formulas (:mod:`.state`) as the view's, with their indexes rebuilt."""
+        self.rows, self.seeds, self.edges = rows, seeds, edges
+        for row in rows:
+            self._rows_by_key.setdefault(self.rule.own_key(row), set()).add(row)
+        for edge in edges:
+            self._edges_by_key.setdefault(self.rule.other_key(edge), set()).add(edge)
+        for which, store in ((_SEEDS, seeds), (_EDGES, edges), (_ROWS, rows)):
+            for row, formula in store.items():
+                self._mention(self.formulas.keys(formula), which, row)
+
     def support(self) -> set[Hashable]:
         """The base tuples some row of the view can be derived from (its minimal derivations)."""
         out: set[Hashable] = set()
@@ -162,8 +184,11 @@ class AbsorptionView:
         for i, ((_, formula, _, edge_formula), out) in enumerate(zip(pairs, outs, strict=True)):
             if out is not None:
                 self._add(out, formula & edge_formula, queue, change)
-            if i % 256 == 255 and self.formulas.nodes() > self.node_limit:
-                raise FormulasTooLargeError(self.node_limit)
+            if i % 16 == 15:  # one operation on large formulas can take milliseconds
+                if time.monotonic() > self._deadline:
+                    raise FormulasTooLargeError(self.node_limit, self.seconds_limit)
+                if i % 256 == 255 and self.formulas.nodes() > self.node_limit:
+                    raise FormulasTooLargeError(self.node_limit)
         if self.formulas.nodes() > self.node_limit:
             raise FormulasTooLargeError(self.node_limit)
 

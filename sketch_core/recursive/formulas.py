@@ -37,6 +37,7 @@ class Formulas:
         self._bdd = _backend.BDD()
         self._names: dict[Hashable, str] = {}
         self._keys: dict[str, Hashable] = {}
+        self._declared = 0  # variables are v0, v1, ...: the next one's number
         self.true: Formula = self._bdd.true
         self.false: Formula = self._bdd.false
 
@@ -46,11 +47,24 @@ class Formulas:
         mentions it any more)."""
         name = self._names.get(key)
         if name is None:
-            name = f"v{len(self._names)}"
-            self._bdd.declare(name)
-            self._names[key] = name
-            self._keys[name] = key
+            name = f"v{self._declared}"
+            self.adopt(key, name)
         return self._bdd.var(name)
+
+    def adopt(self, key: Hashable, name: str) -> None:
+        """Make ``name`` the variable of base tuple ``key`` (restoring stored formulas)."""
+        self._bdd.declare(name)
+        self._names[key] = name
+        self._keys[name] = key
+        self._declared = max(self._declared, int(name[1:]) + 1)
+
+    def name_of(self, key: Hashable) -> str | None:
+        """The variable of base tuple ``key``, if it has one."""
+        return self._names.get(key)
+
+    def node(self, name: str, high: Formula, low: Formula) -> Formula:
+        """``high`` where variable ``name`` is true, else ``low`` (rebuilding stored nodes)."""
+        return self._bdd.ite(self._bdd.var(name), high, low)
 
     def conjunction(self, keys: Iterable[Hashable]) -> Formula:
         """The formula of one derivation from the base tuples ``keys``."""

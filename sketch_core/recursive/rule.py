@@ -56,15 +56,30 @@ def row_by_row(derive: Callable[[Row, Row], Row | None]) -> Derive:
 DEFAULT_NODE_LIMIT = 20_000_000
 
 
-class FormulasTooLargeError(SketchError):
-    """The formulas of a recursive view outgrew their node limit."""
+# Seconds one change (a first load included) may spend on a view's formulas: past it the
+# graph is one whose formulas no budget holds (see DEFAULT_NODE_LIMIT), and saying so beats
+# computing for hours.
+DEFAULT_SECONDS_LIMIT = 600.0
 
-    def __init__(self, limit: int) -> None:
+
+class FormulasTooLargeError(SketchError):
+    """The formulas of a recursive view outgrew their node limit, or took longer than their
+    time limit (``seconds``) for one change."""
+
+    def __init__(self, limit: int, seconds: float | None = None) -> None:
+        what = (
+            f"took more than {seconds:g} s for one change"
+            if seconds is not None
+            else f"outgrew {limit:,} BDD nodes"
+        )
         super().__init__(
-            f"the recursive view's provenance formulas outgrew {limit:,} BDD nodes",
-            hint="maintain it by DRed or by recomputation instead, or raise the limit",
+            f"the recursive view's provenance formulas {what} (for reachability over a "
+            "well-connected graph they grow exponentially with its width)",
+            hint="run the query without a sketch; a graph of weakly connected parts (trees, "
+            "hierarchies, networks of stubs) is what absorption provenance keeps cheaply",
         )
         self.limit = limit
+        self.seconds = seconds
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from sketch_core.partitions.range_partition import RangePartition
 from sketch_core.recursive.absorption import AbsorptionView
 from sketch_core.recursive.members import Members
 from sketch_core.recursive.rule import Change, Row
+from sketch_core.recursive.state import base_tables, restored_view, view_state
 from sketch_core.recursive.view import BaseKey, RecursiveView
 
 
@@ -70,6 +71,25 @@ class RecursiveSketch:
         view = RecursiveView(members)
         view.insert(tables)
         return cls(view, dict(partitions), selection, {t: r.schema for t, r in tables.items()}, sequence)
+
+    @classmethod
+    def restore(
+        cls,
+        members: Members,
+        partitions: Mapping[str, RangePartition],
+        selection: pc.Expression | None,
+        schemas: Mapping[str, pa.Schema],
+        state: Mapping[str, pa.Table],
+        sequence: int,
+    ) -> RecursiveSketch:
+        """The view stored as ``state`` (:func:`.state.view_state`) at ``sequence``."""
+        view = restored_view(members, state)
+        read = {t: schemas[t] for t in base_tables(members)}
+        return cls(view, dict(partitions), selection, read, sequence)
+
+    def state(self) -> dict[str, pa.Table]:
+        """The view's state as tables (:mod:`.state`)."""
+        return view_state(self.view, self.schemas)
 
     @property
     def members(self) -> Members:

@@ -19,7 +19,7 @@ from sketch_core.errors import InvalidDataError
 from sketch_core.recursive.absorption import AbsorptionView
 from sketch_core.recursive.dred import DRedView
 from sketch_core.recursive.members import Members
-from sketch_core.recursive.rule import DEFAULT_NODE_LIMIT, Change, Derived, Row
+from sketch_core.recursive.rule import DEFAULT_NODE_LIMIT, DEFAULT_SECONDS_LIMIT, Change, Derived, Row
 
 BaseKey = tuple[str, Row, int]
 
@@ -30,15 +30,21 @@ class RecursiveView:
         members: Members,
         engine: Literal["absorption", "dred"] = "absorption",
         node_limit: int = DEFAULT_NODE_LIMIT,
+        seconds_limit: float | None = DEFAULT_SECONDS_LIMIT,
+        *,
+        seeded: bool = True,
     ) -> None:
+        """``seeded=False``: without the constant seed of a base member that reads no table
+        (a view about to be restored has it among its stored seeds)."""
         self.members = members
         self.engine: AbsorptionView | DRedView = (
-            AbsorptionView(members.rule, node_limit=node_limit)
+            AbsorptionView(members.rule, node_limit=node_limit, seconds_limit=seconds_limit)
             if engine == "absorption"
             else DRedView(members.rule, members.copied, members.edge_copied)
         )
-        self._copies: dict[tuple[str, Row], int] = {}
-        if members.constant_seed is not None:
+        # Per base row, the copies of it the view has (identical rows are tuples of their own).
+        self.copies: dict[tuple[str, Row], int] = {}
+        if members.constant_seed is not None and seeded:
             self.engine.insert([(members.constant_seed, frozenset())])
 
     @property
@@ -76,15 +82,15 @@ class RecursiveView:
             for row in _tuples(rows)
         )
         for (table, row), count in counts.items():
-            if count > self._copies.get((table, row), 0):
+            if count > self.copies.get((table, row), 0):
                 raise InvalidDataError(
                     f"a row deleted from {table} that the view of {self.members.name} never had: {row}",
                     hint="hand the view every row of its base tables (deltas between two snapshots)",
                 )
         gone: list[Hashable] = []
         for (table, row), count in counts.items():
-            left = self._copies[(table, row)] - count
-            self._copies[(table, row)] = left
+            left = self.copies[(table, row)] - count
+            self.copies[(table, row)] = left
             gone += [(table, row, copy) for copy in range(left, left + count)]
         return self.engine.delete(gone)
 
@@ -102,8 +108,8 @@ class RecursiveView:
             )
 
     def _new_key(self, table: str, row: Row) -> BaseKey:
-        copy = self._copies.get((table, row), 0)
-        self._copies[(table, row)] = copy + 1
+        copy = self.copies.get((table, row), 0)
+        self.copies[(table, row)] = copy + 1
         return (table, row, copy)
 
 

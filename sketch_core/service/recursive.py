@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from pyroaring import BitMap
 
+from sketch_core import faults
 from sketch_core.algebra.frontend import encode_params
 from sketch_core.algebra.query_text import template_key
 from sketch_core.errors import QueryError, UnsupportedQueryError
@@ -95,7 +96,9 @@ class RecursiveSketches:
         with ctx.coordinated(name, "a capture"):
             ctx.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
             strategy, from_version, delta_rows = run
+            ref = self._stored(name, kept)
             record = self._publish(
+                ref,
                 definition,
                 sequence,
                 pins,
@@ -166,7 +169,9 @@ class RecursiveSketches:
             found = kept.fragments()
             pins = ctx.pin_query(definition.query_sql, target)
             seconds = time.perf_counter() - started
+            ref = self._stored(name, kept)
             published = self._publish(
+                ref,
                 definition,
                 target,
                 pins,
@@ -216,15 +221,26 @@ class RecursiveSketches:
     # -- internals -------------------------------------------------------------------------
     def _at(self, definition: SketchDefinition, record: VersionRecord) -> tuple[RecursiveSketch, bool]:
         """The view at ``record``'s version: the one kept here (taken out while it is advanced,
-        so one that fails half-way is never used again), else built from its snapshot (True)."""
+        so one that fails half-way is never used again), else restored from the version's
+        stored state, else built from its snapshot (then True)."""
         kept = self._kept.pop(definition.name, None)
         if kept is not None and kept[0] == definition.identity() and kept[1] == record.version:
             return kept[2], False
+        ctx = self.context
         query = split_recursive(definition.query_sql)
         assert query is not None  # a recursive sketch's definition
-        pins = self.context.pin_query(definition.query_sql, record.sequence)
-        members = compile_members(query, {t: pin.schema for t, pin in pins.items()})
-        partitions = {t: p for t, p in self.context.partitions.of(definition).items()}
+        pins = ctx.pin_query(definition.query_sql, record.sequence)
+        schemas = {t: pin.schema for t, pin in pins.items()}
+        members = compile_members(query, schemas)
+        partitions = dict(ctx.partitions.of(definition))
+        stored = ctx.budget.usable_state(definition.name, record)
+        if stored is not None:
+            (state,) = ctx.state_store.read(stored)  # written whole, never as layers
+            selection = outer_selection(query, members.schema)
+            restored = RecursiveSketch.restore(
+                members, partitions, selection, schemas, state, record.sequence
+            )
+            return restored, False
         return self._build(definition, members, partitions, record.sequence), True
 
     def _build(
@@ -242,8 +258,18 @@ class RecursiveSketches:
             members, partitions, outer_selection(query, members.schema), tables, sequence
         )
 
+    def _stored(self, name: str, kept: RecursiveSketch) -> str | None:
+        """The view's state written to the state store (its files first: invariant 3), when
+        the sketch keeps state; its reference."""
+        if not self.context.budget.keeps_state(name):
+            return None
+        ref = self.context.state_store.write(name, kept.state())
+        faults.reached("state-written")
+        return ref
+
     def _publish(
         self,
+        state_ref: str | None,
         definition: SketchDefinition,
         sequence: int,
         pins: Mapping[str, PinnedSnapshot],
@@ -258,6 +284,7 @@ class RecursiveSketches:
                 pid: BitMap(sorted(found.get(t, set()))).serialize()
                 for t, pid in definition.partition_ids.items()
             },
+            state_ref=state_ref,
             run=run,
         )
 

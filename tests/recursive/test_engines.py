@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 from collections.abc import Callable
 
 import pytest
@@ -155,3 +156,18 @@ def test_formulas_that_outgrow_their_node_limit_end_the_load_with_a_typed_error(
     assert AbsorptionView(rule).insert(*_derived(links, seed)).added == {
         (a, b) for a in range(6) for b in range(6)
     }
+
+
+def test_formulas_that_take_too_long_for_one_change_end_it_with_a_typed_error() -> None:
+    # Reachability over a dense random graph: its formulas grow exponentially with the width.
+    rng = random.Random(3)
+    links = {(rng.randrange(40), rng.randrange(40)) for _ in range(240)}
+    rule = LinearRule((1,), (0,), row_by_row(lambda r, e: (r[0], e[1])))
+    view = AbsorptionView(rule, seconds_limit=0.5)
+    started = time.monotonic()
+    with pytest.raises(FormulasTooLargeError, match=r"took more than 0.5 s for one change") as caught:
+        view.insert(
+            [(link, frozenset({link})) for link in links if link[0] < 3],
+            [(link, frozenset({link})) for link in links],
+        )
+    assert caught.value.seconds == 0.5 and time.monotonic() - started < 30

@@ -135,9 +135,16 @@ def test_maintained_recursive_sketches_equal_fresh_captures_and_keep_reports_exa
         if added:
             svc.tables.append(table, _links(added))
             links += added
+        if len(links) % 2:  # as another process would: the view restored from the state store
+            svc.recursive.forget(name)
         runs = svc.maintain(name, strategy="incremental")
         assert [run.strategy for run in runs] == ["incremental"]
         _check(svc, sql, name, _reachable(links) if reach else None)
+    # Every run took the view it left behind, kept or stored: none computed it again.
+    assert [r["built_state"] for r in svc.sketches.runs(name) if r["strategy"] == "incremental"] == [
+        False
+    ] * (len(svc.sketches.runs(name)) - 1)
+    assert svc.sketches.version(name).state_ref is not None
 
 
 def test_a_delete_that_leaves_every_row_derivable_changes_no_fragment(
