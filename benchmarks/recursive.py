@@ -1,5 +1,6 @@
-"""Recursive view maintenance (issue 45), in process: absorption provenance against DRed and
-against recomputation from scratch, each measured in the same run.
+"""Recursive view maintenance: absorption provenance against DRed and against recomputation
+from scratch (in process, and on Spark as the service runs the query), each measured in the
+same run.
 
 The view is reachability from a few sources over a directed graph (each undirected edge is two
 links), written as users write it and compiled by the recursive front end::
@@ -15,7 +16,13 @@ nodes, as the paper's GT-ITM setup), random (G(n, m)) and scale-free (Barabasi-A
 several sizes. Workloads: single links deleted, single links inserted (links of the topology
 held out of the first load: a link that comes back), and mixed batches of 10 of each. Per
 workload and approach: the median time per operation and, for absorption provenance, the BDD
-nodes of the view's formulas; for DRed, the rows it over-deleted.
+nodes of the view's formulas; for DRed, the rows it over-deleted. Spark recomputes the query
+from scratch (``WITH RECURSIVE ... UNION``, semi-naively, as ``svc.query`` runs it) after
+``--spark-operations`` of the operations (it takes seconds each).
+
+Absorption provenance's first load gets ``--load-seconds`` and ``NODE_LIMIT`` BDD nodes; a
+cell past either says so (the formulas of reachability over a random or scale-free graph are
+network-reliability functions, whose BDDs grow exponentially with the graph's width).
 
     .venv/bin/python -m benchmarks.recursive [--sizes 100,300,1000,3000] [--operations 20]
 
@@ -29,6 +36,7 @@ import json
 import math
 import random
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -36,6 +44,7 @@ from pathlib import Path
 
 import networkx as nx
 import pyarrow as pa
+from pyspark.sql import SparkSession
 
 from sketch_core.recursive.absorption import AbsorptionView
 from sketch_core.recursive.evaluate import fixpoint
@@ -43,6 +52,7 @@ from sketch_core.recursive.members import Members, compile_members
 from sketch_core.recursive.query import split_recursive
 from sketch_core.recursive.rule import FormulasTooLargeError
 from sketch_core.recursive.view import RecursiveView
+from sketch_core.spark.recursion import recursive_frame
 
 RESULTS = Path(__file__).parent / "results"
 IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
@@ -53,7 +63,7 @@ QUERY = """WITH RECURSIVE reach(src, dst) AS (
     UNION
     SELECT r.src, l.dst FROM reach r JOIN links l ON l.src = r.dst)
 SELECT * FROM reach"""
-APPROACHES = ("absorption", "dred", "recompute")
+APPROACHES = ("absorption", "dred", "recompute", "spark")
 # BDD nodes absorption provenance may hold per view here (about 60 MB): past it a cell says so.
 NODE_LIMIT = 2_000_000
 
@@ -68,6 +78,7 @@ class Measurement:
     ms_per_operation: float
     view_rows: int
     state: int  # absorption: BDD nodes over the view's formulas; DRed: rows over-deleted, summed
+    note: str = ""  # why a cell has no time (absorption provenance gave up)
 
 
 def transit_stub(nodes: int, seed: int) -> nx.Graph:
@@ -103,8 +114,21 @@ def _recompute(members: Members, links: list[tuple[int, int]]) -> set[tuple[obje
     return fixpoint(members.rule, seeds, edges)
 
 
+def _spark_rows(spark: SparkSession, links: list[tuple[int, int]], scratch: Path) -> int:
+    spark.createDataFrame(_table(links)).createOrReplaceTempView("links")
+    frame = recursive_frame(spark, QUERY.format(sources=SOURCES), scratch)
+    assert frame is not None
+    return frame.count()
+
+
 def run_cell(
-    members: Members, topology: str, graph: nx.Graph, operations: int, seed: int
+    members: Members,
+    topology: str,
+    graph: nx.Graph,
+    operations: int,
+    seed: int,
+    spark: SparkSession,
+    options: argparse.Namespace,
 ) -> list[Measurement]:
     every = sorted({(a, b) for a, b in graph.edges()} | {(b, a) for a, b in graph.edges()})
     rng = random.Random(seed)
@@ -124,27 +148,54 @@ def run_cell(
     }
     out = []
 
-    def measured(approach: str, workload: str, ms: float, rows: int, state: int) -> Measurement:
-        return Measurement(topology, graph.number_of_nodes(), len(links), workload, approach, ms, rows, state)
+    def measured(
+        approach: str, workload: str, ms: float, rows: int, state: int, note: str = ""
+    ) -> Measurement:
+        return Measurement(
+            topology, graph.number_of_nodes(), len(links), workload, approach, ms, rows, state, note
+        )
 
+    gave_up: str | None = None  # absorption's first load, once it failed for this graph
     for workload, steps in workloads.items():
         for approach in APPROACHES:
             current = list(links)
+            if approach == "spark":
+                times = []
+                for added, deleted in steps[: options.spark_operations]:
+                    started = time.perf_counter()
+                    now = [x for x in current if x not in set(deleted)] + added
+                    spark_rows = _spark_rows(spark, now, options.scratch)
+                    times.append(time.perf_counter() - started)
+                out.append(measured(approach, workload, 1000 * statistics.median(times), spark_rows, 0))
+                print(
+                    f"{topology:12s} {graph.number_of_nodes():6d} {workload:20s} {approach:10s} "
+                    f"{out[-1].ms_per_operation:9.2f} ms/op  rows {spark_rows}",
+                    flush=True,
+                )
+                continue
             view = (
-                RecursiveView(members, "dred" if approach == "dred" else "absorption", NODE_LIMIT)
+                RecursiveView(
+                    members, "dred" if approach == "dred" else "absorption", NODE_LIMIT, options.load_seconds
+                )
                 if approach != "recompute"
                 else None
             )
             try:
+                if approach == "absorption" and gave_up is not None:
+                    raise FormulasTooLargeError(NODE_LIMIT)
                 if view is not None:
                     view.insert({"links": _table(current)})
-            except FormulasTooLargeError:
+            except FormulasTooLargeError as exc:
+                gave_up = gave_up or (
+                    f"formulas over {NODE_LIMIT:,} nodes"
+                    if exc.seconds is None
+                    else f"first load over {options.load_seconds:.0f} s"
+                )
                 print(
-                    f"{topology:12s} {graph.number_of_nodes():6d} {workload:20s} {approach:10s} "
-                    f"formulas over {NODE_LIMIT:,} nodes",
+                    f"{topology:12s} {graph.number_of_nodes():6d} {workload:20s} {approach:10s} {gave_up}",
                     flush=True,
                 )
-                out.append(measured(approach, workload, math.nan, 0, NODE_LIMIT))
+                out.append(measured(approach, workload, math.nan, 0, NODE_LIMIT, gave_up))
                 continue
             times, state = [], 0
             for added, deleted in steps:
@@ -186,29 +237,29 @@ def report(results: list[Measurement], command: str) -> Path:
     lines = [
         "# Recursive view maintenance: absorption provenance, DRed, recomputation",
         "",
-        f"`{command}` (in process, one run; medians per operation; the view: reachability from "
-        f"{SOURCES} sources)",
+        f"`{command}` (one run per topology; medians per operation; the view: reachability from {SOURCES} "
+        "sources; Spark recomputes the query from scratch as `svc.query` runs it)",
         "",
-        "| topology | nodes | links | workload | absorption ms | DRed ms | recompute ms | DRed / absorption "
-        "| recompute / absorption | view rows | BDD nodes |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| topology | nodes | links | workload | absorption ms | DRed ms | recompute ms | Spark ms "
+        "| DRed / absorption | recompute / absorption | Spark / absorption | view rows | BDD nodes |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     cells: dict[tuple[str, int, str], dict[str, Measurement]] = {}
     for m in results:
         cells.setdefault((m.topology, m.nodes, m.workload), {})[m.approach] = m
     for (topology, nodes, workload), by in cells.items():
-        a, d, r = by["absorption"], by["dred"], by["recompute"]
+        a, d, r, k = by["absorption"], by["dred"], by["recompute"], by["spark"]
+        others = f"{d.ms_per_operation:.2f} | {r.ms_per_operation:.2f} | {k.ms_per_operation:.0f}"
         if math.isnan(a.ms_per_operation):
             lines.append(
-                f"| {topology} | {nodes} | {a.links} | {workload} | formulas over {NODE_LIMIT:,} nodes "
-                f"| {d.ms_per_operation:.2f} | {r.ms_per_operation:.2f} | | | {d.view_rows} | |"
+                f"| {topology} | {nodes} | {a.links} | {workload} | {a.note} | {others} | | | "
+                f"| {d.view_rows} | |"
             )
             continue
+        ratios = " | ".join(f"{x.ms_per_operation / a.ms_per_operation:.1f}x" for x in (d, r, k))
         lines.append(
-            f"| {topology} | {nodes} | {a.links} | {workload} | {a.ms_per_operation:.2f} "
-            f"| {d.ms_per_operation:.2f} "
-            f"| {r.ms_per_operation:.2f} | {d.ms_per_operation / a.ms_per_operation:.1f}x "
-            f"| {r.ms_per_operation / a.ms_per_operation:.1f}x | {a.view_rows} | {a.state} |"
+            f"| {topology} | {nodes} | {a.links} | {workload} | {a.ms_per_operation:.2f} | {others} "
+            f"| {ratios} | {a.view_rows} | {a.state} |"
         )
     markdown = RESULTS / "recursive.md"
     markdown.write_text("\n".join(lines) + "\n")
@@ -221,8 +272,9 @@ def _plot(results: list[Measurement]) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
-    topologies = sorted({m.topology for m in results})
+    topologies = sorted({m.topology for m in results}, key=list(TOPOLOGIES).index)
     figure, axes = plt.subplots(1, len(topologies), figsize=(4 * len(topologies), 3.4), squeeze=False)
     for axis, topology in zip(axes[0], topologies, strict=True):
         for approach in APPROACHES:
@@ -231,9 +283,16 @@ def _plot(results: list[Measurement]) -> None:
                 for m in results
                 if m.topology == topology and m.approach == approach and m.workload == "delete one link"
             )
+            points = [p for p in points if not math.isnan(p[1])]
             axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=approach)
         axis.set_xscale("log")
         axis.set_yscale("log")
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        gave_up = next(
+            (m.note for m in results if m.topology == topology and m.approach == "absorption" and m.note), ""
+        )
+        if gave_up:
+            axis.text(0.03, 0.03, f"absorption: {gave_up}", transform=axis.transAxes, fontsize=8)
         axis.set_title(topology)
         axis.set_xlabel("links")
         axis.set_ylabel("ms per deleted link")
@@ -247,19 +306,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,300,1000,3000", help="comma-separated node counts")
     parser.add_argument("--operations", type=int, default=20, help="single-link operations per workload")
-    # Random and scale-free graphs are drawn too (--topologies), but their formulas grow past
-    # any budget before the first load ends: variable orders are the next thing to try.
-    parser.add_argument("--topologies", default="transit-stub")
+    parser.add_argument("--spark-operations", type=int, default=3, help="of those, recomputed on Spark")
+    parser.add_argument("--load-seconds", type=float, default=120.0, help="absorption's first load, at most")
+    parser.add_argument("--topologies", default="transit-stub,random,scale-free")
     args = parser.parse_args()
     split = split_recursive(QUERY.format(sources=SOURCES))
     assert split is not None
     members = compile_members(split, {"links": SCHEMA})
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
     results = []
-    for topology in args.topologies.split(","):
-        for size in (int(s) for s in args.sizes.split(",")):
-            results += run_cell(members, topology, TOPOLOGIES[topology](size, 7), args.operations, seed=size)
-    command = "python -m benchmarks.recursive " + " ".join(f"--{k} {v}" for k, v in vars(args).items())
-    print(report(results, command).read_text())
+    with tempfile.TemporaryDirectory() as scratch:
+        args.scratch = Path(scratch)
+        for topology in args.topologies.split(","):
+            for size in (int(s) for s in args.sizes.split(",")):
+                graph = TOPOLOGIES[topology](size, 7)
+                results += run_cell(members, topology, graph, args.operations, size, spark, args)
+        del args.scratch
+    command = "python -m benchmarks.recursive " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+    )
+    print(report(_with_earlier(results), command).read_text())
+
+
+def _with_earlier(results: list[Measurement]) -> list[Measurement]:
+    """``results`` and the last results' cells of the topologies not run this time (so that
+    each topology can be run on its own: ``--topologies random``)."""
+    stored = RESULTS / "recursive.json"
+    if not stored.exists():
+        return results
+    run = {m.topology for m in results}
+    earlier = [Measurement(**m) for m in json.loads(stored.read_text()) if m["topology"] not in run]
+    return earlier + results
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from sketch_core.errors import (
 from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.pruning import prune_files, pushed_intervals, row_condition_pays
+from sketch_core.recursive.rule import FormulasTooLargeError
 from sketch_core.rewrites.use import Condition, instrument_use, sketch_condition
 from sketch_core.service.arguments import checked_mapping, checked_sketch_use, checked_snapshot, checked_sql
 from sketch_core.service.capture import Capturer, CaptureRequest
@@ -641,7 +642,7 @@ class QueryRunner:
         try:
             with aside.timing():
                 self.capturer.run(CaptureRequest(sql, sequence, params=params))
-        except (NoSafeAttributeError, UnsupportedQueryError) as exc:
+        except (NoSafeAttributeError, UnsupportedQueryError, FormulasTooLargeError) as exc:
             log.info("self-tuning captured nothing: %s", exc)
             return None
         return self._usable_sketch(template, params, plan, pins, sequence, aside)

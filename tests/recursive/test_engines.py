@@ -152,7 +152,7 @@ def test_formulas_that_outgrow_their_node_limit_end_the_load_with_a_typed_error(
     view = AbsorptionView(rule, node_limit=200)
     with pytest.raises(FormulasTooLargeError, match="outgrew 200 BDD nodes") as info:
         view.insert(*_derived(links, seed))
-    assert "DRed" in str(info.value)
+    assert "run the query without a sketch" in str(info.value) and info.value.seconds is None
     assert AbsorptionView(rule).insert(*_derived(links, seed)).added == {
         (a, b) for a in range(6) for b in range(6)
     }

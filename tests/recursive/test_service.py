@@ -16,7 +16,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from sketch_core.errors import DeltaQuarantinedError, InvalidDataError, QueryError, UnsupportedQueryError
+from sketch_core.errors import (
+    DeltaQuarantinedError,
+    InvalidDataError,
+    QueryError,
+    SketchNotFoundError,
+    UnsupportedQueryError,
+)
 from sketch_core.service.facade import SketchService
 from sketch_core.spark.recursion import RecursionDepthError
 from tests.oracles.results import sorted_rows
@@ -194,3 +200,12 @@ def test_recursions_a_sketch_cannot_serve_are_refused_by_name(spark_svc: SketchS
         spark_svc.capture(outside, name=f"{ns}_outside")
     with pytest.raises(QueryError, match="is not a column of"):
         spark_svc.capture(REACH.format(t=table), name=f"{ns}_bad", attributes={table: "nope"})
+    nonlinear = f"""WITH RECURSIVE path(a, b) AS (SELECT src, dst FROM {table}
+        UNION SELECT p.a, q.b FROM path p JOIN path q ON p.b = q.a) SELECT * FROM path"""
+    negated = f"""WITH RECURSIVE r(n) AS (SELECT src FROM {table}
+        UNION SELECT l.dst FROM {table} l WHERE l.src NOT IN (SELECT n FROM r)) SELECT * FROM r"""
+    for sql, construct in ((nonlinear, "non-linear recursion"), (negated, "not stratifiable")):
+        with pytest.raises(UnsupportedQueryError, match=construct):
+            spark_svc.capture(sql, name=f"{ns}_refused")
+    with pytest.raises(SketchNotFoundError):  # nothing of the refused captures was published
+        spark_svc.sketch(f"{ns}_refused")
