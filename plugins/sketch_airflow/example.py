@@ -1,4 +1,5 @@
-"""The example DAGs' data and report: a synthetic fact table and a top-k report over it.
+"""The example DAGs' data and reports: a synthetic fact table and a top-k report over it, and
+a network's links with a recursive view of which nodes reach which.
 
 Shared by the DAGs in ``dags/`` and by ``make demo``, so the story they tell is one: loads,
 Spark jobs as on a data platform, append and delete rows of ``demo.facts``; the report ranks
@@ -7,6 +8,8 @@ groups by the sum of ``b``.
 
 from __future__ import annotations
 
+import itertools
+import random
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -131,3 +134,66 @@ def staged(svc: SketchService, rows: pa.Table) -> Iterator[DataFrame]:
         yield svc.spark.read.parquet(str(path))
     finally:
         path.unlink(missing_ok=True)
+
+
+# The recursive view example (dags/recursive_view.py): which nodes of a network each of the
+# first backbone nodes reaches, over links that come and expire.
+NETWORK_LINKS = "network.links"
+REACHABLE_VIEW = "network.reachable"
+REACHABLE_SQL = f"""WITH RECURSIVE reach(origin, node) AS (
+    SELECT src, dst FROM {NETWORK_LINKS} WHERE src < 2
+    UNION
+    SELECT r.origin, l.dst FROM reach r JOIN {NETWORK_LINKS} l ON l.src = r.node)
+SELECT origin, node FROM reach"""
+_BACKBONE, _STUB = 6, 4
+
+
+def network_links() -> pa.Table:
+    """A small transit-stub network: a ring of backbone nodes, each with a stub of four nodes
+    in a line, every link in both directions (``latency`` in ms)."""
+    import pyarrow as pa
+
+    links: list[tuple[int, int, int]] = []
+    for b in range(_BACKBONE):
+        links.append((b, (b + 1) % _BACKBONE, 50))
+        stub = [_BACKBONE + b * _STUB + i for i in range(_STUB)]
+        links.append((b, stub[0], 10))
+        links += [(a, c, 2) for a, c in itertools.pairwise(stub)]
+    links += [(dst, src, ms) for src, dst, ms in links]
+    return pa.table(
+        {
+            name: pa.array([link[i] for link in links], pa.int64())
+            for i, name in enumerate(("src", "dst", "latency"))
+        }
+    )
+
+
+def change_links(svc: SketchService, inserts: int, expires: int, seed: int) -> dict[str, int]:
+    """Create :data:`NETWORK_LINKS` on the first call; later, add ``inserts`` links between
+    random nodes and expire ``expires`` random links (one commit each)."""
+    import pyarrow as pa
+
+    if not svc.tables.exists(NETWORK_LINKS):
+        return {"created": svc.tables.create(NETWORK_LINKS, network_links(), sort_by=["src"])}
+    rng = random.Random(seed)
+    nodes = _BACKBONE * (1 + _STUB)
+    current = svc.tables.read_arrow(NETWORK_LINKS).to_pylist()
+    done = {"inserted": 0, "expired": 0}
+    for link in rng.sample(current, min(expires, len(current))):
+        svc.tables.delete(NETWORK_LINKS, f"src = {link['src']} AND dst = {link['dst']}")
+        done["expired"] += 1
+    if inserts:
+        added = [
+            (rng.randrange(nodes), rng.randrange(nodes), rng.choice((2, 10, 50))) for _ in range(inserts)
+        ]
+        svc.tables.append(
+            NETWORK_LINKS,
+            pa.table(
+                {
+                    name: pa.array([a[i] for a in added], pa.int64())
+                    for i, name in enumerate(("src", "dst", "latency"))
+                }
+            ),
+        )
+        done["inserted"] = inserts
+    return done

@@ -58,6 +58,7 @@ from sketch_core.algebra.ir import (
     conjuncts,
 )
 from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
+from sketch_core.recursive.query import split_recursive
 
 # table name -> ordered (column, Spark SQL type)
 TableSchemas = Mapping[str, Sequence[tuple[str, str]]]
@@ -1394,6 +1395,8 @@ def check_supported(sql: str) -> None:
     to :func:`to_ir` with the real schemas.
     """
     tree = parse_sql(sql)
+    if split_recursive(tree) is not None:  # refuses the recursions it cannot keep, by name
+        return
     # Placeholders stand for values: any literal shows the structure.
     tree = tree.transform(lambda n: exp.Literal.number(0) if isinstance(n, exp.Placeholder) else n)
     try:

@@ -91,6 +91,14 @@ sketches = Table(
     Column("partition_ids", JSONB, nullable=False),
 )
 
+# A sketch whose recursive view is also written to an Iceberg table (sql/0015).
+materialized_views = Table(
+    "materialized_views",
+    metadata,
+    Column("sketch_id", BigInteger, ForeignKey("sketch.sketches.sketch_id"), primary_key=True),
+    Column("table_name", Text, nullable=False, unique=True),
+)
+
 template_stats = Table(
     "template_stats",
     metadata,

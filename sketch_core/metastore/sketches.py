@@ -540,6 +540,27 @@ class SketchRepository:
             sketch_id = sketch_id_of(conn, name)
             conn.execute(delete(t.sketches).where(t.sketches.c.sketch_id == sketch_id))
 
+    # -- materialised views ---------------------------------------------------------------------
+    def materialize_into(self, name: str, table: str) -> None:
+        """Record that sketch ``name`` writes its view's rows to ``table`` (kept if already so)."""
+        with self.engine.begin() as conn:
+            sketch_id = sketch_id_of(conn, name)
+            conn.execute(
+                pg_insert(t.materialized_views)
+                .values(sketch_id=sketch_id, table_name=table)
+                .on_conflict_do_nothing(index_elements=["sketch_id"])
+            )
+
+    def materialized_table(self, name: str) -> str | None:
+        """The table sketch ``name`` writes its view's rows to, if it is a materialised view."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                select(t.materialized_views.c.table_name)
+                .join(t.sketches, t.sketches.c.sketch_id == t.materialized_views.c.sketch_id)
+                .where(t.sketches.c.name == name)
+            ).scalar()
+        return str(found) if found is not None else None
+
     # -- maintenance runs ----------------------------------------------------------------------
     def start_run(self, name: str, strategy: str, from_version: int | None) -> int:
         """Record a run as running; this process holds its lock until :meth:`finish_run` (see

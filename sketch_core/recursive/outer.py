@@ -108,3 +108,50 @@ def _duplicates_unread(select: exp.Select) -> bool:
         isinstance(a, _NO_DUPLICATES) or (isinstance(a, exp.Count) and isinstance(a.this, exp.Distinct))
         for a in aggregates
     )
+
+
+def materialized_columns(query: RecursiveQuery, cte: pa.Schema) -> list[tuple[str, int]]:
+    """For a materialised view of ``query``: its output columns, each with the CTE column it
+    is (so a view row is one output row, and a change of the view one change of the table).
+    Refused (:class:`UnsupportedQueryError`) unless the outer query is ``SELECT [DISTINCT] *``
+    or every CTE column once, bare or renamed, ``FROM`` the CTE ``[WHERE ...]``, over a
+    ``UNION`` recursion or with ``DISTINCT`` (a table of rows, not of walks)."""
+    tree = query.outer
+    shape = (
+        "a materialised view whose query is not SELECT [DISTINCT] <every column of {n}> FROM {n} [WHERE ...]"
+    )
+    refused = UnsupportedQueryError(shape.format(n=query.name), sql_text(tree))
+    if not isinstance(tree, exp.Select) or any(
+        tree.args.get(k) for k in ("joins", "group", "having", "order", "limit", "qualify", "windows")
+    ):
+        raise refused
+    source = tree.args.get("from_")
+    if source is None or not isinstance(source.this, exp.Table) or source.this.args.get("db"):
+        raise refused
+    if source.this.name != query.name or tree.find(exp.AggFunc, exp.Window, exp.Subquery) is not None:
+        raise refused
+    if not query.distinct and not tree.args.get("distinct"):
+        raise UnsupportedQueryError(
+            f"a materialised view of a UNION ALL recursion ({query.name}) without DISTINCT",
+            sql_text(tree),
+            hint="write the recursion with UNION, or SELECT DISTINCT from it",
+        )
+    if tree.args.get("where") is not None and outer_selection(query, cte) is None:
+        raise UnsupportedQueryError(
+            f"a materialised view whose WHERE on {query.name} is not evaluated in-process", sql_text(tree)
+        )
+    if len(tree.expressions) == 1 and isinstance(tree.expressions[0], exp.Star):
+        return [(name, i) for i, name in enumerate(cte.names)]
+    columns = []
+    for expression in tree.expressions:
+        column = expression.unalias()
+        if not isinstance(column, exp.Column) or column.name not in cte.names:
+            raise refused
+        columns.append((expression.alias_or_name, cte.names.index(column.name)))
+    if sorted(i for _, i in columns) != list(range(len(cte.names))):
+        raise refused
+    return columns
+
+
+def sql_text(node: exp.Expr) -> str:
+    return where(node)[:300]

@@ -107,7 +107,10 @@ class RecursiveSketch:
 
     def read_rows(self) -> list[Row]:
         """The CTE's rows the outer query reads."""
-        rows = list(self.view.engine.rows)
+        return self.selected(list(self.view.engine.rows))
+
+    def selected(self, rows: list[Row]) -> list[Row]:
+        """Those of the CTE's ``rows`` the outer query reads."""
         if self.selection is None or not rows:
             return rows
         schema = self.members.schema

@@ -3,6 +3,7 @@ publish the fragments it found as a new sketch version (with incremental state, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -97,6 +98,7 @@ class CaptureRequest:
     strategy: str = "capture"
     from_version: int | None = None
     delta_rows: int = 0
+    materialize: str | None = None  # a table to write a recursive query's rows to
 
 
 class Capturer:
@@ -130,8 +132,9 @@ class Capturer:
         *,
         snapshot: int | None = None,
         with_state: bool = False,
+        materialize: str | None = None,
     ) -> SketchVersion:
-        """See :meth:`SketchService.capture`."""
+        """See :meth:`SketchService.capture` (``materialize``: :meth:`SketchService.materialize`)."""
         sql = checked_sql(sql)
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
         attributes = checked_mapping("attributes", attributes, "{'ns.table': 'column'}")
@@ -152,7 +155,8 @@ class Capturer:
             if attributes is None:
                 attributes, fragments = self._kept_partitions(name, sql, params, fragments)
             sequence = ctx.sequence(snapshot)
-            return self.run(CaptureRequest(sql, sequence, name, params, attributes, fragments, with_state))
+            request = CaptureRequest(sql, sequence, name, params, attributes, fragments, with_state)
+            return self.run(dataclasses.replace(request, materialize=materialize))
 
     def recapture(
         self, definition: SketchDefinition, target: int, from_version: int, delta_rows: int
@@ -214,6 +218,13 @@ class Capturer:
                 counts,
                 run,
                 started,
+                request.materialize,
+            )
+        if request.materialize is not None:
+            raise UnsupportedQueryError(
+                "a materialised view of a query without WITH RECURSIVE",
+                sql[:200],
+                hint="materialise recursive queries; capture a sketch for the others",
             )
         pins = ctx.pin_query(sql, sequence)
         parsed = query_text(sql).to_ir(table_schemas(pins), request.params)

@@ -324,6 +324,30 @@ class SketchService:
         to such a capture. Raises as :meth:`estimate_attributes`, and NoSafeAttributeError."""
         return self.chooser.choose_attributes(sql, params, snapshot=snapshot, fragments=fragments)
 
+    def materialize(
+        self,
+        table: str,
+        sql: str,
+        attributes: Mapping[str, str] | None = None,
+        fragments: int | Mapping[str, int] | None = None,
+        *,
+        snapshot: int | None = None,
+    ) -> SketchVersion:
+        """Keep the rows of the recursive query ``sql`` as the Iceberg table ``table``, and a
+        sketch of the same name that maintains them: every version :meth:`maintain` publishes
+        (incrementally, with absorption provenance) writes the rows that left and came to the
+        view to ``table`` first, as one commit. ``sql`` must read its CTE as
+        ``SELECT [DISTINCT] <every column> FROM cte [WHERE ...]`` over a ``UNION`` recursion
+        (or with ``DISTINCT``): a table of rows, not of walks. ``attributes``, ``fragments``
+        and ``snapshot``: as for :meth:`capture`.
+
+        Returns the sketch's version. Raises UnsupportedQueryError (a query it cannot keep),
+        TableExistsError (``table`` exists and is not this view's), and what :meth:`capture`
+        raises."""
+        return self.capturer.capture(
+            sql, table, None, attributes, fragments, snapshot=snapshot, materialize=table
+        )
+
     def capture(
         self,
         sql: str,

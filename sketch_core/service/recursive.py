@@ -20,17 +20,25 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 
+import pyarrow as pa
 from pyroaring import BitMap
+from sqlglot import exp
 
 from sketch_core import faults
 from sketch_core.algebra.frontend import encode_params
 from sketch_core.algebra.query_text import template_key
-from sketch_core.errors import QueryError, UnsupportedQueryError
+from sketch_core.errors import QueryError, TableExistsError, UnsupportedQueryError
 from sketch_core.metastore.sketches import FinishedRun, SketchDefinition, VersionRecord
-from sketch_core.partitions.range_partition import RangePartition
+from sketch_core.partitions.range_partition import RangePartition, literal_sql
 from sketch_core.recursive.members import Members, compile_members
-from sketch_core.recursive.outer import check_duplicates_unread, outer_selection, tables_read_outside
+from sketch_core.recursive.outer import (
+    check_duplicates_unread,
+    materialized_columns,
+    outer_selection,
+    tables_read_outside,
+)
 from sketch_core.recursive.query import RecursiveQuery, split_recursive
+from sketch_core.recursive.rule import Row
 from sketch_core.recursive.sketch import RecursiveSketch
 from sketch_core.service.arguments import default_sketch_name
 from sketch_core.service.context import ServiceContext
@@ -67,9 +75,12 @@ class RecursiveSketches:
         fragments: Mapping[str, int],
         run: tuple[str, int | None, int],
         started: float,
+        into: str | None = None,
     ) -> SketchVersion:
         """Capture ``sql`` at ``sequence`` (arguments checked and fragment counts resolved by the
-        capturer); ``run``: what to record it as (strategy, version it replaces, delta rows)."""
+        capturer); ``run``: what to record it as (strategy, version it replaces, delta rows);
+        ``into``: a table to materialise the view's rows in (see :meth:`materialize`; a sketch
+        that is a materialised view already writes its table again)."""
         ctx = self.context
         if params:
             raise UnsupportedQueryError(
@@ -91,10 +102,17 @@ class RecursiveSketches:
         if name is None:
             name = default_sketch_name(template, encoded, partition_ids)
         definition = SketchDefinition(name, sql, encoded, template, partition_ids)
+        if into is not None:
+            self._check_into(name, into, query, members)
         kept = self._build(definition, members, {t: p for t, (_, p) in partitions.items()}, sequence)
         found = kept.fragments()
         with ctx.coordinated(name, "a capture"):
             ctx.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
+            if into is not None:
+                ctx.sketches.materialize_into(name, into)
+            into = into or ctx.sketches.materialized_table(name)
+            if into is not None:  # the table first, then the version (a retry writes it again)
+                self._write_view(into, query, kept, None)
             strategy, from_version, delta_rows = run
             ref = self._stored(name, kept)
             record = self._publish(
@@ -167,6 +185,13 @@ class RecursiveSketches:
                 inserted[table], deleted[table] = delta.inserted, delta.deleted
             gone, came = kept.apply(inserted, deleted, target)
             found = kept.fragments()
+            into = ctx.sketches.materialized_table(name)
+            if into is not None:
+                query = split_recursive(definition.query_sql)
+                assert query is not None
+                removed = kept.selected(sorted(gone.removed - came.added, key=repr))
+                added = kept.selected(sorted(came.added - gone.removed, key=repr))
+                self._write_view(into, query, kept, (removed, added))
             pins = ctx.pin_query(definition.query_sql, target)
             seconds = time.perf_counter() - started
             ref = self._stored(name, kept)
@@ -214,6 +239,46 @@ class RecursiveSketches:
         return MaintenanceRun(
             name, record.version, published.version, "incremental", plan.delta_rows, seconds
         )
+
+    def _check_into(self, name: str, into: str, query: RecursiveQuery, members: Members) -> None:
+        """Refuse to materialise ``query`` into ``into`` unless its rows map one to one onto the
+        view's, and ``into`` is new or this sketch's own table already."""
+        materialized_columns(query, members.schema)
+        if self.context.tables.exists(into) and self.context.sketches.materialized_table(name) != into:
+            raise TableExistsError(into)
+
+    def _write_view(
+        self,
+        table: str,
+        query: RecursiveQuery,
+        kept: RecursiveSketch,
+        change: tuple[list[Row], list[Row]] | None,
+    ) -> int:
+        """Write the view's rows to ``table``: all of them (``change`` None, or a change too
+        big for a predicate), else the rows removed and added, as one commit that deletes both
+        and adds the added ones (so writing the same change twice leaves the same table)."""
+        tables = self.context.tables
+        columns = materialized_columns(query, kept.members.schema)
+        schema = pa.schema([pa.field(n, kept.members.schema.field(i).type) for n, i in columns])
+
+        def arrow(rows: list[Row]) -> pa.Table:
+            values = [[row[i] for row in rows] for _, i in columns]
+            return pa.table([pa.array(v, f.type) for v, f in zip(values, schema, strict=True)], schema=schema)
+
+        if change is None or len(change[0]) + len(change[1]) > MAX_PREDICATE_ROWS:
+            rows = arrow(kept.read_rows())
+            if not tables.exists(table):
+                return tables.create(table, rows)
+            return tables.overwrite(table, rows)
+        removed, added = change
+        if not removed and not added:
+            return 0
+        names = [n for n, _ in columns]
+        where = " OR ".join(
+            "(" + " AND ".join(_equals(n, row[i]) for n, (_, i) in zip(names, columns, strict=True)) + ")"
+            for row in removed + added
+        )
+        return tables.overwrite(table, arrow(added), where=where)
 
     def forget(self, name: str) -> None:
         self._kept.pop(name, None)
@@ -296,6 +361,16 @@ class RecursiveSketches:
         self._kept.move_to_end(definition.name)
         while len(self._kept) > entries:
             self._kept.popitem(last=False)
+
+
+# A change of a materialised view of more rows than this rewrites the whole table (a predicate
+# of that many disjuncts costs more to plan than the rows cost to write).
+MAX_PREDICATE_ROWS = 1000
+
+
+def _equals(column: str, value: object) -> str:
+    quoted = exp.to_identifier(column).sql(dialect="spark")
+    return f"{quoted} IS NULL" if value is None else f"{quoted} = {literal_sql(value)}"
 
 
 def _join_column(members: Members, table: str, names: list[str]) -> str:

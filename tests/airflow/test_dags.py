@@ -13,7 +13,15 @@ from airflow.dag_processing.dagbag import DagBag
 from airflow.utils.session import create_session
 from pyspark.sql import SparkSession
 from sketch_airflow.assets import sketch_asset, table_asset
-from sketch_airflow.example import DEMO_SKETCH, DEMO_TABLE, REPORT_PARAMETERS, REPORT_SQL
+from sketch_airflow.example import (
+    DEMO_SKETCH,
+    DEMO_TABLE,
+    NETWORK_LINKS,
+    REACHABLE_SQL,
+    REACHABLE_VIEW,
+    REPORT_PARAMETERS,
+    REPORT_SQL,
+)
 
 from examples.airflow_demo import read_xcom
 from sketch_core.datasets.deltas import DeltaGenerator
@@ -22,7 +30,13 @@ from tests.airflow.conftest import REPO
 from tests.oracles.results import sorted_rows
 from tests.service.test_maintain import fresh_fragments, maintained
 
-EXAMPLES = ("intermittent_maintenance", "load_then_capture", "refresh_before_report", "sketch_admin")
+EXAMPLES = (
+    "intermittent_maintenance",
+    "load_then_capture",
+    "recursive_view",
+    "refresh_before_report",
+    "sketch_admin",
+)
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +198,24 @@ def test_example_dags_end_to_end(
         admin.test(run_conf={"action": "recluster", "table": DEMO_TABLE, "layout": "sort(a; x)"}).state
         == "failed"
     )
+
+
+def test_the_recursive_view_dag_keeps_its_table_equal_to_the_query(
+    dagbag: DagBag, airflow_db: None, sketch_conn: str, spark_svc: SketchService
+) -> None:
+    svc = spark_svc
+    if svc.tables.exists(NETWORK_LINKS):
+        pytest.fail(f"{NETWORK_LINKS} exists already: this test owns the network namespace")
+    dag = dagbag.dags["recursive_view"]
+    for seed in (1, 2, 3):
+        run = dag.test(run_conf={"seed": seed, "inserts": 3, "expires": 2})
+        assert run.state == "success"
+        view = read_xcom(run, "reachable")
+        assert view["strategy"] == ("capture" if seed == 1 else "incremental"), view
+        assert sorted_rows(svc.tables.read_arrow(REACHABLE_VIEW)) == sorted_rows(
+            svc.query(REACHABLE_SQL, use_sketches=False).table
+        )
+    assert len(asset_events(sketch_asset(REACHABLE_VIEW).uri)) == 3  # one version per run
 
 
 def asset_is_active(uri: str) -> bool:

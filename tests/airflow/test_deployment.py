@@ -34,7 +34,13 @@ from tests.airflow.deployment import Deployment, deployment_env, free_port
 from tests.conftest import Databases
 from tests.oracles.results import sorted_rows
 
-EXAMPLE_DAGS = ["load_then_capture", "intermittent_maintenance", "refresh_before_report", "sketch_admin"]
+EXAMPLE_DAGS = [
+    "load_then_capture",
+    "intermittent_maintenance",
+    "refresh_before_report",
+    "sketch_admin",
+    "recursive_view",
+]
 
 
 @pytest.fixture(scope="module")

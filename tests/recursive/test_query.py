@@ -3,9 +3,11 @@ refused by name (non-linear, not stratifiable, not monotone, mutual)."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from sketch_core.errors import QueryError, UnsupportedQueryError
+from sketch_core.recursive.outer import materialized_columns
 from sketch_core.recursive.query import split_recursive
 
 REACH = """WITH RECURSIVE reach(src, dst) AS (
@@ -83,3 +85,34 @@ def test_members_of_different_widths_are_a_query_error() -> None:
             "WITH RECURSIVE reach(a, b) AS (SELECT 1, 2 UNION "
             "SELECT r.a FROM reach r JOIN g.l x ON x.k = r.a) SELECT * FROM reach"
         )
+
+
+@pytest.mark.parametrize(
+    ("outer", "expected"),
+    [
+        ("SELECT * FROM reach", [("src", 0), ("dst", 1)]),
+        ("SELECT dst AS node, r.src FROM reach r WHERE r.src = 1", [("node", 1), ("src", 0)]),
+        ("SELECT dst FROM reach", None),  # two view rows may give one table row
+        ("SELECT src, dst, 1 AS one FROM reach", None),
+        ("SELECT src, MIN(dst) AS d FROM reach GROUP BY src", None),
+        ("SELECT * FROM reach ORDER BY src LIMIT 3", None),
+        ("SELECT r.src, l.dst FROM reach r JOIN g.links l ON l.src = r.dst", None),
+    ],
+)
+def test_materialized_views_map_view_rows_one_to_one_onto_table_rows(
+    outer: str, expected: list[tuple[str, int]] | None
+) -> None:
+    sql = f"""WITH RECURSIVE reach(src, dst) AS (SELECT src, dst FROM g.links
+        UNION SELECT r.src, l.dst FROM reach r JOIN g.links l ON l.src = r.dst) {outer}"""
+    query = split_recursive(sql)
+    assert query is not None
+    cte = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
+    if expected is None:
+        with pytest.raises(UnsupportedQueryError, match="materialised view whose query is not"):
+            materialized_columns(query, cte)
+    else:
+        assert materialized_columns(query, cte) == expected
+    walks = split_recursive(sql.replace("UNION SELECT", "UNION ALL SELECT"))
+    assert walks is not None
+    with pytest.raises(UnsupportedQueryError, match=r"UNION ALL|materialised view whose query"):
+        materialized_columns(walks, cte)

@@ -229,6 +229,67 @@ class MaintainSketchesOperator(_SketchOperator):
         return summaries
 
 
+class MaterializeViewOperator(_SketchOperator):
+    """Keep the rows of a recursive query as an Iceberg table (``svc.materialize``): the first
+    run materialises it, every later run maintains it (incrementally, with absorption
+    provenance: links that expire re-derive nothing), writing the rows that changed.
+
+    :param table: the view's table, ``ns.table``, also the name of the sketch that keeps it
+        (templated).
+    :param sql: the ``WITH RECURSIVE`` query, or a ``.sql`` file (templated).
+    :param attributes: ``{table: attribute}`` for the sketch (default: the join columns).
+    :param fragments: fragments per partition (int, or ``{table: int}``).
+    :param strategy: for the later runs: ``auto`` (default), ``incremental`` or ``full``.
+    """
+
+    template_fields: Sequence[str] = ("table", "sql")
+    template_ext: Sequence[str] = (".sql",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"sql": "sql"}
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        sql: str,
+        attributes: Mapping[str, str] | None = None,
+        fragments: int | Mapping[str, int] | None = None,
+        strategy: str = "auto",
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("outlets", [SKETCH_VERSIONS if _is_template(table) else sketch_asset(table)])
+        super().__init__(**kwargs)
+        if not _is_template(sql):
+            check_supported(sql)
+        self.table = table
+        self.sql = sql
+        self.attributes = attributes
+        self.fragments = fragments
+        self.strategy = strategy
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from sketch_core.errors import SketchNotFoundError
+
+        with failing_without_retry_on_bad_input():
+            check_strategy(self.strategy)
+            svc = self._service()
+            try:
+                svc.sketch(self.table)
+            except SketchNotFoundError:
+                version = svc.materialize(
+                    self.table,
+                    self.sql,
+                    attributes=dict(self.attributes) if self.attributes else None,
+                    fragments=dict(self.fragments) if isinstance(self.fragments, Mapping) else self.fragments,
+                )
+                emit_version(context, self.outlets, version.name, version.version, version.sequence)
+                self.log.info("materialised %s at sequence %d", self.table, version.sequence)
+                return {"name": version.name, "strategy": "capture", "to_version": version.version}
+            (run,) = svc.maintain(self.table, strategy=self.strategy)
+        (summary,) = _published(context, self.outlets, svc, [run])
+        self.log.info("maintained %s: %s", self.table, summary)
+        return summary
+
+
 class ReclusterTableOperator(_SketchOperator):
     """Rewrite a table's files in the layout its reports need (one Iceberg rewrite on Spark,
     no rows changed: the sketches stay valid). Run it after loads, at a quiet hour.
