@@ -79,7 +79,7 @@ class RecursiveSketches:
     ) -> SketchVersion:
         """Capture ``sql`` at ``sequence`` (arguments checked and fragment counts resolved by the
         capturer); ``run``: what to record it as (strategy, version it replaces, delta rows);
-        ``into``: a table to materialise the view's rows in (see :meth:`materialize`; a sketch
+        ``into``: a table to materialise the view's rows in (see ``SketchService.materialize``; a sketch
         that is a materialised view already writes its table again)."""
         ctx = self.context
         if params:
