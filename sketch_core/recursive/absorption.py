@@ -18,6 +18,14 @@ Each row of the view keeps its formula (:mod:`.formulas`); so do the seeds and t
 Example (the paper's Figure 2): links p1 = A→B, p2 = B→C, p3 = C→A, p4 = C→B. Reachable
 (C, B) gets ``p4 or (p1 and p3)``; deleting p4 leaves ``p1 and p3``: the row stays, and nothing is
 re-derived, where DRed would over-delete every row and derive them all again.
+
+With an aggregate selection (:mod:`.selection`, in ``rule.selection``), only each group's best
+row is derived from: a row that does not beat its group's best is kept with its formula but
+*held*. A delete that takes a group's best away elects the best of the rows left and derives
+from it with its whole formula (Algorithm 4's release of the next best), so the view's best
+rows are again those of the fixpoint. Every best row has been joined, with its whole formula,
+with every edge it matches: that (with the principle of optimality) is what makes each group's
+best the best of a full evaluation.
 """
 
 from __future__ import annotations
@@ -66,6 +74,9 @@ class AbsorptionView:
         # Base tuple -> the (store, row) whose formula may mention it, so a delete restricts
         # only those (entries go stale when absorption drops a variable; a delete skips them).
         self._mentions: dict[Hashable, set[tuple[int, Row]]] = {}
+        # With an aggregate selection: per group, its rows, and the best one.
+        self._groups: dict[Key, set[Row]] = {}
+        self._best: dict[Key, Row] = {}
 
     def insert(self, seeds: Iterable[Derived] = (), edges: Iterable[Derived] = ()) -> Change:
         """Add derivations of seeds and edges, and propagate them to the fixpoint."""
@@ -88,6 +99,7 @@ class AbsorptionView:
                 (row, self.rows[row], edge, difference)
                 for edge, difference in grown
                 for row in self._rows_by_key.get(self.rule.other_key(edge), ())
+                if self._derives(row)
             ],
             queue,
             change,
@@ -97,10 +109,14 @@ class AbsorptionView:
             self.seeds[seed] = self.seeds.get(seed, false) | formula
             self._mention(keys, _SEEDS, seed)
             self._add(seed, formula, queue, change)
-        # A row's new derivations meet every edge it joins, with the edge's whole formula:
-        # round by round (semi-naive), each round's differences in one batch.
+        self._propagate(queue, change)
+        return change
+
+    def _propagate(self, queue: deque[tuple[Row, Formula]], change: Change) -> None:
+        """A row's new derivations meet every edge it joins, with the edge's whole formula:
+        round by round (semi-naive), each round's differences in one batch."""
         while queue:
-            batch = list(queue)
+            batch = [(row, difference) for row, difference in queue if self._derives(row)]
             queue.clear()
             self._derive(
                 [
@@ -111,7 +127,12 @@ class AbsorptionView:
                 queue,
                 change,
             )
-        return change
+
+    def _derives(self, row: Row) -> bool:
+        """Whether ``row`` is derived from: always, except under an aggregate selection,
+        where only its group's best row is."""
+        selection = self.rule.selection
+        return selection is None or self._best.get(selection.group(row)) == row
 
     def delete(self, keys: Iterable[Hashable]) -> Change:
         """Remove the base tuples ``keys``: every formula loses their variables, and rows whose
@@ -124,6 +145,7 @@ class AbsorptionView:
             _ROWS: (self._rows_by_key, self.rule.own_key),
         }
         touched: set[tuple[int, Row]] = set()
+        orphaned: set[Key] = set()  # groups whose best row left
         for key in keys:
             touched |= self._mentions.pop(key, set())
         for which, row in touched:
@@ -146,7 +168,50 @@ class AbsorptionView:
             if which == _ROWS:
                 change.removed.add(row)
                 change.work.removed += 1
+                orphaned |= self._leave(row)
+        if orphaned:
+            self._release(orphaned, change)
         return change
+
+    def _leave(self, row: Row) -> set[Key]:
+        """Take a removed row out of its group; the group, if the row was its best."""
+        selection = self.rule.selection
+        if selection is None:
+            return set()
+        group = selection.group(row)
+        self._groups[group].discard(row)
+        return {group} if self._best.get(group) == row else set()
+
+    def _release(self, groups: set[Key], change: Change) -> None:
+        """Elect the best row left in each of ``groups`` and derive from it (its whole formula:
+        it was held, so its derivations may never have been formed), to the fixpoint. Rows a
+        delete removed and this derives again are neither removed nor added."""
+        self._deadline = time.monotonic() + self.seconds_limit if self.seconds_limit else math.inf
+        queue: deque[tuple[Row, Formula]] = deque()
+        for group in groups:
+            if not self._groups.get(group):
+                self._groups.pop(group, None)
+                self._best.pop(group, None)
+                continue
+            best = self._elect(self._groups[group])
+            self._best[group] = best
+            queue.append((best, self.rows[best]))
+        self._propagate(queue, change)
+        back = change.added & change.removed
+        change.added -= back
+        change.removed -= back
+        change.work.rederived += len(back)
+        change.work.removed = len(change.removed)
+
+    def _elect(self, rows: Iterable[Row]) -> Row:
+        selection = self.rule.selection
+        assert selection is not None
+        best: Row | None = None
+        for row in rows:
+            if best is None or selection.better(row, best):
+                best = row
+        assert best is not None
+        return best
 
     def restore(self, rows: dict[Row, Formula], seeds: dict[Row, Formula], edges: dict[Row, Formula]) -> None:
         """Take stored formulas (:mod:`.state`) as the view's, with their indexes rebuilt."""
@@ -155,9 +220,18 @@ class AbsorptionView:
             self._rows_by_key.setdefault(self.rule.own_key(row), set()).add(row)
         for edge in edges:
             self._edges_by_key.setdefault(self.rule.other_key(edge), set()).add(edge)
+        if (selection := self.rule.selection) is not None:
+            for row in rows:
+                self._groups.setdefault(selection.group(row), set()).add(row)
+            self._best = {group: self._elect(members) for group, members in self._groups.items()}
         for which, store in ((_SEEDS, seeds), (_EDGES, edges), (_ROWS, rows)):
             for row, formula in store.items():
                 self._mention(self.formulas.keys(formula), which, row)
+
+    def best_rows(self) -> list[Row]:
+        """The rows an outer query reads: each group's best under an aggregate selection,
+        else every row."""
+        return list(self._best.values()) if self.rule.selection is not None else list(self.rows)
 
     def support(self) -> set[Hashable]:
         """The base tuples some row of the view can be derived from (its minimal derivations)."""
@@ -197,15 +271,27 @@ class AbsorptionView:
         new = old | formula
         if new == old:
             return  # absorbed: no new derivation
+        selection = self.rule.selection
         if old == self.formulas.false:
             self._rows_by_key.setdefault(self.rule.own_key(row), set()).add(row)
             change.added.add(row)
+            if selection is not None:
+                self._groups.setdefault(selection.group(row), set()).add(row)
         else:
             change.work.changed += 1
         self.rows[row] = new
         difference = self.formulas.difference(new, old)
         self._mention(self.formulas.keys(difference), _ROWS, row)
-        queue.append((row, difference))
+        if selection is None:
+            queue.append((row, difference))
+            return
+        group = selection.group(row)
+        best = self._best.get(group)
+        if best == row:
+            queue.append((row, difference))
+        elif best is None or selection.better(row, best):
+            self._best[group] = row  # held until now (or new): derived from whole
+            queue.append((row, new))
 
     def _mention(self, keys: Iterable[Hashable], store: int, row: Row) -> None:
         for key in keys:

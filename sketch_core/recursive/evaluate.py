@@ -6,13 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sketch_core.recursive.rule import Key, LinearRule, RecursionLimitError, Row
+from sketch_core.recursive.selection import AggregateSelection
 
 
 def fixpoint(rule: LinearRule, seeds: Iterable[Row], edges: Iterable[Row]) -> set[Row]:
-    """Every row derivable from ``seeds`` through ``edges`` (see :mod:`.rule`)."""
+    """Every row derivable from ``seeds`` through ``edges`` (see :mod:`.rule`); under an
+    aggregate selection, each group's best row (derived from best rows only: Bellman-Ford)."""
     by_key: dict[Key, list[Row]] = {}
     for edge in set(edges):
         by_key.setdefault(rule.other_key(edge), []).append(edge)
+    if rule.selection is not None:
+        return _best_rows(rule, rule.selection, seeds, by_key)
     rows = set(seeds)
     frontier = set(rows)
     derivations = 0
@@ -25,3 +29,31 @@ def fixpoint(rule: LinearRule, seeds: Iterable[Row], edges: Iterable[Row]) -> se
         rows |= found
         frontier = found
     return rows
+
+
+def _best_rows(
+    rule: LinearRule, selection: AggregateSelection, seeds: Iterable[Row], by_key: dict[Key, list[Row]]
+) -> set[Row]:
+    best: dict[Key, Row] = {}
+
+    def improves(row: Row) -> bool:
+        group = selection.group(row)
+        if group in best and not selection.better(row, best[group]):
+            return False
+        best[group] = row
+        return True
+
+    frontier = {row for row in set(seeds) if improves(row)}
+    derivations = 0
+    while frontier:
+        pairs = [
+            (row, edge)
+            for row in frontier
+            if best[selection.group(row)] == row  # beaten in its own round: not derived from
+            for edge in by_key.get(rule.own_key(row), ())
+        ]
+        derivations += len(pairs)
+        if derivations > rule.limit:
+            raise RecursionLimitError(rule.limit)
+        frontier = {out for out in rule.derive(pairs) if out is not None and improves(out)}
+    return set(best.values())

@@ -29,6 +29,7 @@ from sketch_core.errors import QueryError, UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
 from sketch_core.recursive.query import RecursiveQuery, where
 from sketch_core.recursive.rule import DEFAULT_DERIVATION_LIMIT, LinearRule, Row
+from sketch_core.recursive.selection import find_selection
 
 # Rows of a base table -> per row, what it gives (a seed, an edge), or None where filtered.
 Rows = Callable[[pa.Table], list[Row | None]]
@@ -83,7 +84,8 @@ def compile_members(
     """The engines' view of ``query``'s members over tables of ``schemas``."""
     base_table, seeds_of, constant, cte_schema = _base_member(query, schemas)
     edge_table, own, other, edges_of, derive, copies = _recursive_member(query, schemas, cte_schema)
-    rule = LinearRule(own, other, derive, limit)
+    selection = find_selection(query, schemas[edge_table].names)
+    rule = LinearRule(own, other, derive, limit, selection)
     return Members(
         query.name, cte_schema, base_table, edge_table, rule, seeds_of, edges_of, constant, *copies
     )

@@ -25,13 +25,13 @@ from sketch_core.incremental.expressions import ExpressionTranslator
 from sketch_core.recursive.query import RecursiveQuery, where
 
 
-def _outside_definition(query: RecursiveQuery) -> list[exp.Table]:
+def outside_definition(query: RecursiveQuery) -> list[exp.Table]:
     """The table references of the query outside the recursive CTE's own definition."""
     definition = next(c for c in query.outer.args["with_"].expressions if c.alias_or_name == query.name)
-    return [t for t in query.outer.find_all(exp.Table) if definition not in _ancestors(t)]
+    return [t for t in query.outer.find_all(exp.Table) if definition not in ancestors(t)]
 
 
-def _ancestors(node: exp.Expr) -> list[exp.Expr]:
+def ancestors(node: exp.Expr) -> list[exp.Expr]:
     out = []
     while node.parent is not None:
         node = node.parent
@@ -42,14 +42,14 @@ def _ancestors(node: exp.Expr) -> list[exp.Expr]:
 def tables_read_outside(query: RecursiveQuery) -> set[str]:
     """The ``ns.table`` names read outside the recursive CTE (by the outer query or other
     CTEs): a sketch must not filter those, or the outer query would read less than it does."""
-    return {f"{t.db}.{t.name}" for t in _outside_definition(query) if t.args.get("db")}
+    return {f"{t.db}.{t.name}" for t in outside_definition(query) if t.args.get("db")}
 
 
 def outer_selection(query: RecursiveQuery, cte: pa.Schema) -> pc.Expression | None:
     """The condition on the CTE's rows (columns named as in ``cte``) under which the outer
     query reads them; None: it may read every row."""
     tree = query.outer
-    reads = [t for t in _outside_definition(query) if not t.args.get("db") and t.name == query.name]
+    reads = [t for t in outside_definition(query) if not t.args.get("db") and t.name == query.name]
     source = tree.args.get("from_") if isinstance(tree, exp.Select) else None
     if (
         len(reads) != 1
@@ -81,7 +81,7 @@ def check_duplicates_unread(query: RecursiveQuery) -> None:
     its duplicates (see the module docstring)."""
     if query.distinct:
         return
-    for read in _outside_definition(query):
+    for read in outside_definition(query):
         if read.args.get("db") or read.name != query.name:
             continue
         select = read.find_ancestor(exp.Select)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sketch_core.errors import QueryError, SketchError
+
+if TYPE_CHECKING:
+    from sketch_core.recursive.selection import AggregateSelection
 
 Row = tuple[Any, ...]
 Key = tuple[Any, ...]  # a row's join columns
@@ -88,6 +91,8 @@ class LinearRule:
     other: tuple[int, ...]
     derive: Derive
     limit: int = DEFAULT_DERIVATION_LIMIT
+    # Derive only from each group's best row (:mod:`.selection`); None: from every row.
+    selection: AggregateSelection | None = None
 
     def own_key(self, row: Row) -> Key:
         return tuple(row[i] for i in self.own)

@@ -22,6 +22,13 @@ The outer query's own selection narrows the rows whose derivations count
 (:func:`.outer.outer_selection`). Aggregates over the CTE (MIN, MAX, COUNT) read their groups'
 rows among those, so they need no more.
 
+Under an aggregate selection (:mod:`.selection`: least-cost paths) the outer query reads each
+group's best cost only, so only the best rows' derivations count. On the sketch's data each
+best row is still derived (monotonicity again), and no row of its group beats it (a subset of
+the base rows derives a subset of the rows), so every group the outer query reads has the
+same best cost. The formula of a best row may miss derivations through rows that were never
+derived from (held rows); it still holds one whole derivation, which is all safety needs.
+
 Example: reachability from node 1 over ``g.links`` partitioned on ``src``: the sketch is the
 fragments of the links on some path from 1, and the query over those fragments reaches the
 same nodes.
@@ -107,7 +114,9 @@ class RecursiveSketch:
 
     def read_rows(self) -> list[Row]:
         """The CTE's rows the outer query reads."""
-        return self.selected(list(self.view.engine.rows))
+        engine = self.view.engine
+        rows = engine.best_rows() if isinstance(engine, AbsorptionView) else list(engine.rows)
+        return self.selected(rows)
 
     def selected(self, rows: list[Row]) -> list[Row]:
         """Those of the CTE's ``rows`` the outer query reads."""

@@ -10,6 +10,12 @@ query reads the result as a temp view. Each round's rows are written out as Parq
 the warehouse's scratch directory and read back, so a deep recursion does not grow one plan
 per round. Depth is bounded by Spark's own
 ``spark.sql.cteRecursionLevelLimit``, as its recursion is.
+
+A recursion whose outer query reads a cost only through MIN or MAX (least-cost paths:
+:mod:`sketch_core.recursive.selection`) is evaluated here too, with ``UNION`` or ``UNION ALL``:
+each round keeps, per group, only the rows that beat the group's best so far (Bellman-Ford).
+That ends on graphs with cycles, where the query as Spark runs it never does, and gives the
+answer the query defines.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from sqlglot import exp
 
 from sketch_core.errors import QueryError
 from sketch_core.recursive.query import RecursiveQuery, split_recursive
+from sketch_core.recursive.selection import AggregateSelection, find_selection, outer_aggregate
 from sketch_core.spark.delta_partials import collect_scratch
 
 LEVEL_LIMIT_CONF = "spark.sql.cteRecursionLevelLimit"
@@ -56,10 +64,13 @@ def recursive_frame(
     if "recursive" not in sql.lower():  # most queries: not parsed again
         return None
     query = split_recursive(sql)
-    if query is None or not query.distinct:
+    if query is None or not (query.distinct or outer_aggregate(query)):
         return None
+    evaluation = _Evaluation(spark, query, dict(params) if params else None, scratch)
+    if not query.distinct and evaluation.selection is None:
+        return None  # UNION ALL without a selection: Spark's own recursion
     collect_scratch(scratch, time.time() - SCRATCH_HOURS * 3600)
-    return _Evaluation(spark, query, dict(params) if params else None, scratch).frame()
+    return evaluation.frame()
 
 
 class _Evaluation:
@@ -79,12 +90,21 @@ class _Evaluation:
         self.directory = scratch / tag
         with_ = query.outer.args["with_"]
         self.others = [cte for cte in with_.expressions if cte.alias_or_name != query.name]
+        self.selection = self._selection() if outer_aggregate(query) else None
+
+    def _selection(self) -> AggregateSelection | None:
+        """The recursion's aggregate selection, from the columns of the tables its recursive
+        member joins (other CTEs included)."""
+        name = self.query.name
+        joined = [t for t in self.query.step.find_all(exp.Table) if t.db or t.name != name]
+        columns = [c for t in joined for c in self._sql(exp.select("*").from_(t.copy())).columns]
+        return find_selection(self.query, columns)
 
     def frame(self) -> DataFrame:
         limit = int(self.spark.conf.get(LEVEL_LIMIT_CONF, str(DEFAULT_LEVEL_LIMIT)) or DEFAULT_LEVEL_LIMIT)
         first = self._sql(self.query.base).toDF(*self.query.columns)
         schema = first.schema
-        paths = [self._written(first.distinct(), 0)]
+        paths = [self._written(self._kept(first, []), 0)]
         rounds = 0
         while True:
             last = self.spark.read.schema(schema).parquet(paths[-1])
@@ -97,7 +117,7 @@ class _Evaluation:
             step = self._sql(self._reading(self.query.step, f"{self.view}_delta"))
             self._check_types(first, step)
             found = self.spark.read.schema(schema).parquet(*paths)
-            paths.append(self._written(step.toDF(*self.query.columns).distinct().subtract(found), rounds))
+            paths.append(self._written(self._kept(step.toDF(*self.query.columns), [found]), rounds))
         self.spark.read.schema(schema).parquet(*paths).createOrReplaceTempView(self.view)
         outer = self._reading(self.query.outer, self.view)
         kept = outer.args["with_"]
@@ -106,6 +126,39 @@ class _Evaluation:
         if not kept.expressions:
             outer.set("with_", None)
         return self.spark.sql(outer.sql(dialect="spark"), args=self.params)
+
+    def _kept(self, rows: DataFrame, found: list[DataFrame]) -> DataFrame:
+        """Of a round's ``rows``, those to keep: the new ones (set semantics), or under an
+        aggregate selection each group's best where it beats the best ``found`` so far."""
+        if self.selection is None:
+            distinct = rows.distinct()
+            return distinct.subtract(found[0]) if found else distinct
+        names = list(self.query.columns)
+        cost = names[self.selection.cost]
+        groups = [names[i] for i in self.selection.groups]
+        aggregate = F.min if self.selection.kind == "min" else F.max
+
+        def best(frame: DataFrame) -> DataFrame:
+            keys = [F.col(g) for g in groups] or [F.lit(0)]  # no groups: no row from no rows
+            return frame.groupBy(*keys).agg(aggregate(cost).alias(cost)).select(*names)
+
+        candidates = best(rows)
+        if not found:
+            return candidates
+        so_far = best(found[0]).select(
+            *[F.col(g).alias(f"__best_{i}") for i, g in enumerate(groups)],
+            F.col(cost).alias("__best"),
+            F.lit(True).alias("__seen"),
+        )
+        on = [candidates[g].eqNullSafe(so_far[f"__best_{i}"]) for i, g in enumerate(groups)]
+        beats = (
+            candidates[cost] < F.col("__best")
+            if self.selection.kind == "min"
+            else candidates[cost] > F.col("__best")
+        )
+        joined = candidates.join(so_far, on or F.lit(True), "left")
+        new = F.col("__seen").isNull() | (candidates[cost].isNotNull() & (F.col("__best").isNull() | beats))
+        return joined.where(new).select(*[candidates[n] for n in names])
 
     def _written(self, frame: DataFrame, round_: int) -> str:
         path = str(self.directory / f"round_{round_:04d}")

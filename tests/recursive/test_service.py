@@ -27,6 +27,8 @@ from sketch_core.errors import (
 from sketch_core.service.facade import SketchService
 from sketch_core.spark.recursion import RecursionDepthError
 from tests.oracles.results import sorted_rows
+from tests.recursive.test_selection import LEAST_COST as ALL_PAIRS_TEXT
+from tests.recursive.test_selection import least_costs as all_pair_costs
 from tests.service.test_maintain import fresh_fragments, maintained
 
 pytestmark = pytest.mark.spark
@@ -48,6 +50,16 @@ LEAST_HOPS = """WITH RECURSIVE hops(node, n) AS (
     UNION ALL
     SELECT l.dst, h.n + 1 FROM hops h JOIN {t} l ON l.src = h.node WHERE h.n < 3)
 SELECT node, MIN(n) AS n FROM hops WHERE node <> 0 GROUP BY node"""
+# Least cost to each node from node 0 over a graph with cycles: the query as written never
+# ends; with aggregate selection it does (Spark and the engine derive from best rows only).
+LEAST_COST = """WITH RECURSIVE paths(node, cost) AS (
+    SELECT dst, w FROM {t} WHERE src = 0
+    UNION ALL
+    SELECT l.dst, p.cost + l.w FROM paths p JOIN {t} l ON l.src = p.node)
+SELECT node, MIN(cost) AS cost FROM paths GROUP BY node ORDER BY cost, node"""
+
+
+ALL_PAIRS = ALL_PAIRS_TEXT.replace("links", "{t}")
 
 
 def _links(rows: list[tuple[int, int, int]]) -> pa.Table:
@@ -62,6 +74,27 @@ def _reachable(links: list[tuple[int, int, int]]) -> set[int]:
         if not more:
             return found
         found |= more
+
+
+def _least_costs(links: list[tuple[int, int, int]]) -> set[tuple[int, int]]:
+    """Dijkstra from node 0 (walks of one link or more; positive weights)."""
+    best: dict[int, int] = {}
+    frontier = [(w, dst) for src, dst, w in links if src == 0]
+    while frontier:
+        frontier.sort()
+        cost, node = frontier.pop(0)
+        if node in best:
+            continue
+        best[node] = cost
+        frontier += [(cost + w, dst) for src, dst, w in links if src == node and dst not in best]
+    return set(best.items())
+
+
+def _truth(template: str, links: list[tuple[int, int, int]]) -> set[tuple[int, ...]] | None:
+    """The rows the plain report must return, where the test knows them."""
+    if template is REACH:
+        return {(n,) for n in _reachable(links)}
+    return _least_costs(links) if template is LEAST_COST else None
 
 
 def _table(svc: SketchService, ns: str, links: list[tuple[int, int, int]]) -> str:
@@ -83,6 +116,21 @@ def test_union_recursion_runs_semi_naively_on_spark(spark_svc: SketchService, ns
     assert spark_svc.query(sql, use_sketches=False).table.to_pylist() == [{"n": 4}]  # 0, 1, 2, 3
 
 
+def test_least_cost_paths_over_cycles_run_on_spark_with_aggregate_selection(
+    spark_svc: SketchService, ns: str
+) -> None:
+    # A zero-cost cycle (1 <-> 2), a self-loop, a link of NULL cost (which MIN skips: 4 is
+    # reached at cost NULL only through it), and a part not connected to the rest.
+    links = [(0, 1, 2), (1, 2, 0), (2, 1, 0), (2, 3, 1), (0, 3, 5), (3, 3, 1), (3, 4, None), (6, 7, 1)]
+    table = f"{ns}.links{next(_tables)}"
+    spark_svc.tables.create(table, pa.table(list(zip(*links, strict=True)), schema=SCHEMA))
+    sql = ALL_PAIRS.format(t=table)
+    rows = spark_svc.query(sql, use_sketches=False).table.to_pylist()
+    assert {(r["s"], r["d"]): r["cost"] for r in rows} == all_pair_costs(links)
+    costs = [r["cost"] for r in rows]  # ORDER BY cost: Spark puts NULLs first
+    assert costs == sorted(costs, key=lambda c: (c is not None, c or 0)) and 0 in costs
+
+
 def test_a_recursion_past_spark_s_level_limit_gets_a_typed_error(spark_svc: SketchService, ns: str) -> None:
     table = _table(spark_svc, ns, [(i, i + 1, 1) for i in range(8)])
     spark = spark_svc.context.spark
@@ -95,7 +143,7 @@ def test_a_recursion_past_spark_s_level_limit_gets_a_typed_error(spark_svc: Sket
     assert caught.value.limit == 4
 
 
-def _check(svc: SketchService, sql: str, name: str, truth: set[int] | None) -> None:
+def _check(svc: SketchService, sql: str, name: str, truth: set[tuple[int, ...]] | None) -> None:
     sequence = svc.latest_sequence()
     assert maintained(svc, name) == fresh_fragments(svc, sql, name, sequence)
     plain = svc.query(sql, use_sketches=False)
@@ -103,7 +151,7 @@ def _check(svc: SketchService, sql: str, name: str, truth: set[int] | None) -> N
     assert used.sketch is not None and used.sketch[0] == name
     assert sorted_rows(used.table) == sorted_rows(plain.table)
     if truth is not None:
-        assert {r["dst"] for r in plain.table.to_pylist()} == truth
+        assert {tuple(r.values()) for r in plain.table.to_pylist()} == truth
 
 
 LINK = st.tuples(st.integers(0, NODES - 1), st.integers(0, NODES - 1), st.integers(1, 3))
@@ -120,7 +168,9 @@ BATCH = st.tuples(st.lists(LINK, max_size=4), st.lists(st.integers(0, 30), max_s
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(start=st.lists(LINK, min_size=1, max_size=10), batches=st.lists(BATCH, min_size=1, max_size=3))
-@pytest.mark.parametrize("template", [REACH, LEAST_HOPS], ids=["reach", "least_hops"])
+@pytest.mark.parametrize(
+    "template", [REACH, LEAST_HOPS, LEAST_COST], ids=["reach", "least_hops", "least_cost"]
+)
 def test_maintained_recursive_sketches_equal_fresh_captures_and_keep_reports_exact(
     spark_svc: SketchService, ns: str, template: str, start: list, batches: list
 ) -> None:
@@ -130,8 +180,7 @@ def test_maintained_recursive_sketches_equal_fresh_captures_and_keep_reports_exa
     name = f"{table.replace('.', '_')}_sketch"
     svc.capture(sql, name=name, fragments=4)
     links = list(start)
-    reach = template is REACH
-    _check(svc, sql, name, _reachable(links) if reach else None)
+    _check(svc, sql, name, _truth(template, links))
     for added, deleted in batches:
         gone = sorted({links[i] for i in deleted if i < len(links)})
         if not gone and not added:
@@ -146,7 +195,7 @@ def test_maintained_recursive_sketches_equal_fresh_captures_and_keep_reports_exa
             svc.recursive.forget(name)
         runs = svc.maintain(name, strategy="incremental")
         assert [run.strategy for run in runs] == ["incremental"]
-        _check(svc, sql, name, _reachable(links) if reach else None)
+        _check(svc, sql, name, _truth(template, links))
     # Every run took the view it left behind, kept or stored: none computed it again.
     assert [r["built_state"] for r in svc.sketches.runs(name) if r["strategy"] == "incremental"] == [
         False
