@@ -2,14 +2,25 @@
 from scratch (in process, and on Spark as the service runs the query), each measured in the
 same run.
 
-The view is reachability from a few sources over a directed graph (each undirected edge is two
-links), written as users write it and compiled by the recursive front end::
+Two views over a directed graph (each undirected edge is two links of one weight, 1 to 10),
+written as users write them and compiled by the recursive front end: reachability from a few
+sources (``--query reach``)::
 
     WITH RECURSIVE reach(src, dst) AS (
         SELECT src, dst FROM links WHERE src < {sources}
         UNION
         SELECT r.src, l.dst FROM reach r JOIN links l ON l.src = r.dst)
     SELECT * FROM reach
+
+and least-cost paths from them (``--query least-cost``), which every approach evaluates with
+aggregate selection (it derives from each pair's cheapest row only; without it the query
+never ends on a graph with cycles)::
+
+    WITH RECURSIVE paths(src, dst, cost) AS (
+        SELECT src, dst, w FROM links WHERE src < {sources}
+        UNION ALL
+        SELECT p.src, l.dst, p.cost + l.w FROM paths p JOIN links l ON l.src = p.dst)
+    SELECT src, dst, MIN(cost) AS cost FROM paths GROUP BY src, dst
 
 Topologies (networkx): transit-stub (transit nodes on a small-world ring, each with stubs of 8
 nodes, as the paper's GT-ITM setup), random (G(n, m)) and scale-free (Barabasi-Albert), at
@@ -24,9 +35,11 @@ Absorption provenance's first load gets ``--load-seconds`` and ``NODE_LIMIT`` BD
 cell past either says so (the formulas of reachability over a random or scale-free graph are
 network-reliability functions, whose BDDs grow exponentially with the graph's width).
 
-    .venv/bin/python -m benchmarks.recursive [--sizes 100,300,1000,3000] [--operations 20]
+    .venv/bin/python -m benchmarks.recursive [--query reach] [--sizes 100,300,1000,3000]
 
-Results go to benchmarks/results/recursive.{json,md} and docs/images/recursive_deletes.png.
+Results go to benchmarks/results/recursive.{json,md} and docs/images/recursive_deletes.png
+(reachability) and recursive_least_cost_deletes.png; a run keeps the earlier results of the
+queries, topologies and sizes it does not run.
 """
 
 from __future__ import annotations
@@ -56,13 +69,20 @@ from sketch_core.spark.recursion import recursive_frame
 
 RESULTS = Path(__file__).parent / "results"
 IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
-SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
+SCHEMA = pa.schema([("src", pa.int64()), ("dst", pa.int64()), ("w", pa.int64())])
 SOURCES = 5
-QUERY = """WITH RECURSIVE reach(src, dst) AS (
+QUERIES = {
+    "reach": """WITH RECURSIVE reach(src, dst) AS (
     SELECT src, dst FROM links WHERE src < {sources}
     UNION
     SELECT r.src, l.dst FROM reach r JOIN links l ON l.src = r.dst)
-SELECT * FROM reach"""
+SELECT * FROM reach""",
+    "least-cost": """WITH RECURSIVE paths(src, dst, cost) AS (
+    SELECT src, dst, w FROM links WHERE src < {sources}
+    UNION ALL
+    SELECT p.src, l.dst, p.cost + l.w FROM paths p JOIN links l ON l.src = p.dst)
+SELECT src, dst, MIN(cost) AS cost FROM paths GROUP BY src, dst""",
+}
 APPROACHES = ("absorption", "dred", "recompute", "spark")
 # BDD nodes absorption provenance may hold per view here (about 60 MB): past it a cell says so.
 NODE_LIMIT = 2_000_000
@@ -79,6 +99,7 @@ class Measurement:
     view_rows: int
     state: int  # absorption: BDD nodes over the view's formulas; DRed: rows over-deleted, summed
     note: str = ""  # why a cell has no time (absorption provenance gave up)
+    query: str = "reach"
 
 
 def transit_stub(nodes: int, seed: int) -> nx.Graph:
@@ -103,8 +124,17 @@ TOPOLOGIES: dict[str, Callable[[int, int], nx.Graph]] = {
 }
 
 
+def _weight(a: int, b: int) -> int:
+    """An edge's weight, 1 to 10, the same both ways and whenever it comes back."""
+    low, high = min(a, b), max(a, b)
+    return 1 + (low * 7919 + high * 104729) % 10
+
+
 def _table(links: list[tuple[int, int]]) -> pa.Table:
-    return pa.table({"src": [s for s, _ in links], "dst": [d for _, d in links]}, schema=SCHEMA)
+    return pa.table(
+        {"src": [s for s, _ in links], "dst": [d for _, d in links], "w": [_weight(s, d) for s, d in links]},
+        schema=SCHEMA,
+    )
 
 
 def _recompute(members: Members, links: list[tuple[int, int]]) -> set[tuple[object, ...]]:
@@ -114,9 +144,9 @@ def _recompute(members: Members, links: list[tuple[int, int]]) -> set[tuple[obje
     return fixpoint(members.rule, seeds, edges)
 
 
-def _spark_rows(spark: SparkSession, links: list[tuple[int, int]], scratch: Path) -> int:
+def _spark_rows(spark: SparkSession, sql: str, links: list[tuple[int, int]], scratch: Path) -> int:
     spark.createDataFrame(_table(links)).createOrReplaceTempView("links")
-    frame = recursive_frame(spark, QUERY.format(sources=SOURCES), scratch)
+    frame = recursive_frame(spark, sql, scratch)
     assert frame is not None
     return frame.count()
 
@@ -152,8 +182,11 @@ def run_cell(
         approach: str, workload: str, ms: float, rows: int, state: int, note: str = ""
     ) -> Measurement:
         return Measurement(
-            topology, graph.number_of_nodes(), len(links), workload, approach, ms, rows, state, note
+            topology, graph.number_of_nodes(), len(links), workload, approach, ms, rows, state, note, query
         )
+
+    query = options.query
+    sql = QUERIES[query].format(sources=SOURCES)
 
     gave_up: str | None = None  # absorption's first load, once it failed for this graph
     for workload, steps in workloads.items():
@@ -164,7 +197,7 @@ def run_cell(
                 for added, deleted in steps[: options.spark_operations]:
                     started = time.perf_counter()
                     now = [x for x in current if x not in set(deleted)] + added
-                    spark_rows = _spark_rows(spark, now, options.scratch)
+                    spark_rows = _spark_rows(spark, sql, now, options.scratch)
                     times.append(time.perf_counter() - started)
                 out.append(measured(approach, workload, 1000 * statistics.median(times), spark_rows, 0))
                 print(
@@ -217,7 +250,7 @@ def run_cell(
                         view.insert({"links": _table(deleted)})
                 current = list(links)
             if view is not None:
-                rows_now = view.rows
+                rows_now = set(view.engine.best_rows())  # under a selection: each group's best
                 if isinstance(view.engine, AbsorptionView):
                     state = view.engine.state_size()
             else:
@@ -237,37 +270,43 @@ def report(results: list[Measurement], command: str) -> Path:
     lines = [
         "# Recursive view maintenance: absorption provenance, DRed, recomputation",
         "",
-        f"`{command}` (one run per topology; medians per operation; the view: reachability from {SOURCES} "
-        "sources; Spark recomputes the query from scratch as `svc.query` runs it)",
+        f"`{command}` (the last run; one run per query and topology; medians per operation; the views: "
+        f"reachability and least-cost paths from {SOURCES} sources; Spark recomputes the query from "
+        "scratch as `svc.query` runs it)",
         "",
-        "| topology | nodes | links | workload | absorption ms | DRed ms | recompute ms | Spark ms "
+        "| query | topology | nodes | links | workload | absorption ms | DRed ms | recompute ms | Spark ms "
         "| DRed / absorption | recompute / absorption | Spark / absorption | view rows | BDD nodes |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    cells: dict[tuple[str, int, str], dict[str, Measurement]] = {}
-    for m in results:
-        cells.setdefault((m.topology, m.nodes, m.workload), {})[m.approach] = m
-    for (topology, nodes, workload), by in cells.items():
+    cells: dict[tuple[str, str, int, str], dict[str, Measurement]] = {}
+    for m in sorted(results, key=lambda m: (m.query != "reach", list(TOPOLOGIES).index(m.topology), m.nodes)):
+        cells.setdefault((m.query, m.topology, m.nodes, m.workload), {})[m.approach] = m
+    for (query, topology, nodes, workload), by in cells.items():
         a, d, r, k = by["absorption"], by["dred"], by["recompute"], by["spark"]
         others = f"{d.ms_per_operation:.2f} | {r.ms_per_operation:.2f} | {k.ms_per_operation:.0f}"
         if math.isnan(a.ms_per_operation):
             lines.append(
-                f"| {topology} | {nodes} | {a.links} | {workload} | {a.note} | {others} | | | "
+                f"| {query} | {topology} | {nodes} | {a.links} | {workload} | {a.note} | {others} | | | "
                 f"| {d.view_rows} | |"
             )
             continue
         ratios = " | ".join(f"{x.ms_per_operation / a.ms_per_operation:.1f}x" for x in (d, r, k))
         lines.append(
-            f"| {topology} | {nodes} | {a.links} | {workload} | {a.ms_per_operation:.2f} | {others} "
-            f"| {ratios} | {a.view_rows} | {a.state} |"
+            f"| {query} | {topology} | {nodes} | {a.links} | {workload} | {a.ms_per_operation:.2f} "
+            f"| {others} | {ratios} | {a.view_rows} | {a.state} |"
         )
     markdown = RESULTS / "recursive.md"
     markdown.write_text("\n".join(lines) + "\n")
-    _plot(results)
+    for query, image in (
+        ("reach", "recursive_deletes.png"),
+        ("least-cost", "recursive_least_cost_deletes.png"),
+    ):
+        if any(m.query == query for m in results):
+            _plot([m for m in results if m.query == query], image)
     return markdown
 
 
-def _plot(results: list[Measurement]) -> None:
+def _plot(results: list[Measurement], image: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -297,9 +336,10 @@ def _plot(results: list[Measurement]) -> None:
         axis.set_xlabel("links")
         axis.set_ylabel("ms per deleted link")
     axes[0][0].legend()
-    figure.tight_layout()
     IMAGES.mkdir(parents=True, exist_ok=True)
-    figure.savefig(IMAGES / "recursive_deletes.png", dpi=110)
+    figure.suptitle(f"{results[0].query}: maintenance time per deleted link", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(IMAGES / image, dpi=110)
 
 
 def main() -> None:
@@ -309,8 +349,9 @@ def main() -> None:
     parser.add_argument("--spark-operations", type=int, default=3, help="of those, recomputed on Spark")
     parser.add_argument("--load-seconds", type=float, default=120.0, help="absorption's first load, at most")
     parser.add_argument("--topologies", default="transit-stub,random,scale-free")
+    parser.add_argument("--query", default="reach", choices=sorted(QUERIES))
     args = parser.parse_args()
-    split = split_recursive(QUERY.format(sources=SOURCES))
+    split = split_recursive(QUERIES[args.query].format(sources=SOURCES))
     assert split is not None
     members = compile_members(split, {"links": SCHEMA})
     spark = (
@@ -335,14 +376,14 @@ def main() -> None:
 
 
 def _with_earlier(results: list[Measurement]) -> list[Measurement]:
-    """``results`` and the last results' cells of the topologies not run this time (so that
-    each topology can be run on its own: ``--topologies random``)."""
+    """``results`` and the earlier results' cells of the queries, topologies and sizes not run
+    this time (so that each can be run on its own: ``--query least-cost --topologies random``)."""
     stored = RESULTS / "recursive.json"
     if not stored.exists():
         return results
-    run = {m.topology for m in results}
-    earlier = [Measurement(**m) for m in json.loads(stored.read_text()) if m["topology"] not in run]
-    return earlier + results
+    run = {(m.query, m.topology, m.nodes) for m in results}
+    earlier = [Measurement(**m) for m in json.loads(stored.read_text())]
+    return [m for m in earlier if (m.query, m.topology, m.nodes) not in run] + results
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from sketch_core.recursive.rule import (
     RecursionLimitError,
     Row,
 )
+from sketch_core.recursive.selection import CostOrder
 
 _SEEDS, _EDGES, _ROWS = 0, 1, 2  # the stores a base tuple's variable may appear in
 
@@ -65,7 +66,9 @@ class AbsorptionView:
         self.node_limit = node_limit
         self.seconds_limit = seconds_limit
         self._deadline = math.inf
-        self.formulas = formulas or Formulas()
+        self._derived = 0  # derivations formed over the view's life
+        self._next_count = 256  # ... when the node count is checked next
+        self.formulas = formulas or Formulas(reordering=rule.selection is None)
         self.rows: dict[Row, Formula] = {}
         self.seeds: dict[Row, Formula] = {}
         self.edges: dict[Row, Formula] = {}
@@ -114,10 +117,18 @@ class AbsorptionView:
 
     def _propagate(self, queue: deque[tuple[Row, Formula]], change: Change) -> None:
         """A row's new derivations meet every edge it joins, with the edge's whole formula:
-        round by round (semi-naive), each round's differences in one batch."""
-        while queue:
-            batch = [(row, difference) for row, difference in queue if self._derives(row)]
+        round by round (semi-naive), each round's differences in one batch; under an
+        aggregate selection, best costs first (:class:`.selection.CostOrder`)."""
+        order = CostOrder(self.rule.selection) if self.rule.selection is not None else None
+        while queue or order:
+            if order is None:
+                waiting = list(queue)
+            else:
+                for row, difference in queue:
+                    order.push(row, difference)
+                waiting = order.pop_batch()
             queue.clear()
+            batch = [(row, difference) for row, difference in waiting if self._derives(row)]
             self._derive(
                 [
                     (row, difference, edge, self.edges[edge])
@@ -261,8 +272,17 @@ class AbsorptionView:
             if i % 16 == 15:  # one operation on large formulas can take milliseconds
                 if time.monotonic() > self._deadline:
                     raise FormulasTooLargeError(self.node_limit, self.seconds_limit)
-                if i % 256 == 255 and self.formulas.nodes() > self.node_limit:
-                    raise FormulasTooLargeError(self.node_limit)
+                self._derived += 16
+                if self._derived >= self._next_count:
+                    self._check_nodes()
+        self._derived += len(pairs) % 16
+
+    def _check_nodes(self) -> None:
+        """End with :class:`FormulasTooLargeError` past the node limit. Counting CUDD's live
+        nodes visits every node (tens of milliseconds in a large view), so it is done after
+        256 derivations, then after twice as many, and so on up to every million: rarely
+        enough to cost nothing, often enough to stop a view that explodes early."""
+        self._next_count = self._derived + min(max(self._derived, 256), 1_000_000)
         if self.formulas.nodes() > self.node_limit:
             raise FormulasTooLargeError(self.node_limit)
 

@@ -16,6 +16,11 @@ and from the edge, as (derived position, r or edge position): re-derivation then
 the edges and rows that could give each over-deleted row, as a DRed over indexes on those
 columns would (for reachability, the links into its destination); without them, it steps
 every row left.
+
+With an aggregate selection (``rule.selection``, :mod:`.selection`) rows are derived from each
+group's best row only, as in :mod:`.absorption`; the others are kept, and a delete that takes
+a group's best away (over-deleted and not derived again) elects the best row left and derives
+from it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Iterator
 
 from sketch_core.recursive.rule import Change, Derived, Key, LinearRule, RecursionLimitError, Row
+from sketch_core.recursive.selection import CostOrder
 
 
 class DRedView:
@@ -42,6 +48,9 @@ class DRedView:
         self._rows_by_key: dict[Key, set[Row]] = {}
         self._rows_by_copy: dict[Key, set[Row]] = {}
         self._edges_by_key: dict[Key, set[Row]] = {}
+        # With an aggregate selection: per group, its rows, and the best one.
+        self._groups: dict[Key, set[Row]] = {}
+        self._best: dict[Key, Row] = {}
 
     def insert(self, seeds: Iterable[Derived] = (), edges: Iterable[Derived] = ()) -> Change:
         change = Change()
@@ -52,7 +61,8 @@ class DRedView:
                 self._edges_by_key.setdefault(self.rule.other_key(edge), set()).add(edge)
                 self._edges_by_copy.setdefault(self._edge_copy(edge), set()).add(edge)
             self.edges.setdefault(edge, set()).add(keys)
-        frontier = {out for out in self._derived(self._with_rows(new_edges), change) if out not in self.rows}
+        best = [(row, edge) for row, edge in self._with_rows(new_edges) if self._derives(row)]
+        frontier = {out for out in self._derived(best, change) if out not in self.rows}
         for seed, keys in seeds:
             self.seeds.setdefault(seed, set()).add(keys)
             if seed not in self.rows:
@@ -80,8 +90,7 @@ class DRedView:
         for edge in gone_edges:
             self._edges_by_key[self.rule.other_key(edge)].discard(edge)
             self._edges_by_copy[self._edge_copy(edge)].discard(edge)
-        for row in doomed:
-            self._remove(row)
+        orphaned = {group for row in doomed if (group := self._remove(row)) is not None}
         change.work.overdeleted = len(doomed)
         # 2. Derive again what has a derivation from what is left, and propagate it.
         again = {row for row in doomed if row in self.seeds}
@@ -89,11 +98,36 @@ class DRedView:
         self._count(change, len(tried))
         outs = self.rule.derive([pair for _, pair in tried])
         again |= {row for (row, _), out in zip(tried, outs, strict=True) if out == row}
-        back = self._propagate(again, change)
-        change.work.rederived = len(back)
+        for row in again:
+            self._add(row)
+        back = self._propagate(again | self._elect(orphaned), change, added=set(again))
+        change.work.rederived = len(back & doomed)
         change.removed = doomed - back
+        change.added = back - doomed  # under a selection, rows derived from a released best
         change.work.removed = len(change.removed)
         return change
+
+    def _derives(self, row: Row) -> bool:
+        """Whether ``row`` is derived from: under an aggregate selection, only its group's best."""
+        selection = self.rule.selection
+        return selection is None or self._best.get(selection.group(row)) == row
+
+    def _elect(self, groups: set[Key]) -> set[Row]:
+        """The best row left in each of ``groups`` (whose best went), made its best: of every
+        row of the group, not only of those derived again."""
+        selection = self.rule.selection
+        elected = set()
+        for group in groups:
+            if not self._groups.get(group):
+                self._best.pop(group, None)
+                continue
+            rows = iter(self._groups[group])
+            best = next(rows)
+            for row in rows:
+                best = row if selection is not None and selection.better(row, best) else best
+            self._best[group] = best
+            elected.add(best)
+        return elected
 
     def _could_give(self, row: Row) -> list[tuple[Row, Row]]:
         """The (row, edge) pairs left that could derive ``row``: through the edges whose
@@ -109,16 +143,22 @@ class DRedView:
     def _edge_copy(self, edge: Row) -> Key:
         return tuple(edge[e] for _, e in self.edge_copied)
 
-    def _propagate(self, frontier: set[Row], change: Change) -> set[Row]:
-        """Add ``frontier`` (rows not in the view) and everything derivable from it."""
-        added: set[Row] = set()
-        while frontier:
+    def _propagate(self, frontier: set[Row], change: Change, added: set[Row] | None = None) -> set[Row]:
+        """Add ``frontier`` and everything derivable from it; the rows that were not in the
+        view (with ``added``, those of the frontier added already)."""
+        added = set(added or ())
+        order = CostOrder(self.rule.selection) if self.rule.selection is not None else None
+        while frontier or order:
             for row in frontier:
-                self._add(row)
-            added |= frontier
-            frontier = {
-                out for out in self._derived(self._with_edges(frontier), change) if out not in self.rows
-            }
+                if row not in self.rows:
+                    self._add(row)
+                    added.add(row)
+            if order is not None:  # best costs first, as in :mod:`.absorption`
+                for row in frontier:
+                    order.push(row)
+                frontier = {row for row, _ in order.pop_batch()}
+            best = [row for row in frontier if self._derives(row)]
+            frontier = {out for out in self._derived(self._with_edges(best), change) if out not in self.rows}
         return added
 
     def _with_edges(self, rows: Iterable[Row]) -> Iterator[tuple[Row, Row]]:
@@ -144,12 +184,31 @@ class DRedView:
         self._rows_by_key.setdefault(self.rule.own_key(row), set()).add(row)
         if self.copied:
             self._rows_by_copy.setdefault(tuple(row[own] for _, own in self.copied), set()).add(row)
+        if (selection := self.rule.selection) is not None:
+            group = selection.group(row)
+            self._groups.setdefault(group, set()).add(row)
+            best = self._best.get(group)
+            if best is None or selection.better(row, best):
+                self._best[group] = row
 
-    def _remove(self, row: Row) -> None:
+    def _remove(self, row: Row) -> Key | None:
+        """Take ``row`` out; its group, if it was the group's best."""
         self.rows.discard(row)
         self._rows_by_key[self.rule.own_key(row)].discard(row)
         if self.copied:
             self._rows_by_copy[tuple(row[own] for _, own in self.copied)].discard(row)
+        if (selection := self.rule.selection) is None:
+            return None
+        group = selection.group(row)
+        self._groups[group].discard(row)
+        if self._best.get(group) != row:
+            return None
+        del self._best[group]
+        return group
+
+    def best_rows(self) -> list[Row]:
+        """Each group's best row under an aggregate selection, else every row."""
+        return list(self._best.values()) if self.rule.selection is not None else list(self.rows)
 
     def _count(self, change: Change, derivations: int) -> None:
         change.work.derivations += derivations

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sketch_core.recursive.rule import Key, LinearRule, RecursionLimitError, Row
-from sketch_core.recursive.selection import AggregateSelection
+from sketch_core.recursive.selection import AggregateSelection, CostOrder
 
 
 def fixpoint(rule: LinearRule, seeds: Iterable[Row], edges: Iterable[Row]) -> set[Row]:
@@ -43,17 +43,21 @@ def _best_rows(
         best[group] = row
         return True
 
-    frontier = {row for row in set(seeds) if improves(row)}
+    order = CostOrder(selection)
+    for row in {row for row in set(seeds) if improves(row)}:
+        order.push(row)
     derivations = 0
-    while frontier:
+    while order:
         pairs = [
             (row, edge)
-            for row in frontier
-            if best[selection.group(row)] == row  # beaten in its own round: not derived from
+            for row, _ in order.pop_batch()
+            if best[selection.group(row)] == row  # beaten since: not derived from
             for edge in by_key.get(rule.own_key(row), ())
         ]
         derivations += len(pairs)
         if derivations > rule.limit:
             raise RecursionLimitError(rule.limit)
-        frontier = {out for out in rule.derive(pairs) if out is not None and improves(out)}
+        for out in rule.derive(pairs):
+            if out is not None and improves(out):
+                order.push(out)
     return set(best.values())

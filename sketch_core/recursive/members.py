@@ -27,7 +27,7 @@ from sqlglot import exp
 from sketch_core.algebra.ir import conjuncts
 from sketch_core.errors import QueryError, UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate
-from sketch_core.recursive.query import RecursiveQuery, where
+from sketch_core.recursive.query import RecursiveQuery, member_types_differ, where
 from sketch_core.recursive.rule import DEFAULT_DERIVATION_LIMIT, LinearRule, Row
 from sketch_core.recursive.selection import find_selection
 
@@ -206,11 +206,7 @@ def _recursive_member(
         # Spark does not widen a recursive CTE's columns between its members: it refuses the
         # query, and so does this.
         if (kind := translate.type_of(output)) != field.type:
-            raise QueryError(
-                f"the recursive member of {query.name} gives {field.name} as {kind} where its base "
-                f"member gives {field.type}: {where(step)[:200]!r}",
-                hint="cast one of them, for example CAST(0 AS BIGINT) in the base member",
-            )
+            raise member_types_differ(query.name, field.name, str(kind), str(field.type), step)
 
     # The derived columns that are a column of either side as it is (DRed's indexes).
     bare = [(i, e) for i, e in enumerate(x.unalias() for x in step.expressions) if isinstance(e, exp.Column)]

@@ -16,6 +16,8 @@ duplicates count. Both decide what a provenance sketch of the query must keep (:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -23,6 +25,9 @@ from sqlglot import exp
 from sketch_core.errors import QueryError, UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator
 from sketch_core.recursive.query import RecursiveQuery, where
+
+if TYPE_CHECKING:
+    from sketch_core.recursive.selection import AggregateSelection
 
 
 def outside_definition(query: RecursiveQuery) -> list[exp.Table]:
@@ -110,25 +115,38 @@ def _duplicates_unread(select: exp.Select) -> bool:
     )
 
 
-def materialized_columns(query: RecursiveQuery, cte: pa.Schema) -> list[tuple[str, int]]:
+def materialized_columns(
+    query: RecursiveQuery, cte: pa.Schema, selection: AggregateSelection | None = None
+) -> list[tuple[str, int]]:
     """For a materialised view of ``query``: its output columns, each with the CTE column it
     is (so a view row is one output row, and a change of the view one change of the table).
     Refused (:class:`UnsupportedQueryError`) unless the outer query is ``SELECT [DISTINCT] *``
     or every CTE column once, bare or renamed, ``FROM`` the CTE ``[WHERE ...]``, over a
-    ``UNION`` recursion or with ``DISTINCT`` (a table of rows, not of walks)."""
+    ``UNION`` recursion or with ``DISTINCT`` (a table of rows, not of walks); or, under an
+    aggregate ``selection``, ``SELECT <the group columns and MIN(cost)> FROM cte [WHERE ...]
+    GROUP BY <the group columns>`` (a table of each group's best row)."""
     tree = query.outer
     shape = (
-        "a materialised view whose query is not SELECT [DISTINCT] <every column of {n}> FROM {n} [WHERE ...]"
+        "a materialised view whose query is not SELECT [DISTINCT] <every column of {n}> FROM {n} "
+        "[WHERE ...], or SELECT <its other columns>, MIN(<cost>) FROM {n} [WHERE ...] GROUP BY <them>"
     )
     refused = UnsupportedQueryError(shape.format(n=query.name), sql_text(tree))
+    grouped = selection is not None and tree.args.get("group") is not None
     if not isinstance(tree, exp.Select) or any(
-        tree.args.get(k) for k in ("joins", "group", "having", "order", "limit", "qualify", "windows")
+        tree.args.get(k) for k in ("joins", "having", "order", "limit", "qualify", "windows")
     ):
+        raise refused
+    if tree.args.get("group") is not None and not grouped:
         raise refused
     source = tree.args.get("from_")
     if source is None or not isinstance(source.this, exp.Table) or source.this.args.get("db"):
         raise refused
-    if source.this.name != query.name or tree.find(exp.AggFunc, exp.Window, exp.Subquery) is not None:
+    if source.this.name != query.name or tree.find(exp.Window, exp.Subquery) is not None:
+        raise refused
+    if grouped:
+        assert selection is not None
+        return _best_rows_columns(query, cte, selection, tree, refused)
+    if tree.find(exp.AggFunc) is not None:
         raise refused
     if not query.distinct and not tree.args.get("distinct"):
         raise UnsupportedQueryError(
@@ -148,6 +166,34 @@ def materialized_columns(query: RecursiveQuery, cte: pa.Schema) -> list[tuple[st
         if not isinstance(column, exp.Column) or column.name not in cte.names:
             raise refused
         columns.append((expression.alias_or_name, cte.names.index(column.name)))
+    if sorted(i for _, i in columns) != list(range(len(cte.names))):
+        raise refused
+    return columns
+
+
+def _best_rows_columns(
+    query: RecursiveQuery,
+    cte: pa.Schema,
+    selection: AggregateSelection,
+    tree: exp.Select,
+    refused: UnsupportedQueryError,
+) -> list[tuple[str, int]]:
+    """The output columns of ``SELECT <group columns>, MIN(cost) ... GROUP BY <group columns>``."""
+    groups = {cte.names[i] for i in selection.groups}
+    keys = [g for g in tree.args["group"].expressions]
+    if not all(isinstance(k, exp.Column) for k in keys) or {k.name for k in keys} != groups:
+        raise refused
+    aggregate = exp.Min if selection.kind == "min" else exp.Max
+    columns = []
+    for expression in tree.expressions:
+        value = expression.unalias()
+        if isinstance(value, aggregate) and isinstance(value.this, exp.Column):
+            value = value.this
+            if value.name != cte.names[selection.cost] or not expression.alias:
+                raise refused  # unnamed, the table's column would be named as Spark prints it
+        elif not isinstance(value, exp.Column) or value.name not in groups:
+            raise refused
+        columns.append((expression.alias_or_name, cte.names.index(value.name)))
     if sorted(i for _, i in columns) != list(range(len(cte.names))):
         raise refused
     return columns

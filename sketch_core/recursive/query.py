@@ -43,6 +43,16 @@ def where(node: exp.Expr) -> str:
     return node.sql(dialect="spark")
 
 
+def member_types_differ(name: str, column: str, step_type: str, base_type: str, step: exp.Expr) -> QueryError:
+    """The error for a recursive member that gives ``column`` another type than the base member
+    (Spark does not widen a recursive CTE's columns between its members: it refuses the query)."""
+    return QueryError(
+        f"the recursive member of {name} gives {column} as {step_type} where its base member gives "
+        f"{base_type}: {where(step)[:200]!r}",
+        hint="cast one of them, for example CAST(0 AS BIGINT) in the base member",
+    )
+
+
 def _reads(node: exp.Expr, name: str) -> list[exp.Table]:
     """The references to the relation ``name`` in ``node`` (unqualified table names only: a
     CTE has no database)."""

@@ -30,6 +30,7 @@ p.node) SELECT node, MIN(cost) FROM p GROUP BY node``: the cost is ``cost``, the
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -167,3 +168,36 @@ def outer_aggregate(query: RecursiveQuery) -> tuple[Kind, str] | None:
     kind, name = costs[0]
     assert kind is not None
     return kind, name
+
+
+class CostOrder:
+    """Rows waiting to be derived from, taken best cost first (with non-negative terms each
+    group's best is then final when first taken: Dijkstra's order rather than Bellman-Ford's
+    rounds, which may improve a group's best once per round). Any order is correct; this one
+    does the least work."""
+
+    def __init__(self, selection: AggregateSelection) -> None:
+        self.selection = selection
+        self._heap: list[tuple[tuple[bool, Any], int, Sequence[Any], Any]] = []
+        self._pushed = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+    def push(self, row: Sequence[Any], payload: Any = None) -> None:
+        cost = row[self.selection.cost]
+        key = (cost is None, 0 if cost is None else cost if self.selection.kind == "min" else -cost)
+        heapq.heappush(self._heap, (key, self._pushed, row, payload))
+        self._pushed += 1
+
+    def pop_batch(self, least: int = 256) -> list[tuple[Any, Any]]:
+        """The waiting rows of the best costs, whole cost levels at a time until there are
+        ``least`` (a batch is derived in one go; rows of a few costs more are derived a little
+        early, which may cost work but never correctness), with their payloads."""
+        out: list[tuple[Any, Any]] = []
+        while self._heap and len(out) < least:
+            key = self._heap[0][0]
+            while self._heap and self._heap[0][0] == key:
+                _, _, row, payload = heapq.heappop(self._heap)
+                out.append((row, payload))
+        return out

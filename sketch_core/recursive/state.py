@@ -114,10 +114,8 @@ class _Nodes:
         self.highs: list[int] = []
 
     def reference(self, u: Formula) -> int:
-        if u == self.formulas.true:
-            return 1
-        if u == self.formulas.false:
-            return 0
+        """``u``'s reference (0 false, 1 true, else twice its node's number plus 2, plus 1 when
+        complemented), its nodes numbered first."""
         stack: list[tuple[Formula, bool]] = [(u, False)]
         while stack:  # iterative: a BDD is as deep as its variables are many
             node, expanded = stack.pop()

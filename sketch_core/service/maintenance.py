@@ -39,6 +39,7 @@ from sketch_core.service.arguments import check_strategy
 from sketch_core.service.capture import Capturer
 from sketch_core.service.context import ServiceContext
 from sketch_core.service.engines import EngineCache, EngineFactory
+from sketch_core.service.failed_runs import failure_recorded
 from sketch_core.service.lifecycle import Lifecycle
 from sketch_core.service.recursive import RecursiveSketches, recursive_query
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun
@@ -334,7 +335,7 @@ class Maintainer:
             raise StateMissingError(
                 record.state_ref or name, f"column types widened since it was stored ({shown})"
             )
-        try:
+        with failure_recorded(ctx.sketches, name, record.version, delta_rows, started):
             maintained, built_state = self._engine_at(definition, record)
             _, read_rows, pins = advance(
                 ctx.tables,
@@ -371,15 +372,6 @@ class Maintainer:
                     built_state=built_state,
                 ),
             )
-        except Exception as exc:
-            failed = FinishedRun(
-                "incremental", record.version, "failed", delta_rows, time.perf_counter() - started, str(exc)
-            )
-            try:
-                ctx.sketches.record_run(name, failed, None)
-            except Exception as unrecorded:  # the original error is the one to report
-                log.warning("could not record the failed run of %s: %s", name, unrecorded)
-            raise
         faults.reached("published")
         if keeps:
             self.cache.keep(definition, published.version, maintained)

@@ -42,6 +42,7 @@ from sketch_core.recursive.rule import Row
 from sketch_core.recursive.sketch import RecursiveSketch
 from sketch_core.service.arguments import default_sketch_name
 from sketch_core.service.context import ServiceContext
+from sketch_core.service.failed_runs import failure_recorded
 from sketch_core.service.results import MaintenancePlan, MaintenanceRun, SketchVersion
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -104,7 +105,7 @@ class RecursiveSketches:
         definition = SketchDefinition(name, sql, encoded, template, partition_ids)
         if into is not None:
             self._check_into(name, into, query, members)
-        kept = self._build(definition, members, {t: p for t, (_, p) in partitions.items()}, sequence)
+        kept = self._build(query, members, {t: p for t, (_, p) in partitions.items()}, sequence)
         found = kept.fragments()
         with ctx.coordinated(name, "a capture"):
             ctx.sketches.ensure_sketch(name, sql, encoded, template_key=template, partition_ids=partition_ids)
@@ -177,20 +178,27 @@ class RecursiveSketches:
         """``plan``'s incremental run: the view at ``record`` given the rows inserted and deleted
         up to ``plan.target``, and the sketch it then gives published."""
         ctx, name, target = self.context, definition.name, plan.target
-        try:
-            kept, built = self._at(definition, record)
+        query = split_recursive(definition.query_sql)
+        assert query is not None  # a recursive sketch's definition
+        with failure_recorded(ctx.sketches, name, record.version, plan.delta_rows, started):
+            kept, built = self._at(definition, query, record)
             inserted, deleted = {}, {}
             for table in kept.schemas:
                 delta = ctx.tables.delta(table, record.sequence, target)
                 inserted[table], deleted[table] = delta.inserted, delta.deleted
+            into = ctx.sketches.materialized_table(name)
+            # Under an aggregate selection the table holds each group's best row, which a
+            # change of the view's rows does not tell: compare them before and after.
+            bests = set(kept.read_rows()) if into is not None and kept.members.rule.selection else None
             gone, came = kept.apply(inserted, deleted, target)
             found = kept.fragments()
-            into = ctx.sketches.materialized_table(name)
             if into is not None:
-                query = split_recursive(definition.query_sql)
-                assert query is not None
-                removed = kept.selected(sorted(gone.removed - came.added, key=repr))
-                added = kept.selected(sorted(came.added - gone.removed, key=repr))
+                if bests is not None:
+                    now = set(kept.read_rows())
+                    removed, added = sorted(bests - now, key=repr), sorted(now - bests, key=repr)
+                else:
+                    removed = kept.selected(sorted(gone.removed - came.added, key=repr))
+                    added = kept.selected(sorted(came.added - gone.removed, key=repr))
                 self._write_view(into, query, kept, (removed, added))
             pins = ctx.pin_query(definition.query_sql, target)
             seconds = time.perf_counter() - started
@@ -211,20 +219,6 @@ class RecursiveSketches:
                     built_state=built,
                 ),
             )
-        except Exception as exc:
-            failed = FinishedRun(
-                "incremental",
-                record.version,
-                "failed",
-                plan.delta_rows,
-                time.perf_counter() - started,
-                str(exc),
-            )
-            try:
-                ctx.sketches.record_run(name, failed, None)
-            except Exception as unrecorded:  # the original error is the one to report
-                log.warning("could not record the failed run of %s: %s", name, unrecorded)
-            raise
         self._keep(definition, published.version, kept)
         log.info(
             "maintained recursive %s to version %d in %.2fs: %d rows removed, %d added, "
@@ -243,7 +237,7 @@ class RecursiveSketches:
     def _check_into(self, name: str, into: str, query: RecursiveQuery, members: Members) -> None:
         """Refuse to materialise ``query`` into ``into`` unless its rows map one to one onto the
         view's, and ``into`` is new or this sketch's own table already."""
-        materialized_columns(query, members.schema)
+        materialized_columns(query, members.schema, members.rule.selection)
         if self.context.tables.exists(into) and self.context.sketches.materialized_table(name) != into:
             raise TableExistsError(into)
 
@@ -258,7 +252,7 @@ class RecursiveSketches:
         big for a predicate), else the rows removed and added, as one commit that deletes both
         and adds the added ones (so writing the same change twice leaves the same table)."""
         tables = self.context.tables
-        columns = materialized_columns(query, kept.members.schema)
+        columns = materialized_columns(query, kept.members.schema, kept.members.rule.selection)
         schema = pa.schema([pa.field(n, kept.members.schema.field(i).type) for n, i in columns])
 
         def arrow(rows: list[Row]) -> pa.Table:
@@ -284,7 +278,9 @@ class RecursiveSketches:
         self._kept.pop(name, None)
 
     # -- internals -------------------------------------------------------------------------
-    def _at(self, definition: SketchDefinition, record: VersionRecord) -> tuple[RecursiveSketch, bool]:
+    def _at(
+        self, definition: SketchDefinition, query: RecursiveQuery, record: VersionRecord
+    ) -> tuple[RecursiveSketch, bool]:
         """The view at ``record``'s version: the one kept here (taken out while it is advanced,
         so one that fails half-way is never used again), else restored from the version's
         stored state, else built from its snapshot (then True)."""
@@ -292,8 +288,6 @@ class RecursiveSketches:
         if kept is not None and kept[0] == definition.identity() and kept[1] == record.version:
             return kept[2], False
         ctx = self.context
-        query = split_recursive(definition.query_sql)
-        assert query is not None  # a recursive sketch's definition
         pins = ctx.pin_query(definition.query_sql, record.sequence)
         schemas = {t: pin.schema for t, pin in pins.items()}
         members = compile_members(query, schemas)
@@ -306,17 +300,15 @@ class RecursiveSketches:
                 members, partitions, selection, schemas, state, record.sequence
             )
             return restored, False
-        return self._build(definition, members, partitions, record.sequence), True
+        return self._build(query, members, partitions, record.sequence), True
 
     def _build(
         self,
-        definition: SketchDefinition,
+        query: RecursiveQuery,
         members: Members,
         partitions: Mapping[str, RangePartition],
         sequence: int,
     ) -> RecursiveSketch:
-        query = split_recursive(definition.query_sql)
-        assert query is not None
         read = sorted({t for t in (members.seed_table, members.edge_table) if t is not None})
         tables = {t: self.context.tables.read_arrow(t, sequence) for t in read}
         return RecursiveSketch.build(

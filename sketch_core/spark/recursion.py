@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from sketch_core.errors import QueryError
-from sketch_core.recursive.query import RecursiveQuery, split_recursive
+from sketch_core.recursive.query import RecursiveQuery, member_types_differ, split_recursive
 from sketch_core.recursive.selection import AggregateSelection, find_selection, outer_aggregate
 from sketch_core.spark.delta_partials import collect_scratch
 
@@ -188,11 +188,12 @@ class _Evaluation:
         the query when they differ), and neither does this."""
         for column, left, right in zip(self.query.columns, base.schema, step.schema, strict=True):
             if left.dataType != right.dataType:
-                raise QueryError(
-                    f"the recursive member of {self.query.name} gives {column} as "
-                    f"{right.dataType.simpleString()} where its base member gives "
-                    f"{left.dataType.simpleString()}",
-                    hint="cast one of them, for example CAST(0 AS BIGINT) in the base member",
+                raise member_types_differ(
+                    self.query.name,
+                    column,
+                    right.dataType.simpleString(),
+                    left.dataType.simpleString(),
+                    self.query.step,
                 )
 
 

@@ -304,3 +304,43 @@ def test_a_materialized_recursive_view_follows_inserted_and_expired_links(
     with pytest.raises(SketchNotFoundError):
         svc.sketch(f"{ns}.nodes")
     assert not svc.tables.exists(f"{ns}.nodes")
+
+
+def test_a_materialized_least_cost_table_keeps_each_node_s_cheapest_cost(
+    spark_svc: SketchService, ns: str
+) -> None:
+    svc = spark_svc
+    table = _table(svc, ns, [(0, 1, 3), (1, 2, 1), (2, 1, 1), (0, 2, 5), (2, 3, 2)])
+    routes = f"{ns}.routes"
+    sql = LEAST_COST.format(t=table).replace(" ORDER BY cost, node", "")
+    svc.materialize(routes, sql, fragments=4)
+
+    def check(links: list[tuple[int, int, int]]) -> None:
+        rows = {tuple(r.values()) for r in svc.tables.read_arrow(routes).to_pylist()}
+        assert (
+            rows
+            == _least_costs(links)
+            == {tuple(r.values()) for r in svc.query(sql, use_sketches=False).table.to_pylist()}
+        )
+
+    links = [(0, 1, 3), (1, 2, 1), (2, 1, 1), (0, 2, 5), (2, 3, 2)]
+    check(links)
+    steps: list[tuple[str, list[tuple[int, int, int]]]] = [
+        ("append", [(0, 2, 1)]),  # cheaper: 2, 1 and 3 all change
+        ("delete", [(0, 2, 1)]),  # and back: the next best rows are the table's again
+        ("delete", [(1, 2, 1)]),  # 2 is reached at 5 only now
+        ("append", [(3, 4, 1), (4, 0, 1)]),  # a cycle back to 0: 0 itself is reached
+    ]
+    for kind, change in steps:
+        if kind == "append":
+            svc.tables.append(table, _links(change))
+            links += change
+        else:
+            for src, dst, w in change:
+                svc.tables.delete(table, f"src = {src} AND dst = {dst} AND w = {w}")
+                links = [link for link in links if link != (src, dst, w)]
+        (run,) = svc.maintain(routes, strategy="incremental")
+        assert run.strategy == "incremental"
+        check(links)
+    with pytest.raises(UnsupportedQueryError, match="MIN"):
+        svc.materialize(f"{ns}.unnamed", sql.replace("MIN(cost) AS cost", "MIN(cost)"))
