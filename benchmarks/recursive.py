@@ -144,6 +144,13 @@ def _recompute(members: Members, links: list[tuple[int, int]]) -> set[tuple[obje
     return fixpoint(members.rule, seeds, edges)
 
 
+def _after(
+    links: list[tuple[int, int]], added: list[tuple[int, int]], deleted: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    gone = set(deleted)
+    return [x for x in links if x not in gone] + added
+
+
 def _spark_rows(spark: SparkSession, sql: str, links: list[tuple[int, int]], scratch: Path) -> int:
     spark.createDataFrame(_table(links)).createOrReplaceTempView("links")
     frame = recursive_frame(spark, sql, scratch)
@@ -166,7 +173,8 @@ def run_cell(
     # of the first load (a link that comes back), not random pairs of nodes, which would
     # connect the graph as no network is and grow every formula.
     held_out = rng.sample(every, operations)
-    links = [x for x in every if x not in set(held_out)]
+    out_now = set(held_out)
+    links = [x for x in every if x not in out_now]
     Link = tuple[int, int]
     workloads: dict[str, list[tuple[list[Link], list[Link]]]] = {
         "delete one link": [([], [link]) for link in rng.sample(links, operations)],
@@ -191,12 +199,11 @@ def run_cell(
     gave_up: str | None = None  # absorption's first load, once it failed for this graph
     for workload, steps in workloads.items():
         for approach in APPROACHES:
-            current = list(links)
             if approach == "spark":
                 times = []
                 for added, deleted in steps[: options.spark_operations]:
+                    now = _after(links, added, deleted)
                     started = time.perf_counter()
-                    now = [x for x in current if x not in set(deleted)] + added
                     spark_rows = _spark_rows(spark, sql, now, options.scratch)
                     times.append(time.perf_counter() - started)
                 out.append(measured(approach, workload, 1000 * statistics.median(times), spark_rows, 0))
@@ -217,7 +224,7 @@ def run_cell(
                 if approach == "absorption" and gave_up is not None:
                     raise FormulasTooLargeError(NODE_LIMIT)
                 if view is not None:
-                    view.insert({"links": _table(current)})
+                    view.insert({"links": _table(links)})
             except FormulasTooLargeError as exc:
                 gave_up = gave_up or (
                     f"formulas over {NODE_LIMIT:,} nodes"
@@ -232,15 +239,17 @@ def run_cell(
                 continue
             times, state = [], 0
             for added, deleted in steps:
+                # The graph after the step, for recomputation: made before the clock starts
+                # (the views are handed the step's links only).
+                now = _after(links, added, deleted) if view is None else []
                 started = time.perf_counter()
                 if view is not None:
                     change = view.delete({"links": _table(deleted)}) if deleted else None
                     if added:
                         view.insert({"links": _table(added)})
                     state += change.work.overdeleted if change is not None else 0
-                current = [x for x in current if x not in set(deleted)] + added
                 if view is None:
-                    rows: set[tuple[object, ...]] = _recompute(members, current)
+                    rows: set[tuple[object, ...]] = _recompute(members, now)
                 times.append(time.perf_counter() - started)
                 # Undo, so every step starts from the same graph.
                 if view is not None:
@@ -248,7 +257,6 @@ def run_cell(
                         view.delete({"links": _table(added)})
                     if deleted:
                         view.insert({"links": _table(deleted)})
-                current = list(links)
             if view is not None:
                 rows_now = set(view.engine.best_rows())  # under a selection: each group's best
                 if isinstance(view.engine, AbsorptionView):
