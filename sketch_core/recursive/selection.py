@@ -31,7 +31,7 @@ p.node) SELECT node, MIN(cost) FROM p GROUP BY node``: the cost is ``cost``, the
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -110,7 +110,9 @@ def find_selection(query: RecursiveQuery, edge_columns: Sequence[str]) -> Aggreg
     return AggregateSelection(kind, cost, groups)
 
 
-def _bound(condition: exp.Expr, kind: Kind, is_cost: Any, is_own: Any) -> bool:
+def _bound(
+    condition: exp.Expr, kind: Kind, is_cost: Callable[[exp.Expr], bool], is_own: Callable[[exp.Column], bool]
+) -> bool:
     """``condition`` keeps a better cost wherever it keeps a worse one: ``cost < x`` or
     ``cost <= x`` for MIN (either way round), ``x`` reading no CTE column."""
     upper: dict[type[exp.Expr], bool] = {exp.LT: True, exp.LTE: True, exp.GT: False, exp.GTE: False}

@@ -37,6 +37,8 @@ from sketch_core.spark.delta_partials import collect_scratch
 
 LEVEL_LIMIT_CONF = "spark.sql.cteRecursionLevelLimit"
 DEFAULT_LEVEL_LIMIT = 100
+# Rows found past which a round joins them by sort-merge rather than as the planner likes.
+BROADCAST_ROWS = 200_000
 # Rounds of evaluations older than this are removed (an evaluation's outer query reads its
 # rounds for as long as its frame is used, so they are not removed when it returns).
 SCRATCH_HOURS = 6
@@ -105,11 +107,13 @@ class _Evaluation:
         first = self._sql(self.query.base).toDF(*self.query.columns)
         schema = first.schema
         paths = [self._written(self._kept(first, []), 0)]
-        rounds = 0
+        rounds = found_rows = 0
         while True:
             last = self.spark.read.schema(schema).parquet(paths[-1])
-            if last.isEmpty():
+            new_rows = last.count()  # from the Parquet footers
+            if not new_rows:
                 break
+            found_rows += new_rows
             if rounds >= limit:
                 raise RecursionDepthError(self.query.name, limit)
             rounds += 1
@@ -117,7 +121,8 @@ class _Evaluation:
             step = self._sql(self._reading(self.query.step, f"{self.view}_delta"))
             self._check_types(first, step)
             found = self.spark.read.schema(schema).parquet(*paths)
-            paths.append(self._written(self._kept(step.toDF(*self.query.columns), [found]), rounds))
+            new = self._kept(step.toDF(*self.query.columns), [found], found_rows > BROADCAST_ROWS)
+            paths.append(self._written(new, rounds))
         self.spark.read.schema(schema).parquet(*paths).createOrReplaceTempView(self.view)
         outer = self._reading(self.query.outer, self.view)
         kept = outer.args["with_"]
@@ -127,13 +132,22 @@ class _Evaluation:
             outer.set("with_", None)
         return self.spark.sql(outer.sql(dialect="spark"), args=self.params)
 
-    def _kept(self, rows: DataFrame, found: list[DataFrame]) -> DataFrame:
+    def _kept(self, rows: DataFrame, found: list[DataFrame], large: bool = False) -> DataFrame:
         """Of a round's ``rows``, those to keep: the new ones (set semantics), or under an
-        aggregate selection each group's best where it beats the best ``found`` so far."""
+        aggregate selection each group's best where it beats the best ``found`` so far.
+        ``large``: the rows found are many; they are then joined by sort-merge (their Parquet
+        files look small to the planner, which broadcast a million rows and failed with "Not
+        enough memory to build and broadcast the table")."""
+        names = list(self.query.columns)
         if self.selection is None:
             distinct = rows.distinct()
-            return distinct.subtract(found[0]) if found else distinct
-        names = list(self.query.columns)
+            if not found:
+                return distinct
+            if not large:
+                return distinct.subtract(found[0])
+            seen = found[0].select(*[F.col(n).alias(f"__found_{i}") for i, n in enumerate(names)])
+            on = [distinct[n].eqNullSafe(seen[f"__found_{i}"]) for i, n in enumerate(names)]
+            return distinct.join(seen.hint("merge"), on, "left_anti")
         cost = names[self.selection.cost]
         groups = [names[i] for i in self.selection.groups]
         aggregate = F.min if self.selection.kind == "min" else F.max
@@ -156,7 +170,7 @@ class _Evaluation:
             if self.selection.kind == "min"
             else candidates[cost] > F.col("__best")
         )
-        joined = candidates.join(so_far, on or F.lit(True), "left")
+        joined = candidates.join(so_far.hint("merge") if large else so_far, on or F.lit(True), "left")
         new = F.col("__seen").isNull() | (candidates[cost].isNotNull() & (F.col("__best").isNull() | beats))
         return joined.where(new).select(*[candidates[n] for n in names])
 

@@ -131,6 +131,20 @@ def test_least_cost_paths_over_cycles_run_on_spark_with_aggregate_selection(
     assert costs == sorted(costs, key=lambda c: (c is not None, c or 0)) and 0 in costs
 
 
+def test_rounds_past_many_rows_join_what_was_found_by_sort_merge_with_the_same_result(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Large recursions join the rows found so far by sort-merge (a broadcast of a million
+    # rows failed); here every round does, and the answers stay the oracles'.
+    monkeypatch.setattr("sketch_core.spark.recursion.BROADCAST_ROWS", 0)
+    links = [(0, 1, 2), (1, 2, 1), (2, 0, 1), (2, 3, 4), (0, 3, 9), (3, 3, 1), (5, 6, 1)]
+    table = _table(spark_svc, ns, links)
+    reached = spark_svc.query(REACH.format(t=table), use_sketches=False).table.to_pylist()
+    assert {r["dst"] for r in reached} == _reachable(links)
+    costs = spark_svc.query(LEAST_COST.format(t=table), use_sketches=False).table.to_pylist()
+    assert {tuple(r.values()) for r in costs} == _least_costs(links)
+
+
 def test_a_recursion_past_spark_s_level_limit_gets_a_typed_error(spark_svc: SketchService, ns: str) -> None:
     table = _table(spark_svc, ns, [(i, i + 1, 1) for i in range(8)])
     spark = spark_svc.context.spark
