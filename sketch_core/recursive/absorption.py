@@ -47,7 +47,7 @@ from sketch_core.recursive.rule import (
     RecursionLimitError,
     Row,
 )
-from sketch_core.recursive.selection import CostOrder
+from sketch_core.recursive.selection import AggregateSelection, CostOrder
 
 _SEEDS, _EDGES, _ROWS = 0, 1, 2  # the stores a base tuple's variable may appear in
 
@@ -204,7 +204,7 @@ class AbsorptionView:
                 self._groups.pop(group, None)
                 self._best.pop(group, None)
                 continue
-            best = self._elect(self._groups[group])
+            best = self._selection().best(self._groups[group])
             self._best[group] = best
             queue.append((best, self.rows[best]))
         self._propagate(queue, change)
@@ -214,15 +214,9 @@ class AbsorptionView:
         change.work.rederived += len(back)
         change.work.removed = len(change.removed)
 
-    def _elect(self, rows: Iterable[Row]) -> Row:
-        selection = self.rule.selection
-        assert selection is not None
-        best: Row | None = None
-        for row in rows:
-            if best is None or selection.better(row, best):
-                best = row
-        assert best is not None
-        return best
+    def _selection(self) -> AggregateSelection:
+        assert self.rule.selection is not None  # called on views with one only
+        return self.rule.selection
 
     def restore(self, rows: dict[Row, Formula], seeds: dict[Row, Formula], edges: dict[Row, Formula]) -> None:
         """Take stored formulas (:mod:`.state`) as the view's, with their indexes rebuilt."""
@@ -234,7 +228,7 @@ class AbsorptionView:
         if (selection := self.rule.selection) is not None:
             for row in rows:
                 self._groups.setdefault(selection.group(row), set()).add(row)
-            self._best = {group: self._elect(members) for group, members in self._groups.items()}
+            self._best = {group: selection.best(members) for group, members in self._groups.items()}
         for which, store in ((_SEEDS, seeds), (_EDGES, edges), (_ROWS, rows)):
             for row, formula in store.items():
                 self._mention(self.formulas.keys(formula), which, row)

@@ -121,10 +121,8 @@ class DRedView:
             if not self._groups.get(group):
                 self._best.pop(group, None)
                 continue
-            rows = iter(self._groups[group])
-            best = next(rows)
-            for row in rows:
-                best = row if selection is not None and selection.better(row, best) else best
+            assert selection is not None  # groups exist under a selection only
+            best = selection.best(self._groups[group])
             self._best[group] = best
             elected.add(best)
         return elected

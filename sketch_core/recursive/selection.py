@@ -31,7 +31,7 @@ p.node) SELECT node, MIN(cost) FROM p GROUP BY node``: the cost is ``cost``, the
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +41,7 @@ from sketch_core.algebra.ir import conjuncts
 from sketch_core.recursive.outer import ancestors, outside_definition
 from sketch_core.recursive.query import RecursiveQuery
 
+Row = tuple[Any, ...]
 Kind = Literal["min", "max"]
 _AGGREGATES: dict[type[exp.Expr], Kind] = {exp.Min: "min", exp.Max: "max"}
 
@@ -53,6 +54,15 @@ class AggregateSelection:
 
     def group(self, row: Sequence[Any]) -> tuple[Any, ...]:
         return tuple(row[i] for i in self.groups)
+
+    def best(self, rows: Iterable[Row]) -> Row:
+        """The best of ``rows`` (one group's, not none)."""
+        it = iter(rows)
+        best = next(it)
+        for row in it:
+            if self.better(row, best):
+                best = row
+        return best
 
     def better(self, row: Sequence[Any], than: Sequence[Any]) -> bool:
         """``row``'s cost strictly better than ``than``'s (NULL is the worst)."""
