@@ -8,6 +8,7 @@ during the writes, and the commit's snapshot must carry the writing Spark applic
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -42,6 +43,13 @@ def test_a_spark_dataframe_is_appended_and_overwritten_by_spark_s_writer(
     assert snapshot is not None and snapshot.summary is not None
     assert snapshot.summary.get("spark.app.id") == spark.sparkContext.applicationId
     assert sorted_rows(svc.tables.read_arrow(table, appended)) == sorted_rows(pa.concat_tables([base, more]))
+    # Spark's files are zstd, as PyIceberg's are (without the table's codec property Iceberg's
+    # Java writer falls back to gzip: slower to write and to read).
+    codecs = {
+        pq.ParquetFile(f.path.removeprefix("file:")).metadata.row_group(0).column(0).compression
+        for f in svc.tables.pin(table, appended).files
+    }
+    assert codecs == {"ZSTD"}
 
     # An overwrite with a condition: the matching rows go, the frame's come, in one commit.
     replacement = more.slice(0, 50).set_column(0, "key", pa.array(range(20_000, 20_050), pa.int64()))
@@ -53,11 +61,26 @@ def test_a_spark_dataframe_is_appended_and_overwritten_by_spark_s_writer(
     assert sorted_rows(svc.tables.read_arrow(table, overwritten)) == sorted_rows(
         pa.concat_tables([expected, replacement])
     )
+    # Only a condition (no new rows), then only new rows (a condition matching none).
+    with collections:
+        emptied = svc.tables.overwrite(table, replacing.limit(0), where="key >= 20040")
+        added = svc.tables.overwrite(table, _frame(spark, more.slice(0, 1)), where="key < 0")
+    expected = pa.concat_tables([expected, replacement.slice(0, 40), more.slice(0, 1)])
+    assert sorted_rows(svc.tables.read_arrow(table, emptied)) == sorted_rows(
+        expected.slice(0, expected.num_rows - 1)
+    )
+    assert sorted_rows(svc.tables.read_arrow(table, added)) == sorted_rows(expected)
     # Every row replaced.
     with collections:
         replaced = svc.tables.overwrite(table, replacing)
     assert sorted_rows(svc.tables.read_arrow(table, replaced)) == sorted_rows(replacement)
-    assert [c.seq for c in svc.tables.commits(table)][-3:] == [appended, overwritten, replaced]
+    assert [c.seq for c in svc.tables.commits(table)][-5:] == [
+        appended,
+        overwritten,
+        emptied,
+        added,
+        replaced,
+    ]
     assert collections.calls == []
 
 
