@@ -13,7 +13,6 @@ import logging
 import random
 import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +53,7 @@ from sketch_core.errors import (
 )
 from sketch_core.layout.simulation import Layout
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
+from sketch_core.tables import snapshot_files
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
 from sketch_core.tables.data import TYPE_WIDENINGS, conform, portable, sort_rows, to_arrow
 from sketch_core.tables.deltas import (
@@ -98,9 +98,6 @@ log = logging.getLogger(__name__)
 # splits a file whose rows exceed the target into two, so files written right at the target
 # would double in number on the first scattered delete; the headroom keeps a rewrite in one file.
 _FILL_FRACTION = 0.85
-# Pinned file lists kept per service. A snapshot's files never change, and the key includes
-# the table's current schema, so a schema change (same snapshot, new schema) is a new entry.
-_PINNED_CACHE_ENTRIES = 256
 _TARGET_PROPERTY = "write.target-file-size-bytes"
 # How far back a pin looks for an already-planned ancestor to derive its files from; each
 # step reads that snapshot's new manifests, so past this a full plan is as cheap.
@@ -178,7 +175,7 @@ class TableService:
         self.recorded_rows = RecordedRows(settings.warehouse / "_sketch_deltas")
         self._records: dict[str, TableRecord] = {}
         self.file_cache = FileCache(settings.file_cache_bytes) if settings.file_cache_bytes else None
-        self._pinned_files: OrderedDict[tuple[str, int, int], tuple[DataFileInfo, ...]] = OrderedDict()
+        self._pinned_files = snapshot_files.SHARED  # planned file lists, shared in the process
         self._loaded: dict[str, tuple[int, Table]] = {}  # name -> (newest commit seen, table)
         self._arrow_schemas: dict[tuple[str, int], pa.Schema] = {}
         # How a write opens its transaction (a benchmark compares PyIceberg's own).
@@ -611,18 +608,18 @@ class TableService:
         assert commit.snapshot_id is not None
         snapshot_id = commit.snapshot_id
         schema_id = table.metadata.current_schema_id  # the bounds are decoded with this schema
-        key = (name, snapshot_id, schema_id)
+        uuid = str(table.metadata.table_uuid)
+        key = (uuid, snapshot_id, schema_id)
         cached = self._pinned_files.get(key)
         if cached is not None:
-            self._pinned_files.move_to_end(key)
             return cached
         parent: tuple[DataFileInfo, ...] | None = ()  # the first snapshot's parent: no files
         if commit.parent_snapshot_id is not None:
-            parent = self._pinned_files.get((name, commit.parent_snapshot_id, schema_id))
+            parent = self._pinned_files.get((uuid, commit.parent_snapshot_id, schema_id))
         if commit.files is not None and parent is not None and not any(f.deletes for f in parent):
             recorded = apply_recorded(parent, commit.files, table.schema())
             if recorded is not None:
-                self._remember_files(key, recorded)
+                self._pinned_files.put(key, recorded)
                 return recorded
         # The nearest planned ancestor, and the snapshots after it down to this one.
         chain: list[Snapshot] = []
@@ -632,7 +629,7 @@ class TableService:
             chain.append(snapshot)
             if snapshot.parent_snapshot_id is None:
                 break
-            base = self._pinned_files.get((name, snapshot.parent_snapshot_id, schema_id))
+            base = self._pinned_files.get((uuid, snapshot.parent_snapshot_id, schema_id))
             if base is not None:
                 break
             snapshot = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
@@ -642,18 +639,12 @@ class TableService:
                 planned = self._derived_files(name, table, step, base)
                 if planned is None:
                     break
-                self._remember_files((name, step.snapshot_id, schema_id), planned)
+                self._pinned_files.put((uuid, step.snapshot_id, schema_id), planned)
                 base = planned
         if planned is None:
             planned = self._planned_files(name, table, snapshot_id)
-        self._remember_files(key, planned)
+        self._pinned_files.put(key, planned)
         return planned
-
-    def _remember_files(self, key: tuple[str, int, int], files: tuple[DataFileInfo, ...]) -> None:
-        self._pinned_files[key] = files
-        self._pinned_files.move_to_end(key)
-        if len(self._pinned_files) > _PINNED_CACHE_ENTRIES:
-            self._pinned_files.popitem(last=False)
 
     @staticmethod
     def _planned_files(name: str, table: Table, snapshot_id: int) -> tuple[DataFileInfo, ...]:

@@ -231,6 +231,11 @@ def test_pinned_files_are_planned_once_per_snapshot(
     planned = len(described)
     assert planned == len(pinned.files) >= 3
     assert svc.tables.pin(name) == pinned and len(described) == planned, "same snapshot: no planning"
+    other = SketchService.from_settings(svc.settings)  # as each Airflow task in one process opens
+    try:
+        assert other.tables.pin(name) == pinned and len(described) == planned, "planned once per process"
+    finally:
+        other.close()
 
     svc.tables.append(name, rows(100, start=50_000))
     assert len(svc.tables.pin(name).files) == len(pinned.files) + 1, "a new snapshot is planned"
