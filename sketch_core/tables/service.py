@@ -30,6 +30,7 @@ from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.snapshots import (
     TOTAL_DATA_FILES,
+    TOTAL_DELETE_FILES,
     Snapshot,
 )
 from pyiceberg.table.sorting import SortField, SortOrder
@@ -79,6 +80,11 @@ from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
 from sketch_core.tables.rewrites import rewrite_in_layout
+from sketch_core.tables.row_level_changes import (
+    apply_row_level_changes,
+    never_partitioned,
+    read_row_level_changes,
+)
 from sketch_core.tables.spark_writes import (
     conform_frame,
     frame_schema,
@@ -666,17 +672,21 @@ class TableService:
         summary = snapshot.summary
         if summary is None or TOTAL_DATA_FILES not in summary:
             return None  # nothing to check the result against
-        if any(f.deletes for f in parent):
-            # Which deletes still apply after this snapshot (a compaction may drop them without
-            # touching the data files) only a plan says.
+        files: tuple[DataFileInfo, ...] | None
+        if any(f.deletes for f in parent) or summary_count(snapshot, TOTAL_DELETE_FILES):
+            # Merge-on-read: the delete files that apply to each data file come along (see
+            # row_level_changes: derived where that is exact, else planned in full).
+            if not never_partitioned(table):
+                return None
+            changes = read_row_level_changes(table.io, snapshot)
+            files = apply_row_level_changes(parent, changes, table.schema())
+        else:
+            try:
+                files = apply_snapshot_files(parent, read_snapshot_files(table.io, snapshot), table.schema())
+            except RowLevelDeletes:  # added delete files the summary did not count
+                return None
+        if files is None:
             return None
-        try:
-            changes = read_snapshot_files(table.io, snapshot)
-        except RowLevelDeletes:
-            # Planned in full instead, which sees whether any delete file applies to a live
-            # data file (after a compaction, the deletes may all be gone).
-            return None
-        files = apply_snapshot_files(parent, changes, table.schema())
         return files if summary_count(snapshot, TOTAL_DATA_FILES) == len(files) else None
 
     def delta(

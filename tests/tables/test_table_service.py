@@ -25,6 +25,7 @@ from sketch_core.errors import (
     TableNotFoundError,
 )
 from sketch_core.service import SketchService
+from tests.tables.full_plans import counting_full_plans
 
 
 def rows(n: int, start: int = 0) -> pa.Table:
@@ -246,7 +247,6 @@ def test_pinned_files_are_planned_once_per_snapshot(
 def test_snapshots_derived_from_their_parents_equal_a_full_plan(
     svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sketch_core.tables.service import TableService
 
     name = f"{ns}.r"
     sequences = [svc.tables.create(name, rows(20_000), sort_by=["key"])]
@@ -256,15 +256,7 @@ def test_snapshots_derived_from_their_parents_equal_a_full_plan(
     sequences.append(svc.tables.overwrite(name, rows(50, start=5_000), "key BETWEEN 5000 AND 5100"))
     sequences.append(svc.tables.delete(name, "key < 100"))
     table = svc.tables.catalog.load_table(name)
-    full_plans: list[int] = []
-    real_plan = TableService._planned_files
-
-    def counting_plan(name: str, table: Any, snapshot_id: int) -> Any:
-        full_plans.append(snapshot_id)
-        return real_plan(name, table, snapshot_id)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(TableService, "_planned_files", staticmethod(counting_plan))
+    with counting_full_plans(monkeypatch) as full_plans:
         svc.tables.pin(name, sequences[0])
         svc.tables.pin(name, sequences[-1])  # derived through every snapshot in between
     assert full_plans == []
