@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select, update
+from sqlalchemy import Connection, Engine, ScalarSelect, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.errors import TableNotFoundError
@@ -75,9 +75,7 @@ class ValidationRepository:
         newest commit its domains include."""
         s = t.table_suites.c
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(s.suite, s.learned_seq).where(s.table_id == _table_id(conn, table))
-            ).first()
+            row = conn.execute(select(s.suite, s.learned_seq).where(s.table_id == _live_id(table))).first()
         return (dict(row.suite), int(row.learned_seq)) if row is not None else None
 
     def save_suite(self, table: str, suite: dict[str, Any], learned_seq: int) -> None:
@@ -97,7 +95,7 @@ class ValidationRepository:
         with self.engine.connect() as conn:
             sort_by = conn.execute(select(tb.sort_by).where(tb.name == table, t.LIVE_TABLES)).scalar()
             attributes = conn.execute(
-                select(p.attribute).distinct().where(p.table_id == _table_id(conn, table))
+                select(p.attribute).distinct().where(p.table_id == _live_id(table))
             ).scalars()
             return set(sort_by or ()) | set(attributes)
 
@@ -135,7 +133,7 @@ class ValidationRepository:
         """The table's validated commits in (``after``, ``through``], oldest first."""
         v = t.delta_validations.c
         with self.engine.connect() as conn:
-            query = select(t.delta_validations).where(v.table_id == _table_id(conn, table))
+            query = select(t.delta_validations).where(v.table_id == _live_id(table))
             if after is not None:
                 query = query.where(v.seq > after)
             if through is not None:
@@ -195,6 +193,13 @@ class ValidationRepository:
                 .returning(v.seq)
             ).all()
         return sorted(int(r.seq) for r in rows)
+
+
+def _live_id(table: str) -> ScalarSelect[Any]:
+    """The live table's id as a subquery: reads look it up in the same round trip (a table
+    that is gone reads as having nothing; writes use :func:`_table_id`, which says so)."""
+    tb = t.tables.c
+    return select(tb.table_id).where(tb.name == table, t.LIVE_TABLES).scalar_subquery()
 
 
 def _table_id(conn: Connection, table: str) -> int:
