@@ -12,12 +12,19 @@ under field ids, so it is decoded with the same code, and the same schema, as a 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pyiceberg.io import FileIO
-from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus, read_manifest_list
+from pyiceberg.manifest import (
+    DataFile,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    read_manifest_list,
+)
 from pyiceberg.schema import Schema
 from pyiceberg.table.snapshots import (
     ADDED_DATA_FILES,
@@ -77,21 +84,33 @@ def read_snapshot_files(io: FileIO, snapshot: Snapshot) -> SnapshotFiles:
     removed: set[str] = set()
     wanted_added = summary_count(snapshot, ADDED_DATA_FILES)
     wanted_removed = summary_count(snapshot, DELETED_DATA_FILES)
-    for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
+    for manifest in snapshot_manifests(io, snapshot):
         if len(added) >= wanted_added and len(removed) >= wanted_removed:
             break
-        if manifest.added_snapshot_id != snapshot.snapshot_id:
-            continue  # carried over from earlier snapshots: nothing new in it
         if manifest.content != ManifestContent.DATA:
             raise RowLevelDeletes(snapshot.snapshot_id)
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            if entry.snapshot_id != snapshot.snapshot_id:
-                continue  # an existing file rewritten into this snapshot's manifest
+        for entry in snapshot_entries(io, manifest, snapshot):
             if entry.status == ManifestEntryStatus.ADDED:
                 added.append(entry.data_file)
             elif entry.status == ManifestEntryStatus.DELETED:
                 removed.add(entry.data_file.file_path)
     return SnapshotFiles(tuple(added), frozenset(removed))
+
+
+def snapshot_manifests(io: FileIO, snapshot: Snapshot) -> Iterator[ManifestFile]:
+    """The manifests ``snapshot`` wrote: the others carry earlier snapshots' files over, with
+    nothing new in them."""
+    for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
+        if manifest.added_snapshot_id == snapshot.snapshot_id:
+            yield manifest
+
+
+def snapshot_entries(io: FileIO, manifest: ManifestFile, snapshot: Snapshot) -> Iterator[ManifestEntry]:
+    """The entries of ``manifest`` that ``snapshot`` made (its manifests may also carry existing
+    files rewritten into them), removed files' included."""
+    for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+        if entry.snapshot_id == snapshot.snapshot_id:
+            yield entry
 
 
 def apply_snapshot_files(

@@ -35,12 +35,12 @@ from pyiceberg.manifest import (
     DataFileContent,
     ManifestContent,
     ManifestEntryStatus,
-    read_manifest_list,
 )
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
+from sketch_core.tables.file_changes import snapshot_entries, snapshot_manifests
 from sketch_core.tables.pinned import DataFileInfo
 from sketch_core.tables.statistics import describe_file
 
@@ -67,13 +67,9 @@ def read_row_level_changes(io: FileIO, snapshot: Snapshot) -> RowLevelChanges:
     removed: set[str] = set()
     removed_deletes: set[str] = set()
     own_sequence = True
-    for manifest in read_manifest_list(io.new_input(snapshot.manifest_list)):
-        if manifest.added_snapshot_id != snapshot.snapshot_id:
-            continue  # carried over from earlier snapshots: nothing new in it
+    for manifest in snapshot_manifests(io, snapshot):
         deletes = manifest.content == ManifestContent.DELETES
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
-            if entry.snapshot_id != snapshot.snapshot_id:
-                continue  # an existing file rewritten into this snapshot's manifest
+        for entry in snapshot_entries(io, manifest, snapshot):
             if entry.status == ManifestEntryStatus.ADDED:
                 (added_deletes if deletes else added).append(entry.data_file)
                 own_sequence = own_sequence and entry.sequence_number == snapshot.sequence_number

@@ -24,7 +24,7 @@ Key = tuple[str, int, int]  # (table uuid, snapshot id, schema id)
 _ENTRIES = 256
 
 
-class SnapshotFiles:
+class PlannedFiles:
     """A bounded LRU map from a snapshot to its data files, safe across threads."""
 
     def __init__(self, entries: int = _ENTRIES) -> None:
@@ -51,4 +51,4 @@ class SnapshotFiles:
             self._files.clear()
 
 
-SHARED = SnapshotFiles()
+SHARED = PlannedFiles()
