@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from sketch_core.algebra.frontend import decode_params, to_ir
-from sketch_core.algebra.query_text import referenced_tables
+from sketch_core.algebra.frontend import decode_params
+from sketch_core.algebra.query_text import query_text, referenced_tables
 from sketch_core.incremental.engine import Frontier, IncrementalSketch, Reader, RowDelta
 from sketch_core.incremental.merge import SketchDelta
 from sketch_core.incremental.partials import Partials
@@ -97,7 +97,8 @@ def plan_engine(
     at ``sequence`` (``remote`` and ``ansi``: see :class:`IncrementalSketch`)."""
     names = referenced_tables(definition.query_sql)
     pins = {name: tables.pin(name, sequence) for name in sorted(names)}
-    parsed = to_ir(definition.query_sql, table_schemas(pins), decode_params(definition.params))
+    # The kept parse (the capture and the query path made it too, in a long-lived process).
+    parsed = query_text(definition.query_sql).to_ir(table_schemas(pins), decode_params(definition.params))
     schemas = {t: p.schema for t, p in pins.items()}
     engine = IncrementalSketch(parsed.plan, partitions, schemas, keep_top, remote=remote, ansi=ansi)
     return engine, pins

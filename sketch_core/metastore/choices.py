@@ -10,6 +10,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.metastore import schema as t
+from sketch_core.metastore.engine import reading
 from sketch_core.metastore.sketches import sketch_id_of
 
 
@@ -41,7 +42,7 @@ class AttributeChoiceRepository:
 
     def get(self, name: str) -> ChoiceRecord | None:
         c = t.attribute_choices.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sketch_id = sketch_id_of(conn, name)
             row = conn.execute(
                 select(c.strategy, c.estimates, c.outcome).where(c.sketch_id == sketch_id)

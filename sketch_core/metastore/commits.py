@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import distinct_on
 
 from sketch_core.errors import TableError
 from sketch_core.metastore import schema
+from sketch_core.metastore.engine import reading
 
 # Taken (transaction-scoped) by the catalog's trigger (sql/0014) before it draws a sequence
 # number for any engine's commit, so sequence order equals visibility order: nobody can see N+1
@@ -77,6 +78,9 @@ _WINDOW_MAX_COMMITS = 100_000
 # delete's changes list every file it rewrote with its bounds (~265 KB parsed for 74 files in the
 # workload benchmark), and a long-lived service kept them for every commit it had seen.
 _FILES_KEPT_PER_TABLE = 32
+# Answers about commits older than the window kept (see CommitLog._older); cleared when full.
+# Few: a run asks about a handful, and a record may carry its commit's file changes.
+_OLDER_ANSWERS_KEPT = 64
 
 
 class _CommitWindow:
@@ -146,6 +150,14 @@ class _CommitWindow:
         return [r for r in records[first:] if until_seq is None or r.seq <= until_seq]
 
 
+def _life_key(window: _CommitWindow | None, name: str | None) -> tuple[int | None, int | None]:
+    """What an answer about ``name``'s older commits depends on in the window: its start, and
+    where the commits of the table bearing the name now begin (a drop moves it)."""
+    if window is None:
+        return None, None
+    return window.start, window.life_start.get(name) if name is not None else None
+
+
 def _commit_query() -> Select[Any]:
     c, t = schema.table_commits.c, schema.tables.c
     return select(
@@ -200,6 +212,11 @@ class CommitLog:
         # this window, refreshed by one query for what is newer than it has seen.
         self._window: _CommitWindow | None = None
         self._lock = threading.Lock()
+        # Answers read from the database about commits older than the window, by question: as
+        # final as the window's (a maintenance run asks about its version's commit ~10 times).
+        # A question's key holds the window's start and where the name's current table begins
+        # in it, so a drop or a new window asks again.
+        self._older: dict[tuple[Any, ...], Any] = {}
 
     # -- writing (inside the caller's transaction) -----------------------------------------
     @staticmethod
@@ -286,14 +303,14 @@ class CommitLog:
 
     # -- reading ----------------------------------------------------------------------------
     def get_table(self, name: str) -> TableRecord | None:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(
                 select(schema.tables).where(schema.tables.c.name == name, schema.LIVE_TABLES)
             ).first()
         return None if row is None else _table_record(row)
 
     def list_tables(self) -> list[TableRecord]:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 select(schema.tables).where(schema.LIVE_TABLES).order_by(schema.tables.c.name)
             ).all()
@@ -311,14 +328,21 @@ class CommitLog:
                 window = self._window
             if window is not None and window.covers(name, after_seq):
                 return window.between(name, after_seq, until_seq)
+            final = window is not None and until_seq is not None and until_seq <= window.through
+            key = ("between", name, after_seq, until_seq, *_life_key(window, name))
+            if final and key in self._older:
+                return list(self._older[key])
         query = _commit_query().where(schema.table_commits.c.seq > after_seq, _BEFORE_UNRECORDED)
         if until_seq is not None:
             query = query.where(schema.table_commits.c.seq <= until_seq)
         if name is not None:
             query = query.where(schema.tables.c.name == name, schema.LIVE_TABLES)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(query.order_by(schema.table_commits.c.seq)).all()
-        return [CommitRecord(**row._mapping) for row in rows]
+        found = [CommitRecord(**row._mapping) for row in rows]
+        if final:
+            self._remember(key, tuple(found))
+        return found
 
     def commit_at(self, name: str, seq: int | None) -> CommitRecord | None:
         """The table's newest commit at or before ``seq`` (None: the newest of all)."""
@@ -329,13 +353,25 @@ class CommitLog:
                 window = self._window
             if window is not None and (seq is None or window.covers(name, seq)):
                 return window.newest(name, seq)
+            key = ("at", name, seq, *_life_key(window, name))
+            if window is not None and key in self._older:
+                return self._older[key]  # type: ignore[no-any-return]
         query = _commit_query().where(schema.tables.c.name == name, schema.LIVE_TABLES, _BEFORE_UNRECORDED)
         if seq is not None:
             query = query.where(schema.table_commits.c.seq <= seq)
         query = query.order_by(schema.table_commits.c.seq.desc()).limit(1)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(query).first()
-        return None if row is None else CommitRecord(**row._mapping)
+        found = None if row is None else CommitRecord(**row._mapping)
+        if window is not None:  # seq <= window.through here: the answer is final
+            self._remember(key, found)
+        return found
+
+    def _remember(self, key: tuple[Any, ...], answer: Any) -> None:
+        with self._lock:
+            if len(self._older) >= _OLDER_ANSWERS_KEPT:
+                self._older.clear()
+            self._older[key] = answer
 
     def newest_seen(self, name: str) -> int | None:
         """The sequence of the table's newest commit this log has seen, without asking the
@@ -360,7 +396,7 @@ class CommitLog:
         (0: none is that old)."""
         c = schema.table_commits.c
         cutoff = func.clock_timestamp() - timedelta(seconds=seconds)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             newest = conn.execute(
                 select(func.max(c.seq)).where(c.committed_at <= cutoff, _BEFORE_UNRECORDED)
             ).scalar()
@@ -384,7 +420,7 @@ class CommitLog:
         if window is not None and len(window.commits) > _WINDOW_MAX_COMMITS:
             window = None  # start a new window rather than grow without bound
         c = schema.table_commits.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             if self.ingest is not None and conn.execute(_ANY_UNRECORDED).first() is not None:
                 conn.rollback()  # no transaction held open over the ingester's file reads
                 self.ingest()
@@ -401,5 +437,6 @@ class CommitLog:
         records = sorted((CommitRecord(**row._mapping) for row in rows), key=lambda r: r.seq)
         if window is None:
             self._window = _CommitWindow(records)
+            self._older.clear()
         else:
             window.extend(records)

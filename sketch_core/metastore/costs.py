@@ -24,6 +24,7 @@ from sketch_core.costs.choose import Choice
 from sketch_core.costs.model import QUERY_OPERATIONS, Observation
 from sketch_core.errors import SketchNotFoundError
 from sketch_core.metastore import schema as t
+from sketch_core.metastore.engine import reading
 from sketch_core.metastore.sketches import sketch_id_of
 
 # The newest runs of each kind a model is fitted from: recent behaviour, a bounded read.
@@ -149,7 +150,7 @@ class CostRecords:
         known = select(
             literal("").label("operation"), literal(0), literal(0.0), target.c.template_key, literal(0)
         )
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(union_all(known, maintained, used, plain)).all()
         found: dict[str, list[Observation]] = {
             op: [] for op in ("capture", "full", "incremental", "use", "plain")
@@ -193,7 +194,7 @@ class CostRecords:
     ) -> list[CostDecision]:
         """The sketch's recorded decisions (in ``context`` only, when given), newest first."""
         d = t.cost_decisions.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             query = select(d.context, d.action, d.reason, d.decided_at).where(
                 d.sketch_id == sketch_id_of(conn, name)
             )
@@ -206,7 +207,7 @@ class CostRecords:
         """The data files the newest query that used sketch ``name`` read, of the files in
         total (None: no query used it yet)."""
         q = t.query_runs.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sketch_id = sketch_id_of(conn, name)
             row = conn.execute(
                 select(q.files_read, q.files_total)
@@ -220,7 +221,7 @@ class CostRecords:
         """How many times each query template ran since ``since`` (with a sketch or without)."""
         q = t.query_runs.c
         statement = select(q.template_key, func.count()).where(q.ran_at >= since).group_by(q.template_key)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return {key: int(count) for key, count in conn.execute(statement)}
 
     def expected_queries(self, name: str, window: int = QUERY_WINDOW_COMMITS) -> float:
@@ -251,7 +252,7 @@ class CostRecords:
         template = select(newest.c.template_key).scalar_subquery()
         runs = select(func.count()).where(q.template_key == template, q.ran_at > since).scalar_subquery()
         commits = select(func.count()).select_from(recent).scalar_subquery()
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             found, count = conn.execute(select(commits, runs)).one()
         if found < 2:
             return 1.0

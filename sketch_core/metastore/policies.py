@@ -16,6 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.costs.arrivals import Commit
 from sketch_core.metastore import schema as t
+from sketch_core.metastore.engine import reading
 from sketch_core.metastore.sketches import sketch_id_of
 from sketch_core.policy.evaluate import Announcement, PolicyFacts
 
@@ -52,7 +53,7 @@ class PolicyRepository:
             )
 
     def policy(self, name: str) -> dict[str, Any] | None:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sketch_id = sketch_id_of(conn, name)
             p = t.sketch_policies
             value = conn.execute(select(p.c.policy).where(p.c.sketch_id == sketch_id)).scalar()
@@ -61,7 +62,7 @@ class PolicyRepository:
     def policies(self) -> dict[str, dict[str, Any]]:
         """Every stored policy, by sketch name."""
         p, sk = t.sketch_policies.c, t.sketches.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 select(sk.name, p.policy).select_from(
                     t.sketch_policies.join(t.sketches, sk.sketch_id == p.sketch_id)
@@ -73,7 +74,7 @@ class PolicyRepository:
     def facts(self, name: str, reports: Sequence[str] = ()) -> PolicyFacts:
         """What the sketch's policy is checked against (see :class:`PolicyFacts`)."""
         v, c, tb = t.sketch_versions.c, t.table_commits.c, t.tables.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sketch_id = sketch_id_of(conn, name)
             newest = conn.execute(
                 select(v.seq, v.created_at, v.table_snapshots)
@@ -105,7 +106,7 @@ class PolicyRepository:
         """Each table's newest commits (time and rows inserted plus deleted), oldest first."""
         c, tb = t.table_commits.c, t.tables.c
         found: dict[str, list[Commit]] = {}
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             for table in tables:
                 rows = conn.execute(
                     select(c.committed_at, c.added_rows + c.deleted_rows)
@@ -127,7 +128,7 @@ class PolicyRepository:
             .group_by(c.table_id)
             .subquery()
         )
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             total = conn.execute(
                 select(func.coalesce(func.sum(c.total_rows), 0)).select_from(
                     t.table_commits.join(newest, newest.c.seq == c.seq)
@@ -138,7 +139,7 @@ class PolicyRepository:
     def report_due_times(self, report: str, recent: int = RECENT_HISTORY) -> list[datetime]:
         """When the report's newest announced runs were due, oldest first."""
         a = t.report_announcements.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 select(a.due_at).where(a.report == report).order_by(a.due_at.desc()).limit(recent)
             ).scalars()
@@ -168,7 +169,7 @@ class PolicyRepository:
     def decisions(self, name: str, limit: int = 20) -> list[DecisionRecord]:
         """The sketch's newest decisions, newest first."""
         d = t.policy_decisions
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sketch_id = sketch_id_of(conn, name)
             rows = conn.execute(
                 select(d.c.fired, d.c.reason, d.c.policy, d.c.decided_at)

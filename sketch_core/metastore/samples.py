@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.errors import TableNotFoundError
 from sketch_core.metastore import schema as t
+from sketch_core.metastore.engine import reading
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class SampleRepository:
             .select_from(t.samples.join(t.tables, tb.table_id == s.table_id))
             .where(tb.name == table, t.LIVE_TABLES, s.group_columns == list(group_columns), s.rate == rate)
         )
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(query).first()
         if row is None:
             return None

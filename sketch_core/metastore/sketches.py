@@ -40,6 +40,7 @@ from sketch_core import faults
 from sketch_core.errors import SketchExistsError, SketchNotFoundError, TableNotFoundError
 from sketch_core.metastore import schema
 from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.engine import reading
 from sketch_core.metastore.run_liveness import RunLocks
 
 t = schema
@@ -173,7 +174,7 @@ class SketchRepository:
 
     # -- partitions ----------------------------------------------------------------------------
     def find_partition(self, table: str, attribute: str, fragment_count: int) -> PartitionRecord | None:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(
                 select(t.partitions)
                 .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
@@ -199,7 +200,7 @@ class SketchRepository:
     def partition_ids(self, table: str, fragment_count: int) -> dict[str, int]:
         """The ids of ``table``'s stored partitions of ``fragment_count`` fragments, by attribute
         (without their boundaries: a caller that keeps partitions by id reads those once)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 select(t.partitions.c.attribute, t.partitions.c.partition_id)
                 .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
@@ -277,7 +278,7 @@ class SketchRepository:
         )
 
     def definition(self, name: str) -> SketchDefinition:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(select(t.sketches).where(t.sketches.c.name == name)).first()
         if row is None:
             raise SketchNotFoundError(name)
@@ -286,7 +287,7 @@ class SketchRepository:
     def definition_and_version(self, name: str) -> tuple[SketchDefinition, VersionRecord | None]:
         """The sketch's definition and its newest version (None: none published), in one query:
         every maintenance run starts with both, and a round trip is a good part of its cost."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(_DEFINITION_AND_VERSION, {"name": name}).first()
         if row is None:
             raise SketchNotFoundError(name)
@@ -298,11 +299,11 @@ class SketchRepository:
         query = select(t.sketches).order_by(t.sketches.c.name)
         if template_key is not None:
             query = query.where(t.sketches.c.template_key == template_key)
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return [self._definition(row) for row in conn.execute(query)]
 
     def partition_by_id(self, partition_id: int) -> PartitionRecord:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(
                 select(t.partitions, t.tables.c.name)
                 .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
@@ -323,7 +324,7 @@ class SketchRepository:
     ) -> VersionRecord | None:
         """The newest version recorded for exactly these table snapshots (design invariant 1).
         One read when there is one: every report with a sketch asks."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             snapshots = t.sketch_versions.c.table_snapshots == dict(table_snapshots)
             return self._read_version(conn, name, snapshots)
 
@@ -447,7 +448,7 @@ class SketchRepository:
         self, name: str, *, sequence: int | None = None, version: int | None = None
     ) -> VersionRecord | None:
         """A version by sequence or number; with neither, the newest."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             return self._read_version(conn, name, *_version_conditions(sequence, version))
 
     def _read_version(
@@ -463,7 +464,7 @@ class SketchRepository:
         """(version, sequence) of the sketch's newest version, without its fragments (None:
         no version): what a report checks before it decides whether to bring the sketch up."""
         v = t.sketch_versions.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(
                 select(v.version, v.seq)
                 .join(t.sketches, t.sketches.c.sketch_id == v.sketch_id)
@@ -474,7 +475,7 @@ class SketchRepository:
         return None if row is None else (int(row.version), int(row.seq))
 
     def versions(self, name: str) -> list[int]:
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sketch_id = sketch_id_of(conn, name)
             rows = conn.execute(
                 select(t.sketch_versions.c.version)
@@ -511,7 +512,7 @@ class SketchRepository:
     def oldest_sequences(self) -> list[tuple[str, int]]:
         """(query, sequence of its oldest kept version) for every sketch with a version."""
         v = t.sketch_versions.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 select(t.sketches.c.query_sql, func.min(v.seq))
                 .join(t.sketch_versions, v.sketch_id == t.sketches.c.sketch_id)
@@ -521,7 +522,7 @@ class SketchRepository:
 
     def state_refs(self) -> dict[str, list[str]]:
         """Per sketch, the state references of its versions."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(
                 select(t.sketches.c.name, t.sketch_versions.c.state_ref).select_from(
                     t.sketches.outerjoin(t.sketch_versions)
@@ -553,7 +554,7 @@ class SketchRepository:
 
     def materialized_table(self, name: str) -> str | None:
         """The table sketch ``name`` writes its view's rows to, if it is a materialised view."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             found = conn.execute(
                 select(t.materialized_views.c.table_name)
                 .join(t.sketches, t.sketches.c.sketch_id == t.materialized_views.c.sketch_id)
@@ -565,7 +566,7 @@ class SketchRepository:
     def start_run(self, name: str, strategy: str, from_version: int | None) -> int:
         """Record a run as running; this process holds its lock until :meth:`finish_run` (see
         :mod:`sketch_core.metastore.run_liveness`: a run whose process died is settled)."""
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sketch_id = sketch_id_of(conn, name)
         return self.run_locks.start(
             insert(t.maintenance_runs)

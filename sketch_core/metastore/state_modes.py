@@ -9,6 +9,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.metastore import schema as t
+from sketch_core.metastore.engine import reading
 from sketch_core.metastore.sketches import sketch_id_of
 
 STATE_MODES = ("full", "top_m", "none")
@@ -62,7 +63,7 @@ class StateModeRepository:
         )
         if names is not None:
             query = query.where(s.name.in_(names))
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(query).all()
         return {
             r.name: StateMode(r.mode, r.keep_top, int(r.full_bytes), r.top_m_bytes, r.reason, r.decided_at)

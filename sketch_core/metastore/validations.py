@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sketch_core.errors import TableNotFoundError
 from sketch_core.metastore import schema as t
 from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.engine import reading
 
 PASSED, FAILED, FIXED, OVERRIDDEN, UNCHECKED = "passed", "failed", "fixed", "overridden", "unchecked"
 
@@ -74,7 +75,7 @@ class ValidationRepository:
         """The table's suite (its JSON form: see ``validation.suite.TableSuite``) and the
         newest commit its domains include."""
         s = t.table_suites.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             row = conn.execute(select(s.suite, s.learned_seq).where(s.table_id == _live_id(table))).first()
         return (dict(row.suite), int(row.learned_seq)) if row is not None else None
 
@@ -92,7 +93,7 @@ class ValidationRepository:
         """The columns that must have values: the table's sort key and the attributes of the
         partitions its sketches use."""
         tb, p = t.tables.c, t.partitions.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             sort_by = conn.execute(select(tb.sort_by).where(tb.name == table, t.LIVE_TABLES)).scalar()
             attributes = conn.execute(
                 select(p.attribute).distinct().where(p.table_id == _live_id(table))
@@ -132,7 +133,7 @@ class ValidationRepository:
     ) -> list[BatchValidation]:
         """The table's validated commits in (``after``, ``through``], oldest first."""
         v = t.delta_validations.c
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             query = select(t.delta_validations).where(v.table_id == _live_id(table))
             if after is not None:
                 query = query.where(v.seq > after)
@@ -152,7 +153,7 @@ class ValidationRepository:
         )
         if tables is not None:
             query = query.where(tb.name.in_(list(tables)))
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             rows = conn.execute(query).mappings().all()
         return [_validation(str(row["name"]), row) for row in rows]
 

@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from sketch_core.errors import TableError
 from sketch_core.metastore.commits import CommitLog, NewCommit
-from sketch_core.metastore.engine import ping_idle_connections
+from sketch_core.metastore.engine import ping_idle_connections, reading
 from sketch_core.metastore.migrations import MIGRATION_LOCK_KEY
 from sketch_core.tables.file_changes import record_commit_files
 from sketch_core.tables.metadata_parse import MetadataParser
@@ -128,7 +128,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
         self._parsed: OrderedDict[str, TableMetadata] = OrderedDict()
         self._parsed_lock = threading.Lock()
         self._parser = MetadataParser()
-        self._pointer_query: Select[tuple[str]] | None = None
+        self._pointer_query: Select[Any] | None = None
 
     def load_table(self, identifier: str | Identifier) -> Table:
         """PyIceberg's ``load_table``, reading the metadata pointer with one prebuilt Core query
@@ -144,7 +144,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
             if (type_filter := self._iceberg_type_filter()) is not None:
                 query = query.where(type_filter)
             self._pointer_query = query
-        with self.engine.connect() as conn:
+        with reading(self.engine) as conn:
             location = conn.execute(
                 self._pointer_query, {"namespace": namespace, "table_name": table_name}
             ).scalar()

@@ -3,6 +3,8 @@ another connection are seen, and old sequences are still answered from the datab
 
 from __future__ import annotations
 
+from sqlalchemy import event
+
 from sketch_core.datasets import synthetic_table
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.service import SketchService
@@ -73,3 +75,37 @@ def test_a_name_dropped_and_created_again_has_the_new_tables_history_only(
         (created, "create"),
         (appended, "append"),
     ]
+
+
+def test_old_sequences_are_read_once_and_asked_again_after_a_drop(svc: SketchService, ns: str) -> None:
+    """A maintenance run asks about its version's (older) commit many times: the database is
+    asked once; a drop of the name changes the answer, and it is asked again."""
+    name = f"{ns}.a"
+    first = svc.tables.create(name, synthetic_table(10, groups=2), sort_by=["key"])
+    appended = svc.tables.append(name, synthetic_table(5, groups=2, key_start=100))
+    svc.tables.append(name, synthetic_table(5, groups=2, key_start=200))
+    log = CommitLog(svc.engine)
+    log.latest_sequence()  # the window starts at the newest commit
+    statements: list[str] = []
+
+    def counted(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(svc.engine, "before_cursor_execute", counted)
+    try:
+        expected_at = _uncached(log).commit_at(name, appended)
+        expected_between = _uncached(log).commits(name, after_seq=first - 1, until_seq=appended)
+        statements.clear()
+        for _ in range(3):
+            assert log.commit_at(name, appended) == expected_at
+            assert log.commits(name, after_seq=first - 1, until_seq=appended) == expected_between
+        assert len(statements) == 2, statements
+    finally:
+        event.remove(svc.engine, "before_cursor_execute", counted)
+    assert expected_at is not None and expected_at.seq == appended
+    assert [c.seq for c in expected_between] == [first, appended]
+
+    svc.drop_table(name)
+    log.latest_sequence()  # the window sees the drop
+    assert log.commit_at(name, appended) is None, "the name bears no table now"
+    assert log.commits(name, after_seq=first - 1, until_seq=appended) == []

@@ -9,7 +9,7 @@ from sqlalchemy.pool import NullPool
 
 from sketch_core.errors import ConfigurationError, MetastoreUnavailableError
 from sketch_core.localstack.postgres import free_loopback_port
-from sketch_core.metastore.engine import connect_metastore, normalize_url, ping_idle_connections
+from sketch_core.metastore.engine import connect_metastore, normalize_url, ping_idle_connections, reading
 
 
 def test_plain_postgres_urls_use_psycopg3() -> None:
@@ -63,3 +63,39 @@ def test_a_busy_connection_is_not_pinged(databases: Any) -> None:
             assert conn.execute(text("SELECT 1")).scalar_one() == 1
     finally:
         engine.dispose()
+
+
+# True when the statement is the first of its transaction: in autocommit, every statement.
+_OWN_TRANSACTION = text("SELECT transaction_timestamp() = statement_timestamp()")
+
+
+def test_reads_run_without_a_transaction_and_leave_the_pool_transactional(databases: Any) -> None:
+    engine = connect_metastore(databases.create())
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE counted (x int)"))
+    with reading(engine) as conn:
+        conn.execute(text("SELECT 1"))
+        assert conn.execute(_OWN_TRANSACTION).scalar_one(), "a second read is a transaction of its own"
+    # The same pooled connection, back to transactions: a failed block leaves nothing behind.
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+        assert not conn.execute(_OWN_TRANSACTION).scalar_one(), "two statements, one transaction"
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        conn.execute(text("INSERT INTO counted VALUES (1)"))
+        raise RuntimeError("rolled back")
+    with reading(engine) as conn:
+        assert conn.execute(text("SELECT count(*) FROM counted")).scalar_one() == 0
+
+
+def test_a_process_has_one_engine_per_metastore_and_a_close_does_not_end_it(databases: Any) -> None:
+    """Each service a process opens reuses the engine (its compiled statements); one closing
+    (disposing the pool) leaves it usable by the others."""
+    url = databases.create()
+    first, second = connect_metastore(url), connect_metastore(url)
+    assert first is second
+    assert connect_metastore(databases.create()) is not first
+    with first.connect() as conn:
+        conn.execute(text("SELECT 1"))
+    first.dispose()
+    with second.connect() as conn:
+        assert conn.execute(text("SELECT 2")).scalar_one() == 2
