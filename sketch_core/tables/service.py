@@ -79,6 +79,7 @@ from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.predicates import to_iceberg_expression
+from sketch_core.tables.recent_deltas import RecentDeltas
 from sketch_core.tables.rewrites import rewrite_in_layout
 from sketch_core.tables.row_level_changes import (
     apply_row_level_changes,
@@ -182,6 +183,7 @@ class TableService:
         self._records: dict[str, TableRecord] = {}
         self.file_cache = FileCache(settings.file_cache_bytes) if settings.file_cache_bytes else None
         self._pinned_files = snapshot_files.SHARED  # planned file lists, shared in the process
+        self._recent_deltas = RecentDeltas()
         self._loaded: dict[str, tuple[int, Table]] = {}  # name -> (newest commit seen, table)
         self._arrow_schemas: dict[tuple[str, int], pa.Schema] = {}
         # How a write opens its transaction (a benchmark compares PyIceberg's own).
@@ -712,8 +714,15 @@ class TableService:
             empty = read_files([], after.schema, columns)
             return TableDelta(after.table, from_sequence, after.sequence, empty, empty, 0)
         before = self.pin(after.table, from_sequence) if start is not None else None
+        whole = columns is None and row_filter is None
+        kept = None if whole else self._recent_deltas.restricted(before, after, columns, row_filter)
+        if kept is not None:  # validation read it whole just before
+            return kept
         composed = self._recorded_delta(before, after, columns, row_filter)
-        return composed if composed is not None else snapshot_delta(before, after, columns, row_filter)
+        found = composed if composed is not None else snapshot_delta(before, after, columns, row_filter)
+        if whole:
+            self._recent_deltas.keep(before, after, found)
+        return found
 
     def _recorded_delta(
         self,

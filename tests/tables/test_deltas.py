@@ -17,6 +17,7 @@ from sketch_core.datasets.deltas import DeltaGenerator
 from sketch_core.errors import DeltaRangeError
 from sketch_core.service import SketchService
 from sketch_core.tables import deltas as deltas_module
+from sketch_core.tables import service as table_service_module
 from sketch_core.tables.deltas import TableDelta, bag_difference
 
 
@@ -125,12 +126,21 @@ def test_columns_and_filter_restrict_the_delta_exactly(
     name = f"{ns}.r"
     start = svc.tables.create(name, synthetic_table(4000, 40, seed=8), sort_by=["key"])
     end = DeltaGenerator(svc.tables, name, ("key",), seed=9).mixed(300).apply(svc.tables)
-    full = svc.tables.delta(name, start, end)
     condition = pc.field("a") < 10
-    restricted = svc.tables.delta(name, start, end, columns=("a", "b"), row_filter=condition)
+    from_files = svc.tables.delta(name, start, end, columns=("a", "b"), row_filter=condition)
+    full = svc.tables.delta(name, start, end)
+
+    def read_again(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the whole delta was just read: restricted in memory, not read again")
+
+    # What maintenance asks right after validation read the whole delta.
+    monkeypatch.setattr(svc.tables, "_recorded_delta", read_again)
+    monkeypatch.setattr(table_service_module, "snapshot_delta", read_again)
+    from_memory = svc.tables.delta(name, start, end, columns=("a", "b"), row_filter=condition)
     new, old = (bag(side.filter(condition).select(["a", "b"])) for side in (full.inserted, full.deleted))
-    assert (bag(restricted.inserted), bag(restricted.deleted)) == (new - old, old - new)
-    assert restricted.row_count < full.row_count
+    for restricted in (from_files, from_memory):
+        assert (bag(restricted.inserted), bag(restricted.deleted)) == (new - old, old - new)
+        assert restricted.row_count < full.row_count
 
 
 def test_a_backwards_delta_is_refused(svc: SketchService, ns: str) -> None:
