@@ -15,7 +15,7 @@ from sketch_core.partitions import RangePartition
 from sketch_core.partitions.local import local_range_partition, partitions_locally
 from sketch_core.partitions.pruning import prune_files
 from sketch_core.service.results import SketchVersion
-from sketch_core.spark.partitioning import compute_range_partition
+from sketch_core.spark.partitioning import compute_range_partition, sampled_column
 from sketch_core.spark.views import pinned_dataframe
 from sketch_core.tables.deltas import read_files
 from sketch_core.tables.pinned import PinnedSnapshot
@@ -23,7 +23,11 @@ from sketch_core.tables.service import TableService
 
 # Tables up to this many rows are range-partitioned in-process (one column read, exact
 # quantiles: milliseconds) rather than by two Spark jobs of about a second each. A column of
-# this many values takes tens of megabytes at most.
+# this many values takes tens of megabytes at most. A bigger table is partitioned in-process
+# from a sample of about this many of its values, drawn by one Spark scan: on the demo's 32M
+# rows 1 s, where a distinct count and percentile_approx over every row took 6.6 s (and a
+# distinct count over a key column of SF10's 60M rows far longer). A partition from a sample
+# is as correct as any (its ranges cover every value); only its fragments' sizes vary more.
 LOCAL_PARTITION_ROWS = 2_000_000
 
 
@@ -54,13 +58,18 @@ class PartitionStore:
         return found.partition_id, self.get(found.partition_id)[1]
 
     def compute(self, pinned: PinnedSnapshot, attribute: str, fragments: int) -> RangePartition:
-        """In-process from the column's values for a small table (no Spark job), else on Spark."""
+        """In-process from the column's values for a small table (no Spark job), from a sample
+        Spark draws for a big one, else (types partitioned on Spark only) on Spark."""
         name, schema = pinned.table, pinned.schema
-        small = pinned.record_count <= LOCAL_PARTITION_ROWS
-        if small and attribute in schema.names and partitions_locally(schema.field(attribute).type):
+        local = attribute in schema.names and partitions_locally(schema.field(attribute).type)
+        if local and pinned.record_count <= LOCAL_PARTITION_ROWS:
             values = read_files(pinned.files, schema, [attribute]).column(attribute)
             return local_range_partition(values, name, attribute, fragments)
-        return compute_range_partition(pinned_dataframe(self.spark(), pinned), name, attribute, fragments)
+        frame = pinned_dataframe(self.spark(), pinned)
+        if local:
+            sample = sampled_column(frame, attribute, LOCAL_PARTITION_ROWS / pinned.record_count)
+            return local_range_partition(sample, name, attribute, fragments)
+        return compute_range_partition(frame, name, attribute, fragments)
 
     def get(self, partition_id: int) -> tuple[PartitionRecord, RangePartition]:
         """The stored partition with this id: its record and the partition."""

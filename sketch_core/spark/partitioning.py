@@ -7,6 +7,7 @@ fragments, every distinct value gets a fragment of its own.
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -55,3 +56,10 @@ def compute_range_partition(
         [ordered[min(len(ordered) - 1, int(p * len(ordered)))] for p in probabilities] if ordered else []
     )
     return RangePartition.from_quantiles(table, attribute, quantiles)
+
+
+def sampled_column(df: DataFrame, attribute: str, fraction: float, *, seed: int = 0) -> pa.ChunkedArray:
+    """About ``fraction`` of ``df[attribute]``'s values, NULLs included (a seeded Bernoulli
+    sample: one scan, and only the sample sent to the driver, as Arrow)."""
+    sample = df.select(F.col(f"`{attribute}`")).sample(fraction=min(1.0, fraction), seed=seed)
+    return sample.toArrow().column(0)

@@ -72,3 +72,28 @@ def test_partitions_are_stored_with_their_snapshot_and_reused(spark_svc: SketchS
     assert again.fragment_of(50_500) == again.fragment_count - 1
     other_id, _ = svc.range_partition(name, "key", 4)
     assert other_id != partition_id
+
+
+def test_a_big_table_is_partitioned_from_a_sample_spark_draws(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond LOCAL_PARTITION_ROWS a sample of about that many values is partitioned
+    in-process (one Spark scan, no distinct count or percentile over every row): the
+    fragments hold similar row counts, and every value has one."""
+    from sketch_core.service import partition_store
+
+    svc, name = spark_svc, f"{ns}.big"
+    data = synthetic_table(40_000, groups=500, seed=7)
+    svc.tables.create(name, data, sort_by=["key"])
+    monkeypatch.setattr(partition_store, "LOCAL_PARTITION_ROWS", 8_000)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("partitioned over every row on Spark")
+
+    monkeypatch.setattr(partition_store, "compute_range_partition", refused)
+    _, by_key = svc.range_partition(name, "key", 10)
+    assert by_key.fragment_count == 10
+    sizes = np.bincount(by_key.fragments_of(data.column("key").to_numpy()), minlength=10)
+    assert sizes.min() > 0.75 * 4_000 and sizes.max() < 1.25 * 4_000, sizes
+    _, by_group = svc.range_partition(name, "a", 1_000)  # fewer values than fragments
+    assert by_group.fragment_count <= 500
