@@ -86,7 +86,9 @@ class WorkLocks:
 
     def _acquire(self, name: str, what: str, wait_seconds: float) -> tuple[Connection, bool]:
         values = {"lock_class": WORK_LOCK_CLASS, "name": name}
-        conn = self.engine.connect()
+        # In autocommit: a session-level lock needs no transaction, and taking and releasing
+        # it is then two round trips, not six (each in a BEGIN ... COMMIT of its own).
+        conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
             started = time.monotonic()
             waited = False
