@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -84,6 +85,20 @@ def reading(engine: Engine) -> Connection:
 _ENGINES: OrderedDict[str, Engine] = OrderedDict()
 _ENGINES_KEPT = 16
 _ENGINES_LOCK = threading.Lock()
+
+
+def _forget_engines_after_fork() -> None:
+    """In a forked child: the parent's pooled connections are the parent's sockets. Each
+    engine lets go of them without closing them (closing would end the parent's sessions), and
+    the child makes engines of its own (SQLAlchemy's advice for os.fork)."""
+    global _ENGINES_LOCK
+    _ENGINES_LOCK = threading.Lock()  # another thread may have held it at the fork
+    for engine in _ENGINES.values():
+        engine.dispose(close=False)
+    _ENGINES.clear()
+
+
+os.register_at_fork(after_in_child=_forget_engines_after_fork)
 
 
 def _engine_for(url: str) -> Engine:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -99,3 +100,31 @@ def test_a_process_has_one_engine_per_metastore_and_a_close_does_not_end_it(data
     first.dispose()
     with second.connect() as conn:
         assert conn.execute(text("SELECT 2")).scalar_one() == 2
+
+
+def test_a_forked_child_makes_engines_of_its_own(databases: Any) -> None:
+    """The parent's pooled connections are its sockets: a child that used them would garble
+    the parent's sessions. The child gets a new engine; the parent's keeps working."""
+    url = databases.create()
+    parent = connect_metastore(url)
+    with parent.connect() as conn:
+        parent_pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome is read from the pipe
+        try:
+            engine = connect_metastore(url)
+            with engine.connect() as conn:
+                pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
+            os.write(writer, b"ok" if engine is not parent and pid != parent_pid else b"shared")
+        except BaseException as exc:
+            os.write(writer, repr(exc).encode()[:200])
+        finally:
+            os._exit(0)
+    os.close(writer)
+    os.waitpid(child, 0)
+    said = os.read(reader, 256)
+    os.close(reader)
+    assert said == b"ok", said
+    with parent.connect() as conn:
+        assert conn.execute(text("SELECT pg_backend_pid()")).scalar_one() == parent_pid
