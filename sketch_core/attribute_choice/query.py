@@ -378,5 +378,7 @@ class AttributeEstimates:
         if self.estimation is None:
             return [(a, None) for a in self.candidates.get(table, [])]
         found = self.estimation.candidates
-        scored = [(a, found[f"{table}.{a}"].selectivity) for a in self.candidates.get(table, [])]
-        return [(a, s) for a, s in sorted(scored, key=lambda item: item[1])]
+        candidates = self.candidates.get(table, [])
+        scored = [(a, found[f"{table}.{a}"].selectivity) for a in candidates if f"{table}.{a}" in found]
+        left = [(a, None) for a in candidates if f"{table}.{a}" not in found]
+        return [*sorted(scored, key=lambda item: item[1]), *left]

@@ -155,3 +155,40 @@ def test_choose_attributes_names_what_a_capture_without_attributes_sketches(
     finally:
         spark_svc.settings = previous
     assert none is None and heuristic[table] == "key"  # the heuristic: sort key first
+
+
+def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a table sorted by key over several files, ``a``, ``b`` and ``c`` lie in every file: a
+    sketch on one of them reads every file however little it keeps. Where the key's sketch skips
+    files they are left unestimated (their columns not read), and the pick is the one estimating
+    everything makes; where it does not, they are estimated."""
+    from sketch_core.service import attributes as attributes_module
+
+    table = f"{ns}.spread"
+    data = skewed_groups_table(40_000, 200, seed=6, c_high=1_000_000).sort_by("key")
+    spark_svc.tables.create(table, data.slice(0, 10_000), sort_by=["key"])
+    for start in range(10_000, 40_000, 10_000):
+        spark_svc.tables.append(table, data.slice(start, 10_000))
+    top = f"SELECT key, SUM(b) AS s FROM {table} GROUP BY key ORDER BY s DESC LIMIT 5"
+    estimates = spark_svc.estimate_attributes(top, fragments=100, replicates=20)
+    assert estimates.estimation is not None
+    assert f"{table}.key" in estimates.estimation.candidates
+    for attribute in ("a", "b", "c"):
+        why = estimates.estimation.unestimated[f"{table}.{attribute}"]
+        assert "reads every file" in why and estimates.files_read[f"{table}.{attribute}"] == 1.0
+    picked, _ = spark_svc.choose_attributes(top, fragments=100)
+
+    monkeypatch.setattr(attributes_module, "reads_every_file", lambda *args: False)
+    everything = spark_svc.estimate_attributes(top, fragments=100, replicates=20)
+    assert everything.estimation is not None
+    assert {f"{table}.{a}" for a in ("key", "a", "b", "c")} <= set(everything.estimation.candidates)
+    assert spark_svc.choose_attributes(top, fragments=100)[0] == picked == {table: "key"}
+    monkeypatch.undo()
+
+    # The big groups' rows lie in every key fragment: the key's sketch skips no file either.
+    having = f"SELECT a, COUNT(*) AS n FROM {table} GROUP BY a HAVING COUNT(*) > 400"
+    spread = spark_svc.estimate_attributes(having, fragments=100, replicates=20)
+    assert spread.estimation is not None
+    assert {f"{table}.{a}" for a in ("key", "a", "b", "c")} <= set(spread.estimation.candidates)
