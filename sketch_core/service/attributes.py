@@ -15,6 +15,7 @@ from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.algebra.query_text import query_text
 from sketch_core.analysis.safety import (
+    AttributeChoice,
     SafetyResult,
     Statistics,
     check_safety,
@@ -93,6 +94,7 @@ class AttributeChooser:
         replicates: int = DEFAULT_REPLICATES,
         *,
         screen: bool = True,
+        defer: bool = True,
     ) -> AttributeEstimates:
         """With ``screen``, only the attributes a safety check accepts are estimated; without,
         every attribute is (a capture checks its picks in order of preference anyway, and a
@@ -144,7 +146,7 @@ class AttributeChooser:
             table: [a for a in attributes if reads_every_file(pins[table].files, a, fragment_count(table, a))]
             for table, attributes in candidates.items()
         }
-        deferred = {t: d for t, d in deferred.items() if d and len(d) < len(candidates[t])}
+        deferred = {t: d for t, d in deferred.items() if defer and d and len(d) < len(candidates[t])}
         eager = {t: [a for a in c if a not in deferred.get(t, ())] for t, c in candidates.items()}
         try:
             estimation = estimate(eager)
@@ -154,6 +156,7 @@ class AttributeChooser:
             ):  # a table whose eager candidates all read every file: its others may be smaller
                 estimation = estimate(candidates)
                 files_read = self._files_read(estimation, pins, fragment_count)
+                deferred = {}
             else:
                 skipped = {
                     f"{t}.{a}": "not estimated: its sketch reads every file however little it keeps "
@@ -174,6 +177,39 @@ class AttributeChooser:
             seconds=time.perf_counter() - started,
             tables=tables,
             files_read=files_read,
+            deferred=deferred,
+        )
+
+    def _pick(
+        self,
+        plan: Relation,
+        statistics: Statistics,
+        strategy: str,
+        pools: Mapping[str, TableCandidates],
+        estimates: AttributeEstimates | None,
+    ) -> tuple[dict[str, list[str]], AttributeEstimates | None, AttributeChoice]:
+        """Each table's candidates in the strategy's order, the estimates with the tables
+        chosen by the heuristic noted, and the safe picks made in that order."""
+        expected = estimates.expected_selectivities() if estimates is not None else None
+        files_read = estimates.files_read if estimates is not None else None
+        candidates = preferences(strategy, pools, expected, files_read=files_read)
+        if estimates is not None:
+            fallbacks = heuristic_fallbacks(strategy, pools, expected)
+            estimates = replace(estimates, fallbacks={t: estimates.fallback_reason(t) for t in fallbacks})
+            for table, why in estimates.fallbacks.items():
+                log.info("%s: attribute chosen by the heuristic, %s", table, why)
+        return candidates, estimates, choose_attributes(plan, candidates, statistics)
+
+    @staticmethod
+    def _settled(
+        chosen: Mapping[str, str], estimates: AttributeEstimates, pools: Mapping[str, TableCandidates]
+    ) -> bool:
+        """Whether the picks are those estimating every candidate would make: each table with
+        deferred candidates got a pick that skips files (the deferred rank behind it)."""
+        return all(
+            table in chosen and estimates.files_read.get(f"{table}.{chosen[table]}", 1.0) < 0.995
+            for table in estimates.deferred
+            if table in pools
         )
 
     @staticmethod
@@ -294,15 +330,12 @@ class AttributeChooser:
         else:
             estimates = self.estimates(plan, pins, statistics, fragments, screen=False)
             pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
-        expected = estimates.expected_selectivities() if estimates is not None else None
-        files_read = estimates.files_read if estimates is not None else None
-        candidates = preferences(strategy, pools, expected, files_read=files_read)
-        if estimates is not None:
-            fallbacks = heuristic_fallbacks(strategy, pools, expected)
-            estimates = replace(estimates, fallbacks={t: estimates.fallback_reason(t) for t in fallbacks})
-            for table, why in estimates.fallbacks.items():
-                log.info("%s: attribute chosen by the heuristic, %s", table, why)
-        choice = choose_attributes(plan, candidates, statistics)
+        candidates, estimates, choice = self._pick(plan, statistics, strategy, pools, estimates)
+        if estimates is not None and not self._settled(choice.chosen, estimates, pools):
+            # A table's pick reads every file (or it has none: every candidate estimated was
+            # unsafe): its deferred candidates may rank before it, so they are estimated too.
+            estimates = self.estimates(plan, pins, statistics, fragments, screen=False, defer=False)
+            candidates, estimates, choice = self._pick(plan, statistics, strategy, pools, estimates)
         if not choice.chosen:
             reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
             raise NoSafeAttributeError(

@@ -4,6 +4,7 @@ true selectivity of a sketch captured on that attribute (the differential oracle
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -185,6 +186,27 @@ def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
     assert everything.estimation is not None
     assert {f"{table}.{a}" for a in ("key", "a", "b", "c")} <= set(everything.estimation.candidates)
     assert spark_svc.choose_attributes(top, fragments=100)[0] == picked == {table: "key"}
+    monkeypatch.undo()
+
+    # One small group passes: the key's sketch would skip files, but it is unsafe for a HAVING
+    # on a count below a bound (and a sum of either sign). The capture then estimates the
+    # deferred candidates too and picks as if all had been estimated.
+    signed = (
+        f"SELECT a, SUM(c - 500000) AS s FROM {table} GROUP BY a HAVING COUNT(*) < 6 AND SUM(c - 500000) > 0"
+    )
+    passes: list[bool] = []
+    estimates_of = attributes_module.AttributeChooser.estimates
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        passes.append(kwargs.get("defer", True))
+        return estimates_of(self, *args, **kwargs)
+
+    monkeypatch.setattr(attributes_module.AttributeChooser, "estimates", counted)
+    chosen, chosen_estimates = spark_svc.choose_attributes(signed, fragments=100)
+    assert chosen == {table: "a"} and passes == [True, False], passes
+    assert chosen_estimates is not None and not chosen_estimates.deferred
+    monkeypatch.setattr(attributes_module, "reads_every_file", lambda *args: False)
+    assert spark_svc.choose_attributes(signed, fragments=100)[0] == chosen
     monkeypatch.undo()
 
     # The big groups' rows lie in every key fragment: the key's sketch skips no file either.
