@@ -66,3 +66,11 @@ def expected_files_read(
         spanned = min(float(total), max(1.0, total * overlapping / n))
         read += 1.0 - (1.0 - spanned / total) ** kept
     return read / n
+
+
+def reads_every_file(files: Sequence[DataFileInfo], attribute: str, fragments: int) -> bool:
+    """Whether a sketch on ``attribute`` reads every file (to the percent) however little it
+    keeps: one fragment kept already meets each of them, as on a column the layout scatters
+    (every file spans about its whole range). Such a candidate ranks by files read behind any
+    that skips some, whatever its estimate."""
+    return round(files_read_on(files, attribute, 1.0 / max(1, fragments), fragments), 2) >= 1.0

@@ -358,6 +358,9 @@ class AttributeEstimates:
     fallbacks: dict[str, str] = field(default_factory=dict)
     # ``table.attribute`` -> expected share of the table's data files its sketch reads
     files_read: dict[str, float] = field(default_factory=dict)
+    # table -> its candidates left unestimated because their sketch reads every file however
+    # little it keeps, while another of the table's candidates skips files
+    deferred: dict[str, list[str]] = field(default_factory=dict)
 
     def fallback_reason(self, table: str) -> str:
         """Why none of ``table``'s candidates has an estimate."""
@@ -378,5 +381,7 @@ class AttributeEstimates:
         if self.estimation is None:
             return [(a, None) for a in self.candidates.get(table, [])]
         found = self.estimation.candidates
-        scored = [(a, found[f"{table}.{a}"].selectivity) for a in self.candidates.get(table, [])]
-        return [(a, s) for a, s in sorted(scored, key=lambda item: item[1])]
+        candidates = self.candidates.get(table, [])
+        scored = [(a, found[f"{table}.{a}"].selectivity) for a in candidates if f"{table}.{a}" in found]
+        left = [(a, None) for a in candidates if f"{table}.{a}" not in found]
+        return [*sorted(scored, key=lambda item: item[1]), *left]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -15,6 +15,7 @@ from sketch_core.algebra.ir import Relation, Scan, positive_scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.algebra.query_text import query_text
 from sketch_core.analysis.safety import (
+    AttributeChoice,
     SafetyResult,
     Statistics,
     check_safety,
@@ -22,8 +23,8 @@ from sketch_core.analysis.safety import (
     group_by_attributes,
 )
 from sketch_core.attribute_choice.candidates import table_candidates
-from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES
-from sketch_core.attribute_choice.layout import files_read_on
+from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES, Estimation
+from sketch_core.attribute_choice.layout import files_read_on, reads_every_file
 from sketch_core.attribute_choice.local_plan import evaluate_plan
 from sketch_core.attribute_choice.query import (
     AttributeEstimates,
@@ -93,6 +94,7 @@ class AttributeChooser:
         replicates: int = DEFAULT_REPLICATES,
         *,
         screen: bool = True,
+        defer: bool = True,
     ) -> AttributeEstimates:
         """With ``screen``, only the attributes a safety check accepts are estimated; without,
         every attribute is (a capture checks its picks in order of preference anyway, and a
@@ -121,24 +123,54 @@ class AttributeChooser:
             found = stored_ids.get(table, {}).get(attribute)
             return None if found is None else self.context.partitions.get(found)[1]
 
-        try:
-            estimation = estimate_candidates(
+        def fragment_count(table: str, attribute: str) -> int:
+            stored_partition = partition_of(table, attribute)
+            return stored_partition.fragment_count if stored_partition is not None else fragments
+
+        def estimate(among: Mapping[str, list[str]]) -> Estimation:
+            return estimate_candidates(
                 lambda rows_plan: self.sample_rows(rows_plan, pins, fact, stored),
                 shape,
                 SampledTable(fact, stored.sample, stored.memo),
-                candidates,
+                among,
                 partition_of,
                 fragments,
                 replicates=replicates,
             )
+
+        # Candidates whose sketch would read every file whatever it keeps rank behind any that
+        # skips some: estimated only when none of their table's others does. Each is a column
+        # the estimate would otherwise read whole from every file of a joined table (at SF10,
+        # Q10's `orders` comments and clerks: 1.8 s of a 3 s choice). The sampled table's
+        # columns are in memory with its sample: deferring its candidates saves no read and
+        # would cost a second evaluation when none of the others is safe.
+        deferred = {
+            table: [a for a in attributes if reads_every_file(pins[table].files, a, fragment_count(table, a))]
+            for table, attributes in candidates.items()
+            if table != fact
+        }
+        deferred = {t: d for t, d in deferred.items() if defer and d and len(d) < len(candidates[t])}
+        eager = {t: [a for a in c if a not in deferred.get(t, ())] for t, c in candidates.items()}
+        try:
+            estimation = estimate(eager)
+            files_read = self._files_read(estimation, pins, fragment_count)
+            if any(
+                not any(files_read.get(f"{t}.{a}", 1.0) < 0.995 for a in eager[t]) for t in deferred
+            ):  # a table whose eager candidates all read every file: its others may be smaller
+                estimation = estimate(candidates)
+                files_read = self._files_read(estimation, pins, fragment_count)
+                deferred = {}
+            else:
+                skipped = {
+                    f"{t}.{a}": "not estimated: its sketch reads every file however little it keeps "
+                    "(each file spans its range), and another of the table's candidates skips files"
+                    for t, attributes in deferred.items()
+                    for a in attributes
+                }
+                estimation = replace(estimation, unestimated={**estimation.unestimated, **skipped})
+                files_read.update(dict.fromkeys(skipped, 1.0))
         except NotEstimable as why:
             return AttributeEstimates(candidates, refused, None, reason=str(why), tables=tables)
-        files_read = {}
-        for key, e in estimation.candidates.items():
-            table, attribute = key.rsplit(".", 1)
-            stored_partition = partition_of(table, attribute)
-            count = stored_partition.fragment_count if stored_partition is not None else fragments
-            files_read[key] = files_read_on(pins[table].files, attribute, e.fragment_share, count)
         return AttributeEstimates(
             candidates,
             refused,
@@ -148,7 +180,55 @@ class AttributeChooser:
             seconds=time.perf_counter() - started,
             tables=tables,
             files_read=files_read,
+            deferred=deferred,
         )
+
+    def _pick(
+        self,
+        plan: Relation,
+        statistics: Statistics,
+        strategy: str,
+        pools: Mapping[str, TableCandidates],
+        estimates: AttributeEstimates | None,
+    ) -> tuple[dict[str, list[str]], AttributeEstimates | None, AttributeChoice]:
+        """Each table's candidates in the strategy's order, the estimates with the tables
+        chosen by the heuristic noted, and the safe picks made in that order."""
+        expected = estimates.expected_selectivities() if estimates is not None else None
+        files_read = estimates.files_read if estimates is not None else None
+        candidates = preferences(strategy, pools, expected, files_read=files_read)
+        if estimates is not None:
+            fallbacks = heuristic_fallbacks(strategy, pools, expected)
+            estimates = replace(estimates, fallbacks={t: estimates.fallback_reason(t) for t in fallbacks})
+            for table, why in estimates.fallbacks.items():
+                log.info("%s: attribute chosen by the heuristic, %s", table, why)
+        return candidates, estimates, choose_attributes(plan, candidates, statistics)
+
+    @staticmethod
+    def _settled(
+        chosen: Mapping[str, str], estimates: AttributeEstimates, pools: Mapping[str, TableCandidates]
+    ) -> bool:
+        """Whether the picks are those estimating every candidate would make: each table with
+        deferred candidates got a pick that skips files (the deferred rank behind it)."""
+        return all(
+            table in chosen and estimates.files_read.get(f"{table}.{chosen[table]}", 1.0) < 0.995
+            for table in estimates.deferred
+            if table in pools
+        )
+
+    @staticmethod
+    def _files_read(
+        estimation: Estimation,
+        pins: Mapping[str, PinnedSnapshot],
+        fragment_count: Callable[[str, str], int],
+    ) -> dict[str, float]:
+        """``table.attribute`` -> the expected share of the table's files its sketch reads."""
+        files_read = {}
+        for key, e in estimation.candidates.items():
+            table, attribute = key.rsplit(".", 1)
+            files_read[key] = files_read_on(
+                pins[table].files, attribute, e.fragment_share, fragment_count(table, attribute)
+            )
+        return files_read
 
     def sample_rows(
         self, plan: Relation, pins: Mapping[str, PinnedSnapshot], sampled: str, stored: StoredSample
@@ -253,15 +333,12 @@ class AttributeChooser:
         else:
             estimates = self.estimates(plan, pins, statistics, fragments, screen=False)
             pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
-        expected = estimates.expected_selectivities() if estimates is not None else None
-        files_read = estimates.files_read if estimates is not None else None
-        candidates = preferences(strategy, pools, expected, files_read=files_read)
-        if estimates is not None:
-            fallbacks = heuristic_fallbacks(strategy, pools, expected)
-            estimates = replace(estimates, fallbacks={t: estimates.fallback_reason(t) for t in fallbacks})
-            for table, why in estimates.fallbacks.items():
-                log.info("%s: attribute chosen by the heuristic, %s", table, why)
-        choice = choose_attributes(plan, candidates, statistics)
+        candidates, estimates, choice = self._pick(plan, statistics, strategy, pools, estimates)
+        if estimates is not None and not self._settled(choice.chosen, estimates, pools):
+            # A table's pick reads every file (or it has none: every candidate estimated was
+            # unsafe): its deferred candidates may rank before it, so they are estimated too.
+            estimates = self.estimates(plan, pins, statistics, fragments, screen=False, defer=False)
+            candidates, estimates, choice = self._pick(plan, statistics, strategy, pools, estimates)
         if not choice.chosen:
             reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
             raise NoSafeAttributeError(

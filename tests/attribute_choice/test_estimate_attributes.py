@@ -4,8 +4,10 @@ true selectivity of a sketch captured on that attribute (the differential oracle
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
@@ -155,3 +157,69 @@ def test_choose_attributes_names_what_a_capture_without_attributes_sketches(
     finally:
         spark_svc.settings = previous
     assert none is None and heuristic[table] == "key"  # the heuristic: sort key first
+
+
+def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dimension sorted by its key over ten files: ``tier`` and ``slot`` take every value in
+    each file, so a sketch on either reads every file however little it keeps. Where the key's
+    sketch skips files they are left unestimated (their columns not read), and the pick is the
+    one estimating everything makes; where it does not, they are estimated. The sampled fact
+    table's candidates are always estimated (its columns are in memory with the sample)."""
+    from sketch_core.service import attributes as attributes_module
+
+    facts = f"{ns}.facts"
+    fact_rows = skewed_groups_table(40_000, 200, seed=6, c_high=1_000_000)
+    spark_svc.tables.create(facts, fact_rows, sort_by=["key"])
+    dim = f"{ns}.groups"
+    gid = np.arange(200)
+    groups = pa.table({"gid": gid, "tier": gid % 10, "slot": (gid * 7) % 20})
+    spark_svc.tables.create(dim, groups.slice(0, 20), sort_by=["gid"])
+    for start in range(20, 200, 20):
+        spark_svc.tables.append(dim, groups.slice(start, 20))
+    join = f"FROM {facts} f JOIN {dim} g ON f.a = g.gid"
+    top = f"SELECT g.gid, SUM(f.b) AS s {join} GROUP BY g.gid ORDER BY s DESC LIMIT 5"
+    estimates = spark_svc.estimate_attributes(top, fragments=100, replicates=20)
+    assert estimates.estimation is not None
+    assert {f"{dim}.gid", f"{facts}.key", f"{facts}.c"} <= set(estimates.estimation.candidates)
+    for attribute in ("tier", "slot"):
+        why = estimates.estimation.unestimated[f"{dim}.{attribute}"]
+        assert "reads every file" in why and estimates.files_read[f"{dim}.{attribute}"] == 1.0
+    assert estimates.deferred == {dim: ["tier", "slot"]}
+    picked, _ = spark_svc.choose_attributes(top, fragments=100)
+    assert picked[dim] == "gid"
+
+    monkeypatch.setattr(attributes_module, "reads_every_file", lambda *args: False)
+    everything = spark_svc.estimate_attributes(top, fragments=100, replicates=20)
+    assert everything.estimation is not None
+    assert {f"{dim}.{a}" for a in ("gid", "tier", "slot")} <= set(everything.estimation.candidates)
+    assert spark_svc.choose_attributes(top, fragments=100)[0] == picked
+    monkeypatch.undo()
+
+    # Only the smallest tier passes: the key's sketch would skip files, but it is unsafe for a
+    # HAVING on a count below a bound (a tier's count over part of its groups is smaller). The
+    # capture then estimates the deferred candidates too and picks as if all had been.
+    counts = np.sort(np.bincount(fact_rows.column("a").to_numpy() % 10, minlength=10))
+    smallest = f"SELECT g.tier, COUNT(*) AS n {join} GROUP BY g.tier HAVING COUNT(*) < {counts[1]}"
+    passes: list[bool] = []
+    estimates_of = attributes_module.AttributeChooser.estimates
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        passes.append(kwargs.get("defer", True))
+        return estimates_of(self, *args, **kwargs)
+
+    monkeypatch.setattr(attributes_module.AttributeChooser, "estimates", counted)
+    chosen, chosen_estimates = spark_svc.choose_attributes(smallest, fragments=100)
+    assert chosen[dim] == "tier" and passes == [True, False], passes
+    assert chosen_estimates is not None and not chosen_estimates.deferred
+    monkeypatch.setattr(attributes_module, "reads_every_file", lambda *args: False)
+    assert spark_svc.choose_attributes(smallest, fragments=100)[0] == chosen
+    monkeypatch.undo()
+
+    # The top 150 of 200 groups lie in every file: the key's sketch skips no file either, and
+    # every candidate is estimated.
+    wide = f"SELECT g.gid, SUM(f.b) AS s {join} GROUP BY g.gid ORDER BY s DESC LIMIT 150"
+    spread = spark_svc.estimate_attributes(wide, fragments=100, replicates=20)
+    assert spread.estimation is not None and not spread.deferred
+    assert {f"{dim}.{a}" for a in ("gid", "tier", "slot")} <= set(spread.estimation.candidates)

@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from sketch_core.attribute_choice.layout import expected_files_read
+from sketch_core.attribute_choice.layout import expected_files_read, reads_every_file
+from sketch_core.tables.pinned import DataFileInfo
 
 SORTED = ([0, 100, 200, 300], [99, 199, 299, 399])  # four files cut along the attribute
 SCATTERED = ([0, 1, 0, 2], [398, 399, 397, 399])  # four files each holding the whole range
@@ -40,3 +41,13 @@ def test_dates_and_strings_compare_as_they_are() -> None:
     assert expected_files_read(["a", "a"], ["z", "z"], 0.25, 4) == pytest.approx(1.0)
     # Bounds that do not compare give no layout: every file counts as read.
     assert expected_files_read([1, "a"], [2, "b"], 0.1, 4) == 1.0
+
+
+def test_a_scattered_column_reads_every_file_however_little_is_kept() -> None:
+    files = [
+        DataFileInfo(f"f{i}", 100, 1000, {"key": lo, "note": s_lo}, {"key": hi, "note": s_hi})
+        for i, (lo, hi, s_lo, s_hi) in enumerate(zip(*SORTED, *SCATTERED, strict=True))
+    ]
+    assert not reads_every_file(files, "key", 40)  # one kept fragment meets one file
+    assert reads_every_file(files, "note", 40)
+    assert reads_every_file(files, "unknown", 40)  # no bounds: every file is read
