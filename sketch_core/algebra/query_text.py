@@ -14,8 +14,6 @@ kept: a text that fails to parse raises the same error again.
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +21,7 @@ import sqlglot
 from sqlglot import exp
 
 from sketch_core.algebra.frontend import ParsedQuery, TableSchemas, as_query, ir_from_tree, parse_statement
+from sketch_core.lru import LruMap
 from sketch_core.tables.names import normalize_table_name
 
 # Query texts kept; each keeps the IR for at most ``IR_PER_TEXT`` (schemas, parameters) pairs
@@ -50,9 +49,8 @@ class QueryText:
             )
         )
         self._template_key: str | None = None
-        self._bound: dict[tuple[Any, ...], str] = {}
-        self._ir: OrderedDict[_IrKey, ParsedQuery] = OrderedDict()
-        self._lock = threading.Lock()
+        self._bound: LruMap[tuple[Any, ...], str] = LruMap(IR_PER_TEXT)
+        self._ir: LruMap[_IrKey, ParsedQuery] = LruMap(IR_PER_TEXT)
 
     @property
     def template_key(self) -> str:
@@ -101,8 +99,7 @@ class QueryText:
     ) -> str:
         """The text with each ``ns.table`` reference replaced by ``relation(name, alias)``
         (None: kept), cached under ``key``."""
-        with self._lock:
-            found = self._bound.get(key)
+        found = self._bound.get(key)
         if found is not None:
             return found
         tree = self.statement.copy()
@@ -114,26 +111,17 @@ class QueryText:
             if replacement is not None:
                 table.replace(replacement)
         bound = tree.sql(dialect="spark")
-        with self._lock:
-            if len(self._bound) >= IR_PER_TEXT:  # a report is bound to the same views until they change
-                self._bound.clear()
-            self._bound[key] = bound
+        self._bound.put(key, bound)  # a report is bound to the same views until they change
         return bound
 
     def to_ir(self, schemas: TableSchemas, params: Mapping[str, Any] | None = None) -> ParsedQuery:
         """The query as IR over tables of these ``schemas``, its placeholders bound to ``params``
         (see :func:`sketch_core.algebra.frontend.to_ir` for what it refuses)."""
         key = _ir_key(schemas, params)
-        with self._lock:
-            parsed = self._ir.get(key)
-            if parsed is not None:
-                self._ir.move_to_end(key)
-                return parsed
-        parsed = ir_from_tree(as_query(self.statement), schemas, params)
-        with self._lock:
-            self._ir[key] = parsed
-            if len(self._ir) > IR_PER_TEXT:
-                self._ir.popitem(last=False)
+        parsed = self._ir.get(key)
+        if parsed is None:
+            parsed = ir_from_tree(as_query(self.statement), schemas, params)
+            self._ir.put(key, parsed)
         return parsed
 
 
@@ -143,23 +131,16 @@ def _ir_key(schemas: TableSchemas, params: Mapping[str, Any] | None) -> _IrKey:
     return tables, repr(sorted((params or {}).items()))
 
 
-_texts: OrderedDict[str, QueryText] = OrderedDict()
-_texts_lock = threading.Lock()
+_texts: LruMap[str, QueryText] = LruMap(TEXTS)
 
 
 def query_text(sql: str) -> QueryText:
     """The parsed form of ``sql``: the one kept for this text, else parsed now and kept."""
-    with _texts_lock:
-        found = _texts.get(sql)
-        if found is not None:
-            _texts.move_to_end(sql)
-            return found
-    parsed = QueryText(sql)  # outside the lock: parsing takes milliseconds
-    with _texts_lock:
-        _texts[sql] = parsed
-        while len(_texts) > TEXTS:
-            _texts.popitem(last=False)
-    return parsed
+    found = _texts.get(sql)
+    if found is None:
+        found = QueryText(sql)  # outside any lock: parsing takes milliseconds
+        _texts.put(sql, found)
+    return found
 
 
 def referenced_tables(sql: str) -> list[str]:

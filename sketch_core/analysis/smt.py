@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
@@ -20,6 +18,7 @@ import z3
 from sqlglot import exp
 
 from sketch_core.algebra.ir import COMPARISON_OPERATORS
+from sketch_core.lru import LruMap
 
 _EPOCH = dt.date(1970, 1, 1)
 _EPOCH_TS = dt.datetime(1970, 1, 1)
@@ -197,23 +196,14 @@ class _ProofMemo:
     alive, which keeps its key meaning what it meant."""
 
     def __init__(self, size: int) -> None:
-        self.size = size
-        self._answers: OrderedDict[tuple[int, ...], tuple[bool, list[Term]]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._answers: LruMap[tuple[int, ...], tuple[bool, list[Term]]] = LruMap(size)
 
     def get(self, key: tuple[int, ...]) -> bool | None:
-        with self._lock:
-            found = self._answers.get(key)
-            if found is None:
-                return None
-            self._answers.move_to_end(key)
-            return found[0]
+        found = self._answers.get(key)
+        return None if found is None else found[0]
 
     def put(self, key: tuple[int, ...], answer: bool, terms: list[Term]) -> None:
-        with self._lock:
-            self._answers[key] = (answer, terms)
-            while len(self._answers) > self.size:
-                self._answers.popitem(last=False)
+        self._answers.put(key, (answer, terms))
 
 
 _MEMO = _ProofMemo(4096)

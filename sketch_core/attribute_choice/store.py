@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from sketch_core.attribute_choice.sampling import (
     sample_from_rows,
     whole_group_sample,
 )
+from sketch_core.lru import LruMap
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.samples import SampleRecord, SampleRepository
 from sketch_core.spark.sampling import STRATIFIED, STRATUM_ROWS, UNIFORM, WHOLE_GROUPS, draw_sample
@@ -85,7 +85,7 @@ class SampleStore:
         self.rate = rate
         self.max_drift = max_drift
         self.seed = seed
-        self._loaded: OrderedDict[str, StoredSample] = OrderedDict()
+        self._loaded: LruMap[str, StoredSample] = LruMap(LOADED_SAMPLES)
 
     def sample(self, pinned: PinnedSnapshot, group_columns: Sequence[str]) -> StoredSample:
         """The sample of ``pinned``'s table stratified by ``group_columns``, reused or drawn now."""
@@ -96,15 +96,12 @@ class SampleStore:
             kept = self._loaded.get(record.path)
             if kept is None:
                 kept = self._keep(StoredSample(self._load(record), record.path, drawn=False))
-            self._loaded.move_to_end(record.path)
             return replace(kept, drawn=False)
         record, sample = self._draw(pinned, columns, rate)
         return self._keep(StoredSample(sample, record.path, drawn=True))
 
     def _keep(self, stored: StoredSample) -> StoredSample:
-        self._loaded[stored.path] = stored
-        while len(self._loaded) > LOADED_SAMPLES:
-            self._loaded.popitem(last=False)
+        self._loaded.put(stored.path, stored)
         return stored
 
     def drift(self, record: SampleRecord, pinned: PinnedSnapshot) -> float:

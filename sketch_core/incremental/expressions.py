@@ -30,6 +30,7 @@ from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.dates import add_months
 from sketch_core.incremental.functions import translate_function
 from sketch_core.incremental.remote import RemoteEvaluator, referenced_columns, remote_column
+from sketch_core.lru import LruMap
 
 
 def _unsupported(expression: exp.Expr) -> UnsupportedQueryError:
@@ -70,7 +71,9 @@ class Translated:
         self.expressions = expressions
         self.remote = remote
         self.ansi = ansi
-        self._by_schema: dict[pa.Schema, tuple[dict[str, pc.Expression], list[str]]] = {}
+        self._by_schema: LruMap[pa.Schema, tuple[dict[str, pc.Expression], list[str]]] = LruMap(
+            self._MAX_SCHEMAS
+        )
         self._remote_types: dict[tuple[pa.Schema, str], pa.DataType] = {}
 
     def __call__(self, schema: pa.Schema) -> dict[str, pc.Expression]:
@@ -95,9 +98,8 @@ class Translated:
                         raise
                     translated[name] = pc.field(remote_column(name))
                     remote.append(name)
-            if len(self._by_schema) >= self._MAX_SCHEMAS:
-                self._by_schema.clear()
-            found = self._by_schema[schema] = (translated, remote)
+            found = (translated, remote)
+            self._by_schema.put(schema, found)
         return found
 
     def over(self, table: pa.Table) -> tuple[pa.Table, dict[str, pc.Expression]]:

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, sele
 from sqlalchemy.dialects.postgresql import distinct_on
 
 from sketch_core.errors import TableError
+from sketch_core.lru import LruMap
 from sketch_core.metastore import schema
 from sketch_core.metastore.engine import reading
 
@@ -78,9 +79,10 @@ _WINDOW_MAX_COMMITS = 100_000
 # delete's changes list every file it rewrote with its bounds (~265 KB parsed for 74 files in the
 # workload benchmark), and a long-lived service kept them for every commit it had seen.
 _FILES_KEPT_PER_TABLE = 32
-# Answers about commits older than the window kept (see CommitLog._older); cleared when full.
-# Few: a run asks about a handful, and a record may carry its commit's file changes.
+# Answers about commits older than the window kept (see CommitLog._older), the most recently
+# used. Few: a run asks about a handful, and a record may carry its commit's file changes.
 _OLDER_ANSWERS_KEPT = 64
+_UNKNOWN: Any = object()  # not asked yet (None is an answer: no commit)
 
 
 class _CommitWindow:
@@ -216,7 +218,7 @@ class CommitLog:
         # final as the window's (a maintenance run asks about its version's commit ~10 times).
         # A question's key holds the window's start and where the name's current table begins
         # in it, so a drop or a new window asks again.
-        self._older: dict[tuple[Any, ...], Any] = {}
+        self._older: LruMap[tuple[Any, ...], Any] = LruMap(_OLDER_ANSWERS_KEPT)
 
     # -- writing (inside the caller's transaction) -----------------------------------------
     @staticmethod
@@ -330,8 +332,8 @@ class CommitLog:
                 return window.between(name, after_seq, until_seq)
             final = window is not None and until_seq is not None and until_seq <= window.through
             key = ("between", name, after_seq, until_seq, *_life_key(window, name))
-            if final and key in self._older:
-                return list(self._older[key])
+            if final and (known := self._older.get(key, _UNKNOWN)) is not _UNKNOWN:
+                return list(known)
         query = _commit_query().where(schema.table_commits.c.seq > after_seq, _BEFORE_UNRECORDED)
         if until_seq is not None:
             query = query.where(schema.table_commits.c.seq <= until_seq)
@@ -341,7 +343,7 @@ class CommitLog:
             rows = conn.execute(query.order_by(schema.table_commits.c.seq)).all()
         found = [CommitRecord(**row._mapping) for row in rows]
         if final:
-            self._remember(key, tuple(found))
+            self._older.put(key, tuple(found))
         return found
 
     def commit_at(self, name: str, seq: int | None) -> CommitRecord | None:
@@ -354,8 +356,8 @@ class CommitLog:
             if window is not None and (seq is None or window.covers(name, seq)):
                 return window.newest(name, seq)
             key = ("at", name, seq, *_life_key(window, name))
-            if window is not None and key in self._older:
-                return self._older[key]  # type: ignore[no-any-return]
+            if window is not None and (known := self._older.get(key, _UNKNOWN)) is not _UNKNOWN:
+                return known  # type: ignore[no-any-return]
         query = _commit_query().where(schema.tables.c.name == name, schema.LIVE_TABLES, _BEFORE_UNRECORDED)
         if seq is not None:
             query = query.where(schema.table_commits.c.seq <= seq)
@@ -364,14 +366,8 @@ class CommitLog:
             row = conn.execute(query).first()
         found = None if row is None else CommitRecord(**row._mapping)
         if window is not None:  # seq <= window.through here: the answer is final
-            self._remember(key, found)
+            self._older.put(key, found)
         return found
-
-    def _remember(self, key: tuple[Any, ...], answer: Any) -> None:
-        with self._lock:
-            if len(self._older) >= _OLDER_ANSWERS_KEPT:
-                self._older.clear()
-            self._older[key] = answer
 
     def newest_seen(self, name: str) -> int | None:
         """The sequence of the table's newest commit this log has seen, without asking the

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections import OrderedDict
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
@@ -14,6 +12,7 @@ from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from sketch_core.errors import ConfigurationError, MetastoreDatabaseMissingError, MetastoreUnavailableError
+from sketch_core.lru import LruMap
 
 # SQLSTATE of a connection to a database that does not exist.
 _INVALID_CATALOG_NAME = "3D000"
@@ -82,20 +81,16 @@ def reading(engine: Engine) -> Connection:
 
 
 # Engines of this process by URL (see connect_metastore); the newest few are kept.
-_ENGINES: OrderedDict[str, Engine] = OrderedDict()
 _ENGINES_KEPT = 16
-_ENGINES_LOCK = threading.Lock()
+_ENGINES: LruMap[str, Engine] = LruMap(_ENGINES_KEPT)
 
 
 def _forget_engines_after_fork() -> None:
     """In a forked child: the parent's pooled connections are the parent's sockets. Each
     engine lets go of them without closing them (closing would end the parent's sessions), and
     the child makes engines of its own (SQLAlchemy's advice for os.fork)."""
-    global _ENGINES_LOCK
-    _ENGINES_LOCK = threading.Lock()  # another thread may have held it at the fork
-    for engine in _ENGINES.values():
+    for engine in _ENGINES.forget_after_fork():
         engine.dispose(close=False)
-    _ENGINES.clear()
 
 
 os.register_at_fork(after_in_child=_forget_engines_after_fork)
@@ -111,17 +106,14 @@ def _engine_for(url: str) -> Engine:
     replaces with an empty one; the compiled statements stay. Other services of the process
     using the engine meanwhile open new connections as they need them.
     """
-    with _ENGINES_LOCK:
-        engine = _ENGINES.get(url)
-        if engine is None:
-            engine = create_engine(url, pool_size=10, max_overflow=20)
-            ping_idle_connections(engine)
-            _ENGINES[url] = engine
-            while len(_ENGINES) > _ENGINES_KEPT:
-                _ENGINES.popitem(last=False)  # still usable by whoever holds it
-        else:
-            _ENGINES.move_to_end(url)
+
+    def make() -> Engine:
+        engine = create_engine(url, pool_size=10, max_overflow=20)
+        ping_idle_connections(engine)
         return engine
+
+    # An engine dropped from the map stays usable by whoever holds it.
+    return _ENGINES.get_or_make(url, make)
 
 
 def connect_metastore(url: str, *, check: bool = True) -> Engine:

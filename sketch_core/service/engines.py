@@ -7,7 +7,6 @@ to keep, take, look up or forget one."""
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
 from sketch_core.incremental.remote import RemoteEvaluator
+from sketch_core.lru import LruMap
 from sketch_core.maintenance.driver import MaintainedSketch, Summarizer, build_engine, plan_engine
 from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
 from sketch_core.partitions import RangePartition
@@ -47,15 +47,10 @@ class EngineCache:
 
     def __init__(self, entries: Callable[[], int]) -> None:
         self.entries = entries
-        self._kept: OrderedDict[str, _KeptEngine] = OrderedDict()
+        self._kept: LruMap[str, _KeptEngine] = LruMap(entries)
 
     def keep(self, definition: SketchDefinition, version: int, maintained: MaintainedSketch) -> None:
-        entries = self.entries()
-        if entries == 0:
-            return
-        self._kept[definition.name] = _KeptEngine(definition.identity(), version, maintained)
-        while len(self._kept) > entries:
-            self._kept.popitem(last=False)
+        self._kept.put(definition.name, _KeptEngine(definition.identity(), version, maintained))
 
     def at(
         self, definition: SketchDefinition, record: VersionRecord, *, take: bool
@@ -63,7 +58,7 @@ class EngineCache:
         """The engine kept for ``definition`` at ``record``'s version (None: none kept, or one
         kept for another version or another sketch of the same name); ``take`` removes
         whatever was kept for the name."""
-        kept = self._kept.pop(definition.name, None) if take else self._kept.get(definition.name)
+        kept = self._kept.pop(definition.name) if take else self._kept.get(definition.name)
         if kept is None or kept.version != record.version or kept.identity != definition.identity():
             return None
         return kept.maintained
@@ -74,7 +69,7 @@ class EngineCache:
         return kept.maintained.engine if kept is not None else None
 
     def forget(self, name: str) -> None:
-        self._kept.pop(name, None)
+        self._kept.pop(name)
 
     def clear(self) -> None:
         self._kept.clear()

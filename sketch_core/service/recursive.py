@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 
 import pyarrow as pa
@@ -28,6 +27,7 @@ from sketch_core import faults
 from sketch_core.algebra.frontend import encode_params
 from sketch_core.algebra.query_text import template_key
 from sketch_core.errors import QueryError, TableExistsError, UnsupportedQueryError
+from sketch_core.lru import LruMap
 from sketch_core.metastore.sketches import FinishedRun, SketchDefinition, VersionRecord
 from sketch_core.partitions.range_partition import RangePartition, literal_sql
 from sketch_core.recursive.members import Members, compile_members
@@ -62,7 +62,9 @@ class RecursiveSketches:
     def __init__(self, context: ServiceContext) -> None:
         self.context = context
         # sketch name -> (its definition's identity, version, view at that version)
-        self._kept: OrderedDict[str, tuple[object, int, RecursiveSketch]] = OrderedDict()
+        self._kept: LruMap[str, tuple[object, int, RecursiveSketch]] = LruMap(
+            lambda: context.settings.engine_cache_entries
+        )
 
     # -- capture ---------------------------------------------------------------------------
     def capture(
@@ -275,7 +277,7 @@ class RecursiveSketches:
         return tables.overwrite(table, arrow(added), where=where)
 
     def forget(self, name: str) -> None:
-        self._kept.pop(name, None)
+        self._kept.pop(name)
 
     # -- internals -------------------------------------------------------------------------
     def _at(
@@ -284,7 +286,7 @@ class RecursiveSketches:
         """The view at ``record``'s version: the one kept here (taken out while it is advanced,
         so one that fails half-way is never used again), else restored from the version's
         stored state, else built from its snapshot (then True)."""
-        kept = self._kept.pop(definition.name, None)
+        kept = self._kept.pop(definition.name)
         if kept is not None and kept[0] == definition.identity() and kept[1] == record.version:
             return kept[2], False
         ctx = self.context
@@ -346,13 +348,7 @@ class RecursiveSketches:
         )
 
     def _keep(self, definition: SketchDefinition, version: int, kept: RecursiveSketch) -> None:
-        entries = self.context.settings.engine_cache_entries
-        if entries == 0:
-            return
-        self._kept[definition.name] = (definition.identity(), version, kept)
-        self._kept.move_to_end(definition.name)
-        while len(self._kept) > entries:
-            self._kept.popitem(last=False)
+        self._kept.put(definition.name, (definition.identity(), version, kept))
 
 
 # A change of a materialised view of more rows than this rewrites the whole table (a predicate

@@ -9,7 +9,6 @@ through Iceberg's Spark source at its snapshot id instead, which applies the del
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from weakref import WeakKeyDictionary
 
@@ -18,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from sketch_core.errors import UnsupportedTableFeatureError
+from sketch_core.lru import LruMap
 from sketch_core.tables.pinned import PinnedSnapshot
 
 
@@ -62,19 +62,20 @@ def _iceberg_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame
 # long-lived service reporting at ever new snapshots would keep them all. So only the
 # ``MAX_VIEWS`` most recently used are kept; older ones are dropped from the session.
 MAX_VIEWS = 128
-_registered: WeakKeyDictionary[SparkSession, OrderedDict[str, object]] = WeakKeyDictionary()
+_registered: WeakKeyDictionary[SparkSession, LruMap[str, object]] = WeakKeyDictionary()
 _lock = threading.Lock()
+
+
+def _views_of(spark: SparkSession) -> LruMap[str, object]:
+    with _lock:
+        return _registered.setdefault(spark, LruMap(lambda: MAX_VIEWS))
 
 
 def register_view(spark: SparkSession, pinned: PinnedSnapshot, *, name: str | None = None) -> str:
     """A temp view over exactly ``pinned``'s files (default name: :attr:`PinnedSnapshot.view_name`)."""
     view = name or pinned.view_name
     contents = (tuple((f.path, f.deletes) for f in pinned.files), pinned.schema)
-    with _lock:
-        known = _registered.setdefault(spark, OrderedDict())
-        reusable = known.get(view) == contents
-        if reusable:
-            known.move_to_end(view)
+    reusable = _views_of(spark).get(view) == contents
     if reusable and spark.catalog.tableExists(view):
         return view
     return keep_view(spark, view, pinned_dataframe(spark, pinned), contents)
@@ -85,12 +86,7 @@ def keep_view(spark: SparkSession, view: str, frame: DataFrame, contents: object
     session's ``MAX_VIEWS`` most recently used; ``contents``: what makes it reusable by
     :func:`register_view` (None: never reused). Returns ``view``."""
     frame.createOrReplaceTempView(view)
-    with _lock:
-        known = _registered.setdefault(spark, OrderedDict())
-        known[view] = contents
-        known.move_to_end(view)
-        evicted = [known.popitem(last=False)[0] for _ in range(len(known) - MAX_VIEWS)]
-    for old in evicted:
+    for old, _ in _views_of(spark).put(view, contents):
         spark.catalog.dropTempView(old)
     return view
 
@@ -98,7 +94,8 @@ def keep_view(spark: SparkSession, view: str, frame: DataFrame, contents: object
 def kept_views(spark: SparkSession) -> list[str]:
     """The temp views this module keeps in ``spark``, least recently used first."""
     with _lock:
-        return list(_registered.get(spark, ()))
+        known = _registered.get(spark)
+    return known.keys() if known is not None else []
 
 
 def table_schemas(pins: Mapping[str, PinnedSnapshot]) -> dict[str, list[tuple[str, str]]]:

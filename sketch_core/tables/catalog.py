@@ -11,8 +11,6 @@ any reader is shown a later sequence number.
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sketch_core.errors import TableError
+from sketch_core.lru import LruMap
 from sketch_core.metastore.commits import CommitLog, NewCommit
 from sketch_core.metastore.engine import ping_idle_connections, reading
 from sketch_core.metastore.migrations import MIGRATION_LOCK_KEY
@@ -125,8 +124,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
 
     def __init__(self, name: str, **properties: Any) -> None:
         super().__init__(name, **properties)
-        self._parsed: OrderedDict[str, TableMetadata] = OrderedDict()
-        self._parsed_lock = threading.Lock()
+        self._parsed: LruMap[str, TableMetadata] = LruMap(_METADATA_CACHE_ENTRIES)
         self._parser = MetadataParser()
         self._pointer_query: Select[Any] | None = None
 
@@ -161,10 +159,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
 
     def _table_at(self, identifier: tuple[str, ...], location: str) -> Table:
         """The table as of the metadata file at ``location``, parsed once per file."""
-        with self._parsed_lock:
-            metadata = self._parsed.get(location)
-            if metadata is not None:
-                self._parsed.move_to_end(location)
+        metadata = self._parsed.get(location)
         if metadata is None:
             source = load_file_io(self.properties, location).new_input(location)
             if not location.endswith(_COMPRESSED_METADATA_SUFFIX):
@@ -172,7 +167,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
                     metadata = self._parser.parse(stream.read())
             else:  # compressed metadata: PyIceberg's own reader
                 metadata = FromInputFile.table_metadata(source)
-            self._remember_metadata(location, metadata)
+            self._parsed.put(location, metadata)
         return Table(
             identifier=identifier,
             metadata=metadata,
@@ -184,13 +179,6 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
     def metadata_at(self, location: str) -> TableMetadata:
         """The table metadata in the file at ``location`` (parsed once per file)."""
         return self._table_at(("_",), location).metadata
-
-    def _remember_metadata(self, location: str, metadata: TableMetadata) -> None:
-        with self._parsed_lock:
-            self._parsed[location] = metadata
-            self._parsed.move_to_end(location)
-            if len(self._parsed) > _METADATA_CACHE_ENTRIES:
-                self._parsed.popitem(last=False)
 
     def commit_table(
         self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
@@ -226,7 +214,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
                 )
                 CommitLog.claim_sequence(conn)  # numbered, but no rows changed: nothing to record
                 session.commit()
-            self._remember_metadata(staged.metadata_location, staged.metadata)
+            self._parsed.put(staged.metadata_location, staged.metadata)
             return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
         # Read before the commit lock is taken: the manifests are written already.
         files = record_commit_files(
@@ -257,7 +245,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
             session.commit()
         pending.seq = seq
         # This process's next load finds the file it just wrote without parsing it.
-        self._remember_metadata(staged.metadata_location, staged.metadata)
+        self._parsed.put(staged.metadata_location, staged.metadata)
         return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
 
     def _entry(self, namespace: str, table_name: str) -> tuple[Any, ...]:

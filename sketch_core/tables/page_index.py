@@ -14,13 +14,14 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sketch_core.lru import LruMap
 from sketch_core.tables.orphans import local_path
 from sketch_core.tables.pinned import DataFileInfo
 
 # Data files are immutable, so an answer holds for as long as the path exists; bounded so a
 # long-running service does not keep every path it ever read.
 _CACHE_LIMIT = 4096
-_answers: dict[tuple[str, str], bool] = {}
+_answers: LruMap[tuple[str, str], bool] = LruMap(_CACHE_LIMIT)
 
 
 def has_page_index(files: Sequence[DataFileInfo], column: str) -> bool:
@@ -35,9 +36,7 @@ def has_page_index(files: Sequence[DataFileInfo], column: str) -> bool:
     answer = _answers.get(key)
     if answer is None:
         answer = _footer_has_page_index(largest.path, column)
-        if len(_answers) >= _CACHE_LIMIT:
-            _answers.clear()
-        _answers[key] = answer
+        _answers.put(key, answer)
     return answer
 
 

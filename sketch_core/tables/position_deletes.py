@@ -14,9 +14,6 @@ here; the table service refuses tables that have them, by name.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,14 +21,14 @@ import pyarrow.parquet as pq
 from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
 from pyiceberg.table.puffin import PuffinFile
 
+from sketch_core.lru import LruMap
 from sketch_core.tables.orphans import local_path
 from sketch_core.tables.pinned import DataFileInfo
 
 _NONE = np.empty(0, dtype=np.int64)
 # Delete files whose positions are kept (each maps data files to sorted positions).
 _CACHED_DELETE_FILES = 256
-_cache: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
-_lock = threading.Lock()
+_cache: LruMap[str, dict[str, np.ndarray]] = LruMap(_CACHED_DELETE_FILES)
 
 
 def _read_delete_file(path: str) -> dict[str, np.ndarray]:
@@ -52,16 +49,10 @@ def _read_delete_file(path: str) -> dict[str, np.ndarray]:
 
 
 def _positions_by_file(path: str) -> dict[str, np.ndarray]:
-    with _lock:
-        known = _cache.get(path)
-        if known is not None:
-            _cache.move_to_end(path)
-            return known
-    known = _read_delete_file(path)
-    with _lock:
-        _cache[path] = known
-        while len(_cache) > _CACHED_DELETE_FILES:
-            _cache.popitem(last=False)
+    known = _cache.get(path)
+    if known is None:
+        known = _read_delete_file(path)
+        _cache.put(path, known)
     return known
 
 

@@ -8,12 +8,11 @@ reading the files again (~5 ms of a ~45 ms run after a Spark MERGE).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import pyarrow.compute as pc
 
+from sketch_core.lru import LruMap
 from sketch_core.tables.deltas import TableDelta, bag_difference, restrict
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -40,18 +39,13 @@ class RecentDeltas:
 
     def __init__(self, kept: int = KEPT, max_rows: int = MAX_ROWS) -> None:
         self.kept, self.max_rows = kept, max_rows
-        self._deltas: OrderedDict[_Key, TableDelta] = OrderedDict()
-        self._lock = threading.Lock()
+        self._deltas: LruMap[_Key, TableDelta] = LruMap(kept)
 
     def keep(self, before: PinnedSnapshot | None, after: PinnedSnapshot, whole: TableDelta) -> None:
         """Keep ``whole``, the delta from ``before`` to ``after`` with every column and row."""
         if whole.row_count > self.max_rows:
             return
-        with self._lock:
-            self._deltas[_key(before, after)] = whole
-            self._deltas.move_to_end(_key(before, after))
-            while len(self._deltas) > self.kept:
-                self._deltas.popitem(last=False)
+        self._deltas.put(_key(before, after), whole)
 
     def restricted(
         self,
@@ -63,8 +57,7 @@ class RecentDeltas:
         """The delta from ``before`` to ``after`` restricted to ``columns`` and ``row_filter``,
         from a kept whole one (None: none kept). Rows that differ only in the columns left out
         cancel, as they do when the restricted delta is read from the files."""
-        with self._lock:
-            whole = self._deltas.get(_key(before, after))
+        whole = self._deltas.get(_key(before, after))
         if whole is None or not whole.inserted.schema.equals(after.schema):
             return None
         inserted = restrict(whole.inserted, after.schema, columns, row_filter)

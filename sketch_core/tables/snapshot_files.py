@@ -13,9 +13,7 @@ table), the snapshot, and the schema the bounds were decoded with.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
+from sketch_core.lru import LruMap
 from sketch_core.tables.pinned import DataFileInfo
 
 Key = tuple[str, int, int]  # (table uuid, snapshot id, schema id)
@@ -24,31 +22,11 @@ Key = tuple[str, int, int]  # (table uuid, snapshot id, schema id)
 _ENTRIES = 256
 
 
-class PlannedFiles:
+class PlannedFiles(LruMap[Key, tuple[DataFileInfo, ...]]):
     """A bounded LRU map from a snapshot to its data files, safe across threads."""
 
     def __init__(self, entries: int = _ENTRIES) -> None:
-        self._entries = entries
-        self._files: OrderedDict[Key, tuple[DataFileInfo, ...]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Key) -> tuple[DataFileInfo, ...] | None:
-        with self._lock:
-            files = self._files.get(key)
-            if files is not None:
-                self._files.move_to_end(key)
-            return files
-
-    def put(self, key: Key, files: tuple[DataFileInfo, ...]) -> None:
-        with self._lock:
-            self._files[key] = files
-            self._files.move_to_end(key)
-            while len(self._files) > self._entries:
-                self._files.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._files.clear()
+        super().__init__(entries)
 
 
 SHARED = PlannedFiles()

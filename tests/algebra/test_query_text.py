@@ -9,6 +9,7 @@ from sketch_core.algebra import query_text as module
 from sketch_core.algebra.frontend import to_ir
 from sketch_core.algebra.query_text import QueryText, bind_tables, query_text, referenced_tables, template_key
 from sketch_core.errors import QueryError, UnsupportedQueryError
+from sketch_core.lru import LruMap
 
 SQL = """
 WITH big AS (SELECT region, amount FROM s.sales WHERE amount > :low)
@@ -50,7 +51,7 @@ def test_binding_reads_the_views_and_keeps_aliases() -> None:
 
 
 def test_the_cache_keeps_the_most_recently_used_texts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(module, "TEXTS", 2)
+    monkeypatch.setattr(module, "_texts", LruMap(2))
     first = query_text("SELECT 1 AS a FROM x.first")
     second = query_text("SELECT 1 AS a FROM x.second")
     assert query_text("SELECT 1 AS a FROM x.first") is first  # used again: kept
