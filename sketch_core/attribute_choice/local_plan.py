@@ -5,10 +5,11 @@ fact table: a few hundred thousand rows, joined with the dimension tables it ref
 Spark job that costs about a second of scheduling and transfer, as much as the capture it is
 meant to be a small fraction of; in-process it is a hash join or two.
 
-Covered: scans, selections, projections, union all, and inner, semi and anti joins on at least
-one column equality (other conjuncts filter the joined rows). Expressions go through the same
-Spark-aligned Arrow translation the incremental engine uses. Anything else raises
-:class:`UnsupportedQueryError`, and the caller falls back to Spark.
+Covered: scans, selections, projections, union all, inner, semi and anti joins on at least
+one column equality (other conjuncts filter the joined rows), and grouped aggregations of
+COUNT, SUM, AVG, MIN and MAX (a subquery's ``GROUP BY ... HAVING``, such as TPC-H Q18's
+``IN``). Expressions go through the same Spark-aligned Arrow translation the incremental engine
+uses. Anything else raises :class:`UnsupportedQueryError`, and the caller falls back to Spark.
 
 The join's other side is read only where its keys meet the rows already joined: ``read`` is
 given those key values (the sample's order keys, say), and can skip files and row groups whose
@@ -18,12 +19,13 @@ statistics hold none of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from sketch_core.algebra.ir import Join, Project, Relation, Scan, Select, Union
+from sketch_core.algebra.ir import AggCall, Aggregate, Join, Project, Relation, Scan, Select, Union
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate, filter_rows
 from sketch_core.incremental.join import equi_keys, keyed_like, matching_rows
@@ -72,6 +74,8 @@ class _Evaluator:
             return pa.concat_tables(parts, promote_options="permissive")
         if isinstance(node, Join):
             return self.join(node, keys)
+        if isinstance(node, Aggregate):
+            return self.aggregate(node, keys)
         raise UnsupportedQueryError(f"{type(node).__name__} in an in-process estimate", type(node).__name__)
 
     def join(self, node: Join, keys: Mapping[str, pa.Array] | None) -> pa.Table:
@@ -108,10 +112,70 @@ class _Evaluator:
             joined = filter_rows(joined, ExpressionTranslator(joined.schema)(exp.and_(*residual)))
         return joined.select(list(node.columns))
 
+    def aggregate(self, node: Aggregate, keys: Mapping[str, pa.Array] | None) -> pa.Table:
+        """The groups and their aggregates. Wanted values of a group column that is a plain
+        column are passed down: a group's rows all share them, so every group kept is whole."""
+        if not node.groups:  # one row even over no rows: left to Spark
+            raise UnsupportedQueryError(
+                "an aggregation without GROUP BY in an in-process estimate", "GROUP BY"
+            )
+        passed = {
+            e.name: (keys or {})[name]
+            for name, e in node.groups
+            if isinstance(e, exp.Column) and name in (keys or {})
+        }
+        rows = self.rows(node.child, passed or None)
+        translate = ExpressionTranslator(rows.schema)
+        inputs = {f"__g{i}": translate(e) for i, (_, e) in enumerate(node.groups)}
+        for i, (_, call) in enumerate(node.aggregates):
+            if call.arg is not None:
+                inputs[f"__a{i}"] = translate(call.arg)
+        table = evaluate(rows, inputs)
+        groups = [f"__g{i}" for i in range(len(node.groups))]
+        specs, outputs = [], []
+        for i, (_, call) in enumerate(node.aggregates):
+            spec, output = _hash_aggregate(table, f"__a{i}", call)
+            table = _widened(table, f"__a{i}", call)
+            if spec not in specs:
+                specs.append(spec)
+            outputs.append(output)
+        result = table.group_by(groups, use_threads=False).aggregate(specs)
+        return pa.table(
+            [result.column(g) for g in groups] + [result.column(o) for o in outputs], names=list(node.columns)
+        )
+
     def _holds_driving(self, node: Relation) -> bool:
         if isinstance(node, Scan):
             return node.table == self.driving
         return any(self._holds_driving(c) for c in node.children)
+
+
+def _hash_aggregate(table: pa.Table, column: str, call: AggCall) -> tuple[tuple[Any, str], str]:
+    """Arrow's hash aggregation for ``call`` over ``column``, and the column it outputs."""
+    if call.arg is None:
+        return ([], "count_all"), "count_all"
+    if call.distinct and call.func in ("sum", "avg"):
+        raise UnsupportedQueryError(f"{call.func}(DISTINCT ...) in an in-process estimate", call.func)
+    function = {"count": "count_distinct" if call.distinct else "count", "sum": "sum", "avg": "mean"}.get(
+        call.func, call.func
+    )
+    if function not in ("count", "count_distinct", "sum", "mean", "min", "max"):
+        raise UnsupportedQueryError(f"{call.func} in an in-process estimate", call.func)
+    return (column, function), f"{column}_{function}"
+
+
+def _widened(table: pa.Table, column: str, call: AggCall) -> pa.Table:
+    """The aggregate's input as Spark sums it: decimals of a SUM ten digits wider (as Spark's
+    result type; Arrow would keep the input's precision in some versions), decimals of an AVG
+    as doubles (an estimate compares it with a threshold; Spark's exact scale is not needed)."""
+    if call.arg is None or call.func not in ("sum", "avg"):
+        return table
+    kind = table.schema.field(column).type
+    if not pa.types.is_decimal(kind):
+        return table
+    target = pa.float64() if call.func == "avg" else pa.decimal128(min(38, kind.precision + 10), kind.scale)
+    index = table.schema.get_field_index(column)
+    return table.set_column(index, column, table.column(column).cast(target))
 
 
 def _source(node: Project, name: str) -> str:
