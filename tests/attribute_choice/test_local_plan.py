@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import sqlglot
 from pyspark.sql import SparkSession
@@ -159,6 +160,44 @@ def test_joins_read_the_other_side_by_the_keys_already_joined() -> None:
     assert semi.to_pylist() == [{"k": 1, "x": 10}]
     anti = evaluate_plan(Join(left, right, "anti", _sql("k = id")), read, driving="ns.facts")
     assert sorted(anti.column("x").to_pylist()) == [20, 21, 30]
+
+
+def test_keys_wanted_from_above_pick_the_side_a_join_starts_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sample JOIN (customers JOIN orders)``: the orders wanted are the sample's, so the inner
+    join starts from orders (read by those keys) and reads customers by the orders' customer
+    keys; past ``MAX_READ_KEYS`` a read gets no keys and its rows are filtered here."""
+    from sketch_core.attribute_choice import local_plan
+
+    sample = pa.table({"ok": [5, 7, 7]})
+    orders = pa.table({"o": list(range(100)), "c": [i % 10 for i in range(100)]})
+    customers = pa.table({"cid": list(range(10)), "name": [f"c{i}" for i in range(10)]})
+    tables = {"ns.s": sample, "ns.o": orders, "ns.c": customers}
+    asked: list[tuple[str, object]] = []
+
+    def read(scan: Scan, keys: Mapping[str, pa.Array] | None) -> pa.Table:
+        table = tables[scan.table]
+        asked.append(
+            (scan.table, None if keys is None else {k: sorted(v.to_pylist()) for k, v in keys.items()})
+        )
+        for name, values in (keys or {}).items():
+            table = table.filter(pc.is_in(table.column(name), value_set=values))
+        return table
+
+    s = Scan("ns.s", "s", ("ok",), ("ok",))
+    o = Scan("ns.o", "o", ("o", "c"), ("o", "c"))
+    c = Scan("ns.c", "c", ("cid", "name"), ("cid", "name"))
+    plan = Join(s, Join(c, o, "inner", _sql("cid = c")), "inner", _sql("ok = o"))
+    rows = evaluate_plan(plan, read, driving="ns.s")
+    assert asked == [("ns.s", None), ("ns.o", {"o": [5, 7]}), ("ns.c", {"cid": [5, 7]})]
+    assert sorted(rows.to_pylist(), key=repr) == sorted(
+        [{"ok": k, "cid": k, "name": f"c{k}", "o": k, "c": k} for k in (5, 7, 7)], key=repr
+    )
+    asked.clear()
+    monkeypatch.setattr(local_plan, "MAX_READ_KEYS", 1)
+    assert sorted(evaluate_plan(plan, read, driving="ns.s").to_pylist(), key=repr) == sorted(
+        rows.to_pylist(), key=repr
+    )
+    assert asked == [("ns.s", None), ("ns.o", None), ("ns.c", None)]
 
 
 def test_joins_without_an_equality_are_left_to_spark() -> None:
