@@ -246,6 +246,10 @@ class AttributeChooser:
             return evaluate_plan(push_selections(plan), read, driving=sampled)
         except (UnsupportedQueryError, pa.ArrowException) as error:
             log.info("estimating on Spark: %s", error)
+        except Exception as error:  # Spark evaluates the same plan exactly
+            # The in-process path is a shortcut: a failure of its own (a case it misjudges)
+            # must cost the user a Spark job, not the capture.
+            log.warning("the in-process estimate failed (%r); estimating on Spark", error)
         spark = self.context.spark
         sample = spark.read.parquet(stored.path)
         view = keep_view(spark, f"__sample_{abs(hash(stored.path))}", sample)

@@ -223,3 +223,26 @@ def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
     spread = spark_svc.estimate_attributes(wide, fragments=100, replicates=20)
     assert spread.estimation is not None and not spread.deferred
     assert {f"{dim}.{a}" for a in ("gid", "tier", "slot")} <= set(spread.estimation.candidates)
+
+
+def test_a_failing_in_process_estimate_falls_back_to_spark(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-process evaluation is a shortcut: an error of its own costs a Spark job, not the
+    capture (no exception of another type reaches the user)."""
+    from sketch_core.service import attributes as attributes_module
+
+    table, size = skewed_table(spark_svc, ns, 20_000, 100, seed=4)
+    sql = f"SELECT a, COUNT(*) AS n FROM {table} GROUP BY a HAVING COUNT(*) > {size}"
+    expected = spark_svc.estimate_attributes(sql, fragments=50, replicates=20)
+    assert expected.estimation is not None
+    picked = spark_svc.choose_attributes(sql, fragments=50)[0]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("a bug of the in-process path")
+
+    monkeypatch.setattr(attributes_module, "evaluate_plan", broken)
+    fallback = spark_svc.estimate_attributes(sql, fragments=50, replicates=20)
+    assert fallback.estimation is not None
+    assert set(fallback.estimation.candidates) == set(expected.estimation.candidates)
+    assert spark_svc.choose_attributes(sql, fragments=50)[0] == picked
