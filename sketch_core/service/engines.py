@@ -46,7 +46,6 @@ class EngineCache:
     each keep: see ``Settings.engine_cache_entries``)."""
 
     def __init__(self, entries: Callable[[], int]) -> None:
-        self.entries = entries
         self._kept: LruMap[str, _KeptEngine] = LruMap(entries)
 
     def keep(self, definition: SketchDefinition, version: int, maintained: MaintainedSketch) -> None:

@@ -38,7 +38,7 @@ class RecentDeltas:
     """Whole deltas by the two pins they lie between."""
 
     def __init__(self, kept: int = KEPT, max_rows: int = MAX_ROWS) -> None:
-        self.kept, self.max_rows = kept, max_rows
+        self.max_rows = max_rows
         self._deltas: LruMap[_Key, TableDelta] = LruMap(kept)
 
     def keep(self, before: PinnedSnapshot | None, after: PinnedSnapshot, whole: TableDelta) -> None:
