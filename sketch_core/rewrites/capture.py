@@ -42,7 +42,7 @@ from sketch_core.algebra.ir import (
 )
 from sketch_core.algebra.top_rows import TopRows, top_rows
 from sketch_core.errors import UnsupportedQueryError
-from sketch_core.rewrites.semi_joins import key_equality, null_safe_semi_join, split_semi_condition
+from sketch_core.rewrites.semi_joins import Keys, key_equality, null_safe_semi_join, split_semi_condition
 
 FRAGMENT_COLUMN = "__fragment"
 
@@ -54,17 +54,31 @@ class Annotation:
     # Columns known to hold the row's sketch-attribute value: a group on one of them holds
     # one fragment. Empty once the attribute is projected away or merged.
     keys: frozenset[str] = field(default_factory=frozenset)
+    # No column: the row's id is the fragment of its keys' value, computed on the result rows
+    # (the scan's annotation is delayed to there, see ``instrument_capture``).
+    delayed: bool = False
 
 
 @dataclass(frozen=True)
 class CapturePlan:
-    """A one-row plan; column ``name`` holds the fragment ids of ``tables[name]``."""
+    """The query's result rows annotated: column ``name`` of ``rows`` holds the fragment ids of
+    ``tables[name]`` (an array where ``name`` is in ``sets``, else one id), except the
+    ``delayed`` annotations, whose ids are the fragments of the value in column
+    ``delayed[name]`` of ``tables[name]``'s partition. The sketch of a table is the union of its
+    annotations over the rows."""
 
-    plan: Relation
+    rows: Relation
     tables: dict[str, str]
+    sets: frozenset[str] = frozenset()
+    delayed: dict[str, str] = field(default_factory=dict)
 
 
 Annotations = dict[str, Annotation]
+
+
+def _columns(annotations: Annotations) -> list[str]:
+    """The annotations that are columns (not delayed)."""
+    return [n for n, a in annotations.items() if not a.delayed]
 
 
 def _union_call(name: str, annotation: Annotation) -> AggCall:
@@ -128,8 +142,19 @@ class _Instrumenter:
         sketched: Collection[Scan],
         attributes: Mapping[str, str],
         names: Mapping[int, str] | None = None,
+        *,
+        skip_implied: bool = False,
+        delayed: Collection[int] = (),
     ) -> None:
         self.sketched = {id(scan) for scan in sketched}
+        # Whether a semi join's right side may go unannotated where the left side's annotation
+        # already holds its fragments (see ``implied``): for the capture, which only wants each
+        # table's fragments, not for callers that read every scan's annotation column.
+        self.skip_implied = skip_implied
+        self.delayed = set(delayed)  # ids of the scans whose annotations are delayed
+        self.scan_of: dict[str, int] = {}  # annotation name -> id(scan)
+        # A delayed annotation reached an operator that needs its column: the delay is off.
+        self.lost = False
         self.attributes = attributes
         self.names = names or {}  # id(scan) -> the annotation column's name, where it is given
         self.types: dict[str, str] = {}  # column name -> type, where known (names are unique)
@@ -146,12 +171,15 @@ class _Instrumenter:
             if id(node) not in self.sketched:
                 return node, {}
             name = self.names.get(id(node)) or self.fresh("ps")
+            self.scan_of[name] = id(node)
+            attribute = node.name_of(self.attributes[node.table])
+            keys = frozenset({attribute} if attribute else ())
+            if id(node) in self.delayed:
+                return node, {name: Annotation(node.table, False, keys, delayed=True)}
             types = (*node.types, "int") if node.types else ()
             annotated = Scan(
                 node.table, node.alias, (*node.source_columns, FRAGMENT_COLUMN), (*node.names, name), types
             )
-            attribute = node.name_of(self.attributes[node.table])
-            keys = frozenset({attribute} if attribute else ())
             return annotated, {name: Annotation(node.table, False, keys)}
         if isinstance(node, Select):
             if (shape := top_rows(node)) is not None:  # (the window below is reached next)
@@ -165,7 +193,7 @@ class _Instrumenter:
                 source = _bare_column(expression)
                 if source in self.types:
                     self.types[out] = self.types[source]
-            outputs = node.outputs + tuple((a, column(a)) for a in annotations)
+            outputs = node.outputs + tuple((a, column(a)) for a in _columns(annotations))
             return Project(child, outputs), _renamed(annotations, node.outputs)
         if isinstance(node, Join):
             return self.join(node)
@@ -173,10 +201,10 @@ class _Instrumenter:
             return self.aggregate(node)
         if isinstance(node, Distinct):
             child, annotations = self.run(node.child)
-            if not annotations:
-                return Distinct(child), {}
             groups = tuple((c, column(c)) for c in node.child.columns)
             unions, merged = self.merge_groups(groups, annotations)
+            if not unions:
+                return Distinct(child), merged
             return Aggregate(child, groups, unions), merged
         if isinstance(node, TopK):
             child, annotations = self.run(node.child)
@@ -201,6 +229,8 @@ class _Instrumenter:
         window: Relation = Window(child, node.partition, node.order, node.calls, node.frame)
         keys = set(node.partition)
         spread = {n: a for n, a in annotations.items() if a.is_set or not a.keys & keys}
+        self.lose([a for a in spread.values()])
+        spread = {n: a for n, a in spread.items() if not a.delayed}
         if not spread:
             return window, annotations
 
@@ -237,7 +267,8 @@ class _Instrumenter:
             joined = _with_equalities({**left_annotations, **right_annotations}, pairs)
             return Join(left, right, node.kind, node.condition), joined
         assert node.condition is not None
-        if not right_annotations:
+        if not _columns(right_annotations):
+            self.lose(right_annotations.values())
             return Join(left, right, "semi", node.condition), left_annotations
         return self.semi_join(node, left, right, left_annotations, right_annotations)
 
@@ -260,6 +291,14 @@ class _Instrumenter:
             null_safe=null_safe,
             mixed_ok=True,
         )
+        if self.skip_implied:
+            right_annotations = {
+                n: a for n, a in right_annotations.items() if not self.implied(a, keys, left_annotations)
+            }
+            if not right_annotations:
+                return Join(left, node.right, "semi", node.condition), left_annotations
+        self.lose(right_annotations.values())
+        right_annotations = {n: a for n, a in right_annotations.items() if not a.delayed}
         if right_only:
             right = Select(right, exp.and_(*right_only))
         unions = tuple((a, _union_call(a, ann)) for a, ann in right_annotations.items())
@@ -281,6 +320,32 @@ class _Instrumenter:
         )
         return Project(matched, outputs), {**left_annotations, **_as_sets(right_annotations)}
 
+    def implied(self, right: Annotation, keys: Keys, left_annotations: Annotations) -> bool:
+        """Whether every right row a left row matches lies in the left row's own fragment of
+        the same table, so the right side's fragments add nothing to the left side's: a key
+        equality (same types) between a column holding the right row's attribute value and
+        one holding a left row's value of the same table's attribute. Equal values fall in
+        one fragment of the table's partition (NULLs, for an INTERSECT's ``<=>``, in its NULL
+        fragment), and every operator above carries both annotations through the same rows.
+        TPC-H Q18: ``o_orderkey IN (SELECT l_orderkey FROM lineitem GROUP BY l_orderkey ...)``
+        over orders joined with lineitem on ``o_orderkey = l_orderkey``, lineitem sketched on
+        ``l_orderkey``: the subquery's 60M-row scan need not be annotated at all."""
+        if right.is_set:
+            return False
+        for left_key, right_key in keys:
+            lk, rk = _bare_column(left_key), _bare_column(right_key)
+            if rk is None or rk not in right.keys or self.types.get(lk or "") != self.types.get(rk):
+                continue
+            if any(
+                a.table == right.table and not a.is_set and lk in a.keys for a in left_annotations.values()
+            ):
+                return True
+        return False
+
+    def lose(self, annotations: Iterable[Annotation]) -> None:
+        """Note delayed annotations an operator would merge or drop the keys of."""
+        self.lost = self.lost or any(a.delayed for a in annotations)
+
     def matches_by_row(
         self, condition: exp.Expr, left: Relation, right: Relation, unions: tuple[tuple[str, AggCall], ...]
     ) -> Relation:
@@ -300,9 +365,9 @@ class _Instrumenter:
 
     def aggregate(self, node: Aggregate) -> tuple[Relation, Annotations]:
         child, annotations = self.run(node.child)
-        if not annotations:
-            return Aggregate(child, node.groups, node.aggregates), {}
         unions, merged = self.merge_groups(node.groups, annotations)
+        if not unions:
+            return Aggregate(child, node.groups, node.aggregates), merged
         extremes_only = bool(node.aggregates) and all(c.func in ("min", "max") for _, c in node.aggregates)
         if extremes_only:
             child = self.extreme_rows(node, child)
@@ -312,12 +377,17 @@ class _Instrumenter:
         self, groups: tuple[tuple[str, exp.Expr], ...], annotations: Annotations
     ) -> tuple[tuple[tuple[str, AggCall], ...], Annotations]:
         """Each annotation's aggregate over a group, and the annotations after it: a single id
-        (MIN) where a group column fixes the attribute, else the set of the group's ids."""
+        (MIN) where a group column fixes the attribute, else the set of the group's ids. A
+        delayed annotation needs no aggregate while a group column fixes it."""
         calls: list[tuple[str, AggCall]] = []
         merged: Annotations = {}
         for name, annotation in annotations.items():
             fixed = [out for out, e in groups if _bare_column(e) in annotation.keys]
-            if fixed and not annotation.is_set:
+            if annotation.delayed:
+                self.lose([annotation] if not fixed else [])
+                if fixed:
+                    merged[name] = replace(annotation, keys=frozenset(fixed))
+            elif fixed and not annotation.is_set:
                 calls.append((name, AggCall("min", column(name))))
                 merged[name] = Annotation(annotation.table, False, frozenset(fixed))
             else:
@@ -354,7 +424,8 @@ class _Instrumenter:
         results = [self.run(i) for i in node.inputs]
         merged: Annotations = {}
         for _, found in results:  # keys name columns inside one input: not visible above
-            merged.update({n: replace(a, keys=frozenset()) for n, a in found.items()})
+            self.lose(found.values())
+            merged.update({n: replace(a, keys=frozenset()) for n, a in found.items() if not a.delayed})
         if not merged:
             return Union(tuple(r for r, _ in results), node.names), {}
         inputs = []
@@ -369,19 +440,40 @@ class _Instrumenter:
 
 def instrument_capture(plan: Relation, *, attributes: Mapping[str, str]) -> CapturePlan:
     """The capture plan for the sketched tables (``{table: partition attribute}``): every
-    positive scan of them is annotated with its rows' fragment ids."""
+    positive scan of them is annotated with its rows' fragment ids.
+
+    A scan whose annotation reaches the result with its keys (a result column holds the row's
+    attribute value: GROUP BY the attribute or a column a join equates with it, as in TPC-H
+    Q3 and Q18) is not annotated at all: its ids are the fragments of that column's values in
+    the result rows, computed on those rows only (the delay of PBDS Sec. 4.3, taken to the
+    end). The first pass finds those scans; the second instruments the others."""
     wanted = {t.lower(): a for t, a in attributes.items()}
     sketched = [s for s in positive_scans(plan) if s.table in wanted]
-    instrumenter = _Instrumenter(sketched, wanted)
-    instrumented, annotations = instrumenter.run(plan)
+    first = _Instrumenter(sketched, wanted, skip_implied=True)
+    instrumented, annotations = first.run(plan)
     if not annotations:
         raise UnsupportedQueryError(
             "a query that reads none of the sketched tables in a positive position",
             ", ".join(sorted(wanted)),
             hint="sketch a table the query reads outside NOT IN / NOT EXISTS",
         )
-    final = Aggregate(instrumented, (), tuple((a, _union_call(a, ann)) for a, ann in annotations.items()))
-    return CapturePlan(final, {a: ann.table for a, ann in annotations.items()})
+    keyed = [first.scan_of[n] for n, a in annotations.items() if a.keys & set(instrumented.columns)]
+    if keyed:
+        # The same names in both passes: the second must meet the same annotations.
+        names = {scan: name for name, scan in first.scan_of.items()}
+        second = _Instrumenter(sketched, wanted, names, skip_implied=True, delayed=keyed)
+        rows, delayed = second.run(plan)
+        delays_hold = delayed.keys() == annotations.keys() and all(
+            a.keys == annotations[n].keys for n, a in delayed.items()
+        )
+        if not second.lost and delays_hold:  # (always: the passes follow the same keys)
+            instrumented, annotations = rows, delayed
+    return CapturePlan(
+        instrumented,
+        {n: a.table for n, a in annotations.items()},
+        frozenset(n for n, a in annotations.items() if a.is_set),
+        {n: min(a.keys & set(instrumented.columns)) for n, a in annotations.items() if a.delayed},
+    )
 
 
 def instrument_annotations(

@@ -295,7 +295,12 @@ class Capturer:
                 sketch = maintained.engine.sketch()
                 found = {table: sketch.get(table, set()) for table in partition_ids}
             else:
-                found = run_capture(ctx.spark, capture, ctx.sources(pins, partitions))
+                found = run_capture(
+                    ctx.spark,
+                    capture,
+                    ctx.sources(pins, partitions),
+                    {table: partition for table, (_, partition) in partitions.items()},
+                )
         ctx.sketches.ensure_sketch(
             name, sql, encoded, template_key=definition.template_key, partition_ids=partition_ids
         )

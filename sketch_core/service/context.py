@@ -144,13 +144,17 @@ class ServiceContext:
         """Spark views of the pinned tables; a scan with the fragment column reads the table's
         annotated view (each row's fragment id in ``partitions``' partition)."""
         views = {table: register_view(self.spark, pin) for table, pin in pins.items()}
-        annotated = {
-            table: register_annotated_view(self.spark, pins[table], partition, str(pid))
-            for table, (pid, partition) in partitions.items()
-        }
+        annotated: dict[str, str] = {}  # registered when a scan reads it: a delayed capture may not
 
         def source(scan: Scan) -> str:
-            return annotated[scan.table] if FRAGMENT_COLUMN in scan.source_columns else views[scan.table]
+            if FRAGMENT_COLUMN not in scan.source_columns:
+                return views[scan.table]
+            if scan.table not in annotated:
+                pid, partition = partitions[scan.table]
+                annotated[scan.table] = register_annotated_view(
+                    self.spark, pins[scan.table], partition, str(pid)
+                )
+            return annotated[scan.table]
 
         return source
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from sketch_core.algebra.ir import Scan
 from sketch_core.algebra.printer import to_sql
@@ -25,10 +26,25 @@ def register_annotated_view(
 
 
 def run_capture(
-    spark: SparkSession, capture: CapturePlan, source: Callable[[Scan], str]
+    spark: SparkSession,
+    capture: CapturePlan,
+    source: Callable[[Scan], str],
+    partitions: Mapping[str, RangePartition],
 ) -> dict[str, set[int]]:
-    """Run the capture plan as one Spark job; the fragment ids per table (scans of a table merged)."""
-    row = spark.sql(to_sql(capture.plan, source=source)).collect()[0]
+    """Run the capture plan as one Spark job; the fragment ids per table (scans of a table
+    merged). Delayed annotations are computed on the result rows, from their key column."""
+    rows = spark.sql(to_sql(capture.rows, source=source))
+    for name, key in capture.delayed.items():
+        rows = annotate_fragments(rows, partitions[capture.tables[name]], name, source=key)
+    merged = [
+        (
+            F.array_distinct(F.flatten(F.collect_list(F.col(f"`{n}`"))))
+            if n in capture.sets
+            else F.collect_set(F.col(f"`{n}`"))
+        ).alias(n)
+        for n in capture.tables
+    ]
+    row = rows.agg(*merged).collect()[0]
     fragments: dict[str, set[int]] = {table: set() for table in capture.tables.values()}
     for column, table in capture.tables.items():
         fragments[table].update(int(f) for f in (row[column] or []))

@@ -53,6 +53,24 @@ QUERIES = [
         {"acc.facts": "g", "acc.dims": "g"},
     ),
     ("SELECT DISTINCT g, v FROM acc.facts WHERE v > 48", {"acc.facts": "g"}),
+    # A semi join on the attribute whose left side carries the same table's annotation (TPC-H
+    # Q18's shape): the subquery's scan goes unannotated; its fragments are the outer rows'.
+    (
+        "SELECT d.label, f.g, SUM(f.v) AS s FROM acc.dims d JOIN acc.facts f ON d.g = f.g "
+        "WHERE d.g IN (SELECT g FROM acc.facts GROUP BY g HAVING SUM(v) > 0) "
+        "GROUP BY d.label, f.g ORDER BY s DESC, f.g LIMIT 4",
+        {"acc.facts": "g"},
+    ),
+    (
+        "SELECT g FROM acc.facts WHERE v > 40 INTERSECT SELECT g FROM acc.facts WHERE w > 15",
+        {"acc.facts": "g"},
+    ),
+    # ... and not where the key is not the attribute.
+    (
+        "SELECT g, v FROM acc.facts WHERE g IN "
+        "(SELECT d.weight FROM acc.facts f JOIN acc.dims d ON f.g = d.g WHERE f.v > 40)",
+        {"acc.facts": "g"},
+    ),
 ]
 
 

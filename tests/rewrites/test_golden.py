@@ -48,7 +48,13 @@ def rewrite(sql: str) -> dict[str, str]:
         {t: (p.attribute, sketch_condition(p, FRAGMENTS[t])) for t, p in PARTITIONS.items()},
     )
     return {
-        "capture": to_sql(capture.plan, pretty=True),
+        "capture": "\n".join(
+            [
+                to_sql(capture.rows, pretty=True),
+                *(f"-- delayed: {n} = fragment of {c}" for n, c in sorted(capture.delayed.items())),
+                *(f"-- set: {n}" for n in sorted(capture.sets)),
+            ]
+        ),
         "use": to_sql(used, output_names=parsed.output_names, pretty=True),
     }
 

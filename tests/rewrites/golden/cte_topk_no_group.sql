@@ -3,42 +3,31 @@ WITH big AS (SELECT id, amount FROM s.sales WHERE amount > 50) SELECT id, amount
 
 -- capture
 SELECT
-  COLLECT_SET(__ps_1) AS __ps_1
+  id,
+  amount
 FROM (
   SELECT
     id,
-    amount,
-    __ps_1
+    amount
   FROM (
     SELECT
       id,
-      amount,
-      __ps_1
+      amount
     FROM (
       SELECT
         id,
-        amount,
-        __ps_1
-      FROM (
-        SELECT
-          *
-        FROM (
-          SELECT
-            id,
-            amount,
-            __fragment AS __ps_1
-          FROM s.sales
-        ) AS q2
-        WHERE
-          amount > 50
-      ) AS q3
-    ) AS q4
-  ) AS q1
-  ORDER BY
-    q1.amount DESC,
-    q1.id
-  LIMIT 5
-) AS q5
+        amount
+      FROM s.sales AS q2
+      WHERE
+        amount > 50
+    ) AS q3
+  ) AS q4
+) AS q1
+ORDER BY
+  q1.amount DESC,
+  q1.id
+LIMIT 5
+-- delayed: __ps_1 = fragment of id
 
 -- use
 SELECT

@@ -3,58 +3,47 @@ SELECT b.id, COUNT(*) AS n FROM s.sales a JOIN s.sales b ON a.id = b.id WHERE a.
 
 -- capture
 SELECT
-  COLLECT_SET(__ps_1) AS __ps_1,
-  COLLECT_SET(__ps_2) AS __ps_2
+  id_3,
+  n
 FROM (
   SELECT
-    id_3,
-    n,
-    __ps_1,
-    __ps_2
+    id_2 AS id_3,
+    n
   FROM (
     SELECT
-      id_2 AS id_3,
-      n,
-      __ps_1,
-      __ps_2
+      id_2,
+      COUNT(*) AS n
     FROM (
       SELECT
-        id_2,
-        COUNT(*) AS n,
-        MIN(__ps_1) AS __ps_1,
-        MIN(__ps_2) AS __ps_2
+        *
       FROM (
         SELECT
           *
         FROM (
           SELECT
-            *
-          FROM (
-            SELECT
-              id,
-              amount,
-              __fragment AS __ps_1
-            FROM s.sales
-          ) AS q2
-          JOIN (
-            SELECT
-              id AS id_2,
-              __fragment AS __ps_2
-            FROM s.sales
-          ) AS q3
-            ON id = id_2
-        ) AS q4
-        WHERE
-          amount > 0
-      ) AS q5
-      GROUP BY
-        id_2
-    ) AS q6
-  ) AS q1
-  ORDER BY
-    q1.n DESC
-  LIMIT 3
-) AS q7
+            id,
+            amount
+          FROM s.sales
+        ) AS q2
+        JOIN (
+          SELECT
+            id AS id_2
+          FROM s.sales
+        ) AS q3
+          ON id = id_2
+      ) AS q4
+      WHERE
+        amount > 0
+    ) AS q5
+    GROUP BY
+      id_2
+  ) AS q6
+) AS q1
+ORDER BY
+  q1.n DESC
+LIMIT 3
+-- delayed: __ps_1 = fragment of id_3
+-- delayed: __ps_2 = fragment of id_3
 
 -- use
 SELECT

@@ -3,34 +3,28 @@ SELECT id, SUM(amount) AS total FROM s.sales GROUP BY id HAVING SUM(amount) > 10
 
 -- capture
 SELECT
-  COLLECT_SET(__ps_1) AS __ps_1
+  id,
+  total
 FROM (
   SELECT
-    id,
-    total,
-    __ps_1
+    *
   FROM (
     SELECT
-      *
+      id,
+      SUM(amount) AS total
     FROM (
       SELECT
         id,
-        SUM(amount) AS total,
-        MIN(__ps_1) AS __ps_1
-      FROM (
-        SELECT
-          id,
-          amount,
-          __fragment AS __ps_1
-        FROM s.sales
-      ) AS q1
-      GROUP BY
-        id
-    ) AS q2
-    WHERE
-      total > 10
-  ) AS q3
-) AS q4
+        amount
+      FROM s.sales
+    ) AS q1
+    GROUP BY
+      id
+  ) AS q2
+  WHERE
+    total > 10
+) AS q3
+-- delayed: __ps_1 = fragment of id
 
 -- use
 SELECT

@@ -3,40 +3,37 @@ SELECT region, COUNT(*) AS n FROM s.sales WHERE amount > 10 GROUP BY region HAVI
 
 -- capture
 SELECT
-  ARRAY_DISTINCT(FLATTEN(COLLECT_LIST(__ps_1))) AS __ps_1
+  region,
+  n,
+  __ps_1
 FROM (
   SELECT
-    region,
-    n,
-    __ps_1
+    *
   FROM (
     SELECT
-      *
+      region,
+      COUNT(*) AS n,
+      COLLECT_SET(__ps_1) AS __ps_1
     FROM (
       SELECT
-        region,
-        COUNT(*) AS n,
-        COLLECT_SET(__ps_1) AS __ps_1
+        *
       FROM (
         SELECT
-          *
-        FROM (
-          SELECT
-            region,
-            amount,
-            __fragment AS __ps_1
-          FROM s.sales
-        ) AS q1
-        WHERE
-          amount > 10
-      ) AS q2
-      GROUP BY
-        region
-    ) AS q3
-    WHERE
-      n > 5
-  ) AS q4
-) AS q5
+          region,
+          amount,
+          __fragment AS __ps_1
+        FROM s.sales
+      ) AS q1
+      WHERE
+        amount > 10
+    ) AS q2
+    GROUP BY
+      region
+  ) AS q3
+  WHERE
+    n > 5
+) AS q4
+-- set: __ps_1
 
 -- use
 SELECT

@@ -3,7 +3,9 @@ SELECT r.country, SUM(s.amount) AS total FROM s.sales s JOIN s.regions r ON s.re
 
 -- capture
 SELECT
-  ARRAY_DISTINCT(FLATTEN(COLLECT_LIST(__ps_1))) AS __ps_1
+  country,
+  total,
+  __ps_1
 FROM (
   SELECT
     country,
@@ -12,39 +14,34 @@ FROM (
   FROM (
     SELECT
       country,
-      total,
-      __ps_1
+      SUM(amount) AS total,
+      COLLECT_SET(__ps_1) AS __ps_1
     FROM (
       SELECT
-        country,
-        SUM(amount) AS total,
-        COLLECT_SET(__ps_1) AS __ps_1
+        *
       FROM (
         SELECT
-          *
-        FROM (
-          SELECT
-            region,
-            amount,
-            __fragment AS __ps_1
-          FROM s.sales
-        ) AS q2
-        JOIN (
-          SELECT
-            region AS region_2,
-            country
-          FROM s.regions
-        ) AS q3
-          ON region = region_2
-      ) AS q4
-      GROUP BY
-        country
-    ) AS q5
-  ) AS q1
-  ORDER BY
-    q1.total DESC
-  LIMIT 2
-) AS q6
+          region,
+          amount,
+          __fragment AS __ps_1
+        FROM s.sales
+      ) AS q2
+      JOIN (
+        SELECT
+          region AS region_2,
+          country
+        FROM s.regions
+      ) AS q3
+        ON region = region_2
+    ) AS q4
+    GROUP BY
+      country
+  ) AS q5
+) AS q1
+ORDER BY
+  q1.total DESC
+LIMIT 2
+-- set: __ps_1
 
 -- use
 SELECT

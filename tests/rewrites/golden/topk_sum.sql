@@ -3,7 +3,9 @@ SELECT region, SUM(amount) AS total FROM s.sales GROUP BY region ORDER BY total 
 
 -- capture
 SELECT
-  ARRAY_DISTINCT(FLATTEN(COLLECT_LIST(__ps_1))) AS __ps_1
+  region,
+  total,
+  __ps_1
 FROM (
   SELECT
     region,
@@ -12,28 +14,23 @@ FROM (
   FROM (
     SELECT
       region,
-      total,
-      __ps_1
+      SUM(amount) AS total,
+      COLLECT_SET(__ps_1) AS __ps_1
     FROM (
       SELECT
         region,
-        SUM(amount) AS total,
-        COLLECT_SET(__ps_1) AS __ps_1
-      FROM (
-        SELECT
-          region,
-          amount,
-          __fragment AS __ps_1
-        FROM s.sales
-      ) AS q2
-      GROUP BY
-        region
-    ) AS q3
-  ) AS q1
-  ORDER BY
-    q1.total DESC
-  LIMIT 3
-) AS q4
+        amount,
+        __fragment AS __ps_1
+      FROM s.sales
+    ) AS q2
+    GROUP BY
+      region
+  ) AS q3
+) AS q1
+ORDER BY
+  q1.total DESC
+LIMIT 3
+-- set: __ps_1
 
 -- use
 SELECT
