@@ -68,9 +68,20 @@ def expected_files_read(
     return read / n
 
 
+def share_to_the_percent(share: float) -> float:
+    """A share of a table's files read, rounded to the percent: the estimates are not finer,
+    so closer shares rank as ties."""
+    return round(share, 2)
+
+
+def skips_files(share: float) -> bool:
+    """Whether a sketch expected to read ``share`` of a table's files skips any of them."""
+    return share_to_the_percent(share) < 1.0
+
+
 def reads_every_file(files: Sequence[DataFileInfo], attribute: str, fragments: int) -> bool:
     """Whether a sketch on ``attribute`` reads every file (to the percent) however little it
     keeps: one fragment kept already meets each of them, as on a column the layout scatters
     (every file spans about its whole range). Such a candidate ranks by files read behind any
     that skips some, whatever its estimate."""
-    return round(files_read_on(files, attribute, 1.0 / max(1, fragments), fragments), 2) >= 1.0
+    return not skips_files(files_read_on(files, attribute, 1.0 / max(1, fragments), fragments))

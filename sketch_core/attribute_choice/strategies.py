@@ -20,6 +20,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sketch_core.attribute_choice.layout import share_to_the_percent
 from sketch_core.config import ATTRIBUTE_STRATEGIES
 from sketch_core.errors import ConfigurationError
 
@@ -77,9 +78,9 @@ def preferences(
             files = files_read or {}
             pool = sorted(
                 (a for a in candidates.pool(strategy.removeprefix("cost-")) if f"{table}.{a}" in estimates),
-                # Fewest files read first (to the percent: closer is a tie), then the smallest sketch.
+                # Fewest files read first (closer than a percent is a tie), then the smallest sketch.
                 key=lambda a: (
-                    round(files.get(f"{table}.{a}", 1.0), 2),
+                    share_to_the_percent(files.get(f"{table}.{a}", 1.0)),
                     estimates[f"{table}.{a}"],
                     a not in key,
                     a,

@@ -24,7 +24,7 @@ from sketch_core.analysis.safety import (
 )
 from sketch_core.attribute_choice.candidates import table_candidates
 from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES, Estimation
-from sketch_core.attribute_choice.layout import files_read_on, reads_every_file
+from sketch_core.attribute_choice.layout import files_read_on, reads_every_file, skips_files
 from sketch_core.attribute_choice.local_plan import evaluate_plan
 from sketch_core.attribute_choice.query import (
     AttributeEstimates,
@@ -155,7 +155,7 @@ class AttributeChooser:
             estimation = estimate(eager)
             files_read = self._files_read(estimation, pins, fragment_count)
             if any(
-                not any(files_read.get(f"{t}.{a}", 1.0) < 0.995 for a in eager[t]) for t in deferred
+                not any(skips_files(files_read.get(f"{t}.{a}", 1.0)) for a in eager[t]) for t in deferred
             ):  # a table whose eager candidates all read every file: its others may be smaller
                 estimation = estimate(candidates)
                 files_read = self._files_read(estimation, pins, fragment_count)
@@ -210,7 +210,7 @@ class AttributeChooser:
         """Whether the picks are those estimating every candidate would make: each table with
         deferred candidates got a pick that skips files (the deferred rank behind it)."""
         return all(
-            table in chosen and estimates.files_read.get(f"{table}.{chosen[table]}", 1.0) < 0.995
+            table in chosen and skips_files(estimates.files_read.get(f"{table}.{chosen[table]}", 1.0))
             for table in estimates.deferred
             if table in pools
         )
