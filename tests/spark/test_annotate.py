@@ -62,3 +62,20 @@ def test_decimals_dates_timestamps_strings(spark: SparkSession) -> None:
 
 def test_single_fragment(spark: SparkSession) -> None:
     check(spark, T.LongType(), [1, None, 5], ())
+
+
+@pytest.mark.parametrize("kind", ["bigint", "date"])
+def test_over_a_top_k_the_fragments_are_computed_on_the_k_rows_only(spark: SparkSession, kind: str) -> None:
+    # A capture delays an annotation to the result rows (rewrites/capture.py): over a top-k,
+    # Spark must fold the fragment into the top-k (TakeOrderedAndProject), not sort every row.
+    day = dt.date(2020, 1, 1)
+    value = (lambda i: i) if kind == "bigint" else (lambda i: day + dt.timedelta(days=i))
+    partition = RangePartition("t.r", "a", tuple(value(i) for i in range(100, 10_000, 100)))
+    as_kind = "id" if kind == "bigint" else "date_add(DATE'2020-01-01', CAST(id AS INT))"
+    rows = spark.range(10_000).selectExpr(f"IF(id < 0, NULL, {as_kind}) AS a", "id % 97 AS v")  # nullable
+    top = rows.orderBy("v", "a").limit(5)
+    annotated = annotate_fragments(top, partition, "f")
+    plan = annotated._jdf.queryExecution().executedPlan().toString()
+    assert "TakeOrderedAndProject" in plan
+    expected = [value(i) for i in (0, 97, 194, 291, 388)]
+    assert [(r.a, r.f) for r in annotated.collect()] == [(v, partition.fragment_of(v)) for v in expected]
