@@ -1,0 +1,128 @@
+"""Capture overhead: what capturing a sketch costs against running the report plainly.
+
+For each TPC-H report, in one process and interleaved rounds (medians of ``--repeat``): the
+plain query (``svc.query(..., use_sketches=False)``), a capture with the default attribute
+choice (as a new user runs ``svc.capture(sql)``; the choice's sample stored after the first
+round, as it is between a deployment's captures), and a capture with the attributes that choice
+picked given. Both captures must find the same fragments. Results go to
+benchmarks/results/capture_overhead_sf<scale>.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from benchmarks.stack import bench_service
+from sketch_core.config import DEFAULT_ATTRIBUTE_STRATEGY, Settings
+from sketch_core.datasets.tpch_queries import TPCH_QUERIES
+from sketch_core.service import SketchService
+
+RESULTS = Path(__file__).parent / "results"
+QUERIES = (3, 10, 18)
+FRAGMENTS = 10_000
+SCRATCH = "capture_overhead"
+
+
+@dataclass
+class Overhead:
+    query: str
+    attributes: dict[str, str]
+    plain_s: list[float] = field(default_factory=list)
+    default_s: list[float] = field(default_factory=list)
+    given_s: list[float] = field(default_factory=list)
+
+    def ratio(self, runs: list[float]) -> float:
+        return statistics.median(runs) / statistics.median(self.plain_s)
+
+
+def _drop(svc: SketchService) -> None:
+    if any(d.name == SCRATCH for d in svc.sketches.definitions()):
+        svc.drop_sketch(SCRATCH)
+
+
+def _timed_capture(
+    svc: SketchService, sql: str, attributes: dict[str, str] | None
+) -> tuple[float, dict[str, set[int]]]:
+    _drop(svc)
+    began = time.perf_counter()
+    version = svc.capture(sql, name=SCRATCH, fragments=FRAGMENTS, attributes=attributes)
+    seconds = time.perf_counter() - began
+    return seconds, {t: set(ids) for t, ids in version.fragments.items()}
+
+
+def measure(svc: SketchService, number: int, repeat: int) -> Overhead:
+    sql = TPCH_QUERIES[number]
+    svc.query(sql, use_sketches=False)  # the JVM's first run of the query is not the report's
+    result = Overhead(f"tpch_q{number}", {})
+    for round_number in range(repeat):
+        began = time.perf_counter()
+        svc.query(sql, use_sketches=False)
+        result.plain_s.append(time.perf_counter() - began)
+        seconds, chosen_fragments = _timed_capture(svc, sql, None)
+        result.default_s.append(seconds)
+        result.attributes = {t: a for t, (a, _) in svc.sketch(SCRATCH).partitions.items()}
+        seconds, given_fragments = _timed_capture(svc, sql, result.attributes)
+        result.given_s.append(seconds)
+        assert given_fragments == chosen_fragments, f"Q{number}: the captures disagree"
+        print(
+            f"{time.strftime('%H:%M:%S')} Q{number} round {round_number + 1}: "
+            f"plain {result.plain_s[-1]:.2f}s, default choice {result.default_s[-1]:.2f}s, "
+            f"given {result.given_s[-1]:.2f}s",
+            flush=True,
+        )
+    _drop(svc)
+    return result
+
+
+def report(results: list[Overhead], scale: float, command: str) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = f"capture_overhead_sf{scale:g}"
+    payload = [
+        {**asdict(r), "default_ratio": r.ratio(r.default_s), "given_ratio": r.ratio(r.given_s)}
+        for r in results
+    ]
+    (RESULTS / f"{stem}.json").write_text(json.dumps({"scale": scale, "results": payload}, indent=2))
+    lines = [
+        f"# Capture overhead at TPC-H SF{scale:g}",
+        "",
+        f"{FRAGMENTS:,} fragments; medians of interleaved rounds in one process, as multiples of the",
+        "plain query's median. The default choice's sample is drawn in the first round and stored.",
+        "",
+        "| query | plain s | default choice | attributes given | attributes |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in results:
+        picked = ", ".join(f"{t.split('.')[-1]}.{a}" for t, a in sorted(r.attributes.items()))
+        lines.append(
+            f"| {r.query} | {statistics.median(r.plain_s):.2f} | {r.ratio(r.default_s):.2f}x | "
+            f"{r.ratio(r.given_s):.2f}x | {picked} |"
+        )
+    lines += ["", f"Reproduce: `{command}`"]
+    markdown = RESULTS / f"{stem}.md"
+    markdown.write_text("\n".join(lines) + "\n")
+    return markdown
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--queries", default=",".join(map(str, QUERIES)))
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    home = Settings.from_env().warehouse.parent
+    with bench_service(args.scale, home) as svc:
+        # The benchmark stack sketches sort keys first; a new user's captures choose by default.
+        svc.settings = replace(svc.settings, attribute_strategy=DEFAULT_ATTRIBUTE_STRATEGY)
+        results = [measure(svc, int(q), args.repeat) for q in args.queries.split(",")]
+    command = "python -m benchmarks.capture_overhead " + " ".join(sys.argv[1:])
+    print(report(results, args.scale, command).read_text())
+
+
+if __name__ == "__main__":
+    main()
