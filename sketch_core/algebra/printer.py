@@ -40,7 +40,8 @@ def _expr(expression: exp.Expr) -> str:
     return expression.sql(dialect="spark")
 
 
-def _call(call: AggCall) -> str:
+def aggregate_sql(call: AggCall) -> str:
+    """Spark SQL for an aggregate call (``union_sets``: the union of arrays)."""
     if call.func == "count" and call.arg is None:
         return "COUNT(*)"
     assert call.arg is not None
@@ -113,7 +114,9 @@ class _Printer:
         if isinstance(node, Join):
             return self.join(node)
         if isinstance(node, Aggregate):
-            items = [(n, _expr(e)) for n, e in node.groups] + [(n, _call(c)) for n, c in node.aggregates]
+            items = [(n, _expr(e)) for n, e in node.groups] + [
+                (n, aggregate_sql(c)) for n, c in node.aggregates
+            ]
             group = f" GROUP BY {', '.join(_expr(e) for _, e in node.groups)}" if node.groups else ""
             return f"SELECT {self.select_list(items)} FROM ({self.sql(node.child)}) AS {self.alias()}{group}"
         if isinstance(node, TopK | Sort):

@@ -72,6 +72,10 @@ class CapturePlan:
     sets: frozenset[str] = frozenset()
     delayed: dict[str, str] = field(default_factory=dict)
 
+    def unions(self) -> tuple[tuple[str, AggCall], ...]:
+        """Each annotation's union over the rows (a delayed one is an id per row once computed)."""
+        return tuple((n, _union_call(n, n in self.sets)) for n in self.tables)
+
 
 Annotations = dict[str, Annotation]
 
@@ -81,8 +85,8 @@ def _columns(annotations: Annotations) -> list[str]:
     return [n for n, a in annotations.items() if not a.delayed]
 
 
-def _union_call(name: str, annotation: Annotation) -> AggCall:
-    return AggCall("union_sets" if annotation.is_set else "collect_set", column(name))
+def _union_call(name: str, is_set: bool) -> AggCall:
+    return AggCall("union_sets" if is_set else "collect_set", column(name))
 
 
 def _as_sets(annotations: Annotations) -> Annotations:
@@ -229,7 +233,7 @@ class _Instrumenter:
         window: Relation = Window(child, node.partition, node.order, node.calls, node.frame)
         keys = set(node.partition)
         spread = {n: a for n, a in annotations.items() if a.is_set or not a.keys & keys}
-        self.lose([a for a in spread.values()])
+        self.lose(spread.values())
         spread = {n: a for n, a in spread.items() if not a.delayed}
         if not spread:
             return window, annotations
@@ -301,7 +305,7 @@ class _Instrumenter:
         right_annotations = {n: a for n, a in right_annotations.items() if not a.delayed}
         if right_only:
             right = Select(right, exp.and_(*right_only))
-        unions = tuple((a, _union_call(a, ann)) for a, ann in right_annotations.items())
+        unions = tuple((a, _union_call(a, ann.is_set)) for a, ann in right_annotations.items())
         if mixed:
             matched = self.matches_by_row(node.condition, left, right, unions)
         else:
@@ -384,14 +388,15 @@ class _Instrumenter:
         for name, annotation in annotations.items():
             fixed = [out for out, e in groups if _bare_column(e) in annotation.keys]
             if annotation.delayed:
-                self.lose([annotation] if not fixed else [])
                 if fixed:
                     merged[name] = replace(annotation, keys=frozenset(fixed))
+                else:
+                    self.lose([annotation])
             elif fixed and not annotation.is_set:
                 calls.append((name, AggCall("min", column(name))))
                 merged[name] = Annotation(annotation.table, False, frozenset(fixed))
             else:
-                calls.append((name, _union_call(name, annotation)))
+                calls.append((name, _union_call(name, annotation.is_set)))
                 merged[name] = Annotation(annotation.table, True)
         return tuple(calls), merged
 

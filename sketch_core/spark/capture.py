@@ -8,7 +8,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sketch_core.algebra.ir import Scan
-from sketch_core.algebra.printer import to_sql
+from sketch_core.algebra.printer import aggregate_sql, to_sql
 from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN, CapturePlan
 from sketch_core.spark.annotate import annotate_fragments
@@ -36,15 +36,7 @@ def run_capture(
     rows = spark.sql(to_sql(capture.rows, source=source))
     for name, key in capture.delayed.items():
         rows = annotate_fragments(rows, partitions[capture.tables[name]], name, source=key)
-    merged = [
-        (
-            F.array_distinct(F.flatten(F.collect_list(F.col(f"`{n}`"))))
-            if n in capture.sets
-            else F.collect_set(F.col(f"`{n}`"))
-        ).alias(n)
-        for n in capture.tables
-    ]
-    row = rows.agg(*merged).collect()[0]
+    row = rows.agg(*(F.expr(aggregate_sql(call)).alias(n) for n, call in capture.unions())).collect()[0]
     fragments: dict[str, set[int]] = {table: set() for table in capture.tables.values()}
     for column, table in capture.tables.items():
         fragments[table].update(int(f) for f in (row[column] or []))
