@@ -53,13 +53,9 @@ class _Evaluator:
         """``node``'s rows; with ``keys`` ({output column: values}) rows without one of those
         values may be left out."""
         if isinstance(node, Scan):
-            sources = dict(zip(node.names, node.source_columns, strict=True))
-            wanted = {sources[n]: v for n, v in (keys or {}).items() if n in sources} or None
-            few = wanted is not None and sum(map(len, wanted.values())) <= MAX_READ_KEYS
-            table = self.read(node, wanted if few else None).select(list(node.source_columns))
-            if wanted is not None and not few and node.table != self.driving:
-                table = _having_keys(table, wanted)
-            return table.rename_columns(list(node.names))
+            return self.scan(node, keys)
+        if isinstance(node, Select) and isinstance(node.child, Scan):
+            return self.scan(node.child, keys, node.condition)
         if isinstance(node, Select):
             table = self.rows(node.child, keys)
             return filter_rows(table, ExpressionTranslator(table.schema)(node.condition))
@@ -80,6 +76,24 @@ class _Evaluator:
         if isinstance(node, Aggregate):
             return self.aggregate(node, keys)
         raise UnsupportedQueryError(f"{type(node).__name__} in an in-process estimate", type(node).__name__)
+
+    def scan(
+        self, node: Scan, keys: Mapping[str, pa.Array] | None, condition: exp.Expr | None = None
+    ) -> pa.Table:
+        """The scan's rows (``condition``: of a selection on it). Past ``MAX_READ_KEYS`` the
+        read gets no keys; the selection then filters the rows before the keys' hash set is
+        probed: at SF10, Q10's quarter of `orders` (540,000 of 15M rows) rather than all."""
+        sources = dict(zip(node.names, node.source_columns, strict=True))
+        wanted = {n: v for n, v in (keys or {}).items() if n in sources} or None
+        few = wanted is not None and sum(map(len, wanted.values())) <= MAX_READ_KEYS
+        by_source = {sources[n]: v for n, v in wanted.items()} if wanted and few else None
+        table = self.read(node, by_source).select(list(node.source_columns))
+        table = table.rename_columns(list(node.names))
+        if condition is not None:
+            table = filter_rows(table, ExpressionTranslator(table.schema)(condition))
+        if wanted is not None and not few and node.table != self.driving:
+            table = _having_keys(table, wanted)
+        return table
 
     def join(self, node: Join, keys: Mapping[str, pa.Array] | None) -> pa.Table:
         pairs, residual = equi_keys(node.condition, node.left.columns, node.right.columns)

@@ -200,6 +200,37 @@ def test_keys_wanted_from_above_pick_the_side_a_join_starts_from(monkeypatch: py
     assert asked == [("ns.s", None), ("ns.o", None), ("ns.c", None)]
 
 
+def test_a_scans_selection_filters_before_many_wanted_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_READ_KEYS`` the other side is read whole: its own selection (as TPC-H Q10's
+    quarter of orders) filters the rows before the keys' hash set is probed, with the same
+    result as the keys first. Read by its source column names, filtered by its output ones."""
+    from sketch_core.attribute_choice import local_plan
+
+    sample = pa.table({"ok": [3, 5, 8, 9]})
+    orders = pa.table({"o_key": list(range(100)), "day": [i % 4 for i in range(100)]})
+    probed: list[int] = []
+    having_keys = local_plan._having_keys
+
+    def counted(table: pa.Table, keys: Mapping[str, pa.Array]) -> pa.Table:
+        probed.append(table.num_rows)
+        return having_keys(table, keys)
+
+    def read(scan: Scan, keys: Mapping[str, pa.Array] | None) -> pa.Table:
+        assert keys is None or set(keys) <= set(scan.source_columns)
+        return sample if scan.table == "ns.s" else orders
+
+    s = Scan("ns.s", "s", ("ok",), ("ok",))
+    o = Select(Scan("ns.o", "o", ("o_key", "day"), ("o", "d")), _sql("d = 1"))
+    plan = Join(s, o, "inner", _sql("ok = o"))
+    few = evaluate_plan(plan, read, driving="ns.s")
+    monkeypatch.setattr(local_plan, "MAX_READ_KEYS", 1)
+    monkeypatch.setattr(local_plan, "_having_keys", counted)
+    many = evaluate_plan(plan, read, driving="ns.s")
+    assert probed == [25]  # the 25 rows of day 1, not the 100 read
+    assert sorted(many.to_pylist(), key=repr) == sorted(few.to_pylist(), key=repr)
+    assert sorted(r["ok"] for r in many.to_pylist()) == [5, 9]
+
+
 def test_joins_without_an_equality_are_left_to_spark() -> None:
     table = pa.table({"a": [1, 2]})
     other = pa.table({"b": [1, 2]})
