@@ -115,9 +115,7 @@ def estimate_candidates(
         AggregateInput(
             name,
             call.func,  # type: ignore[arg-type]
-            None
-            if call.arg is None
-            else rows.column(arguments[name]).cast(pa.float64()).to_numpy(zero_copy_only=False),
+            None if call.arg is None else _as_numbers(rows.column(arguments[name]), call.func),
         )
         for name, call in shape.aggregate.aggregates
     ]
@@ -301,6 +299,31 @@ def _sample_fragments(
             sampled.memo[key] = (partition.fragment_count, ids, rows)
     found: tuple[int, np.ndarray, np.ndarray] | None = sampled.memo[key]
     return found
+
+
+def _as_numbers(values: pa.ChunkedArray, func: str) -> np.ndarray:
+    """An aggregate's argument as the doubles the estimators take, NULLs as NaN: numbers as
+    they are; dates, times and timestamps as their integer encoding; strings and other values
+    with an order as their rank among the sampled ones. Only the order of a MIN or MAX
+    argument and whether a COUNT argument is NULL reach the estimates, and a HAVING or ORDER BY
+    comparing such a value with a literal is not estimated (see ``choose``). A BI report's
+    ``MAX(order_date)`` or ``COUNT(customer_name)`` beside its measures is common."""
+    kind = values.type
+    try:
+        if pa.types.is_temporal(kind) and not pa.types.is_interval(kind):
+            values = values.cast(pa.int32() if kind.bit_width == 32 else pa.int64())
+        elif not (
+            pa.types.is_integer(kind)
+            or pa.types.is_floating(kind)
+            or pa.types.is_decimal(kind)
+            or pa.types.is_boolean(kind)
+        ):
+            ranks = pc.rank(values, sort_keys="ascending", tiebreaker="dense")
+            values = pc.if_else(pc.is_null(values), pa.scalar(None, ranks.type), ranks)
+        numbers: np.ndarray = values.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowException as error:
+        raise NotEstimable(f"{func.upper()} over {kind} values: {error}") from error
+    return numbers
 
 
 def _fragment_ids(partition: RangePartition, values: pa.ChunkedArray) -> np.ndarray:

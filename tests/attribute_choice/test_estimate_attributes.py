@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sketch_core.cli import app
-from sketch_core.datasets.synthetic import skewed_groups_table
+from sketch_core.datasets.synthetic import sales_tables, skewed_groups_table
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.service import SketchService
+from tests.oracles.results import sorted_rows
 
 pytestmark = pytest.mark.spark
 
@@ -246,3 +247,34 @@ def test_a_failing_in_process_estimate_falls_back_to_spark(
     assert fallback.estimation is not None
     assert set(fallback.estimation.candidates) == set(expected.estimation.candidates)
     assert spark_svc.choose_attributes(sql, fragments=50)[0] == picked
+
+
+def test_min_max_and_count_over_dates_and_strings_are_estimated(spark_svc: SketchService, ns: str) -> None:
+    """A report's ``MIN(sale_date)``, ``MAX(channel)`` and ``COUNT(note)`` beside its measure, as
+    BI tools print them: estimated (dates by their day number, strings by their rank), where an
+    Arrow cast to doubles used to escape as an ArrowNotImplementedError; ordered by the latest
+    sale, the top-k's estimate ranks the groups as the dates do. A HAVING that compares such a
+    value with a literal is not estimated: the choice falls back, and the capture succeeds."""
+    table = f"{ns}.sales"
+    spark_svc.tables.create(table, sales_tables(20_000, seed=4)["sales"], sort_by=["sale_id"])
+    measures = "MIN(sale_date) AS first_sale, MAX(channel) AS last_channel, COUNT(note) AS notes"
+    reports = {
+        "having": f"SELECT customer_id, SUM(amount) AS spent, {measures} FROM {table} "
+        "GROUP BY customer_id HAVING SUM(amount) > 1500",
+        "top": f"SELECT store_id, MAX(sale_date) AS latest, {measures} FROM {table} "
+        "GROUP BY store_id ORDER BY latest DESC, store_id LIMIT 3",
+    }
+    for label, sql in reports.items():
+        estimates = spark_svc.estimate_attributes(sql, fragments=50, replicates=10)
+        assert estimates.estimation is not None, (label, estimates.reason)
+        version = spark_svc.capture(sql, name=f"{ns}_{label}", fragments=50)
+        sketched = spark_svc.query(sql, use_sketches="always")
+        assert sketched.sketch == (f"{ns}_{label}", version.version)
+        assert sorted_rows(sketched.table) == sorted_rows(spark_svc.query(sql, use_sketches=False).table)
+    dated = (
+        f"SELECT store_id, SUM(amount) AS s FROM {table} GROUP BY store_id "
+        "HAVING MAX(sale_date) > DATE '2024-12-01'"
+    )
+    estimates = spark_svc.estimate_attributes(dated, fragments=50, replicates=10)
+    assert estimates.estimation is None and "HAVING" in (estimates.reason or "")
+    assert spark_svc.capture(dated, name=f"{ns}_dated", fragments=50).fragments
