@@ -119,6 +119,10 @@ class Translator:
             real = (exp.DataType.Type.DOUBLE, exp.DataType.Type.DECIMAL, exp.DataType.Type.FLOAT)
             if inner is not None and z3.is_arith(inner) and target in real:
                 return z3.ToReal(inner) if z3.is_int(inner) else inner
+            if inner is not None and z3.is_int(inner) and target == exp.DataType.Type.BIGINT:
+                # No integer is wider than BIGINT: the value is unchanged (Tableau prints every
+                # SUM of an integer column as SUM(CAST(x AS BIGINT))). Narrower targets may wrap.
+                return inner
             return None
         if isinstance(node, exp.Neg):
             inner = self._term(node.this)

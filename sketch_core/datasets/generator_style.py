@@ -335,6 +335,21 @@ WHERE revenue > 5000
 ORDER BY revenue DESC, store_id
 LIMIT 8
 """,
+    "tableau_sum_cast_having": """
+SELECT `stores`.`region` AS `region`, SUM(CAST(`sales`.`quantity` AS BIGINT)) AS `sum:quantity:ok`,
+       SUM(1) AS `cnt:sales:ok`
+FROM `{ns}`.`sales` `sales`
+INNER JOIN `{ns}`.`stores` `stores` ON (`sales`.`store_id` = `stores`.`store_id`)
+GROUP BY `stores`.`region`
+HAVING (SUM(CAST(`sales`.`quantity` AS BIGINT)) >= 1000)
+""",
+    "first_last_and_counts": """
+SELECT sales.store_id AS store_id, ROUND(AVG(sales.unit_price), 2) AS avg_price,
+       MIN(sales.sale_date) AS first_sale, MAX(sales.channel) AS last_channel, COUNT(sales.note) AS notes
+FROM {ns}.sales AS sales
+GROUP BY sales.store_id
+HAVING ROUND(AVG(sales.unit_price), 2) > 40.5
+""",
     "syn_having_sum": """
 SELECT `syn`.`a` AS `a`, CAST(SUM(`syn`.`b`) AS DOUBLE) AS `s`
 FROM (SELECT `a`, `b`, `c` FROM `{ns}`.`syn` WHERE (`c` > 0)) AS `syn`

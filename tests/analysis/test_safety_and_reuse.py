@@ -56,6 +56,20 @@ def plan(sql: str, params: dict[str, object] | None = None):  # type: ignore[no-
             False,
         ),
         ("SELECT DISTINCT state FROM t.cities WHERE popden > 5000", "city", True),  # monotone
+        # Tableau's SUM(CAST(x AS BIGINT)) keeps x's sign: a partial sum of positive values
+        # is smaller, of negative ones larger.
+        (
+            "SELECT state, SUM(CAST(popden AS BIGINT)) AS a FROM t.cities GROUP BY state "
+            "HAVING SUM(CAST(popden AS BIGINT)) >= 5000",
+            "city",
+            True,
+        ),
+        (
+            "SELECT state, SUM(CAST(-popden AS BIGINT)) AS a FROM t.cities GROUP BY state "
+            "HAVING SUM(CAST(-popden AS BIGINT)) >= -5000",
+            "city",
+            False,
+        ),
         ("SELECT city FROM t.cities WHERE popden > 3000", "state", True),
     ],
 )
