@@ -11,7 +11,9 @@ projections' definitions, and min/max statistics from Iceberg) are z3 premises. 
   equal when each sketched attribute equals a group-by expression, at most the full value
   for count, max, and sum over non-negative input, at least for min and sum over
   non-positive input, and unrelated otherwise (avg). (PBDS also asks for non-negative input
-  for max, but the max of part of a group can never exceed the group's max.)
+  for max, but the max of part of a group can never exceed the group's max.) An aggregate
+  that is NULL on the full data is NULL on any part of the group, which is what
+  ``COALESCE(SUM(x), 0)`` (Looker's measures) needs: with x >= 0 it is at most the full value.
 * top-k: each ascending key on the sketch must be no smaller than on the full data (no larger
   for descending keys), so rows left out of the top-k on the full data stay out;
 * DISTINCT and anti joins need the relevant columns equal; anti joins' right sides are never
@@ -87,8 +89,10 @@ class _Checker:
         self.sorts: dict[str, z3.SortRef] = {}
         self.full_vars: dict[str, Term] = {}
         self.ps_vars: dict[str, Term] = {}
-        self.full = Translator(self.full_var)
-        self.ps = Translator(self.ps_var)
+        # Aggregate values' NULL flags on the full data and on the sketch's (see ``aggregate``).
+        self.nulls: dict[str, tuple[Term, Term]] = {}
+        self.full = Translator(self.full_var, lambda name: self.nulls.get(name, (None, None))[0])
+        self.ps = Translator(self.ps_var, lambda name: self.nulls.get(name, (None, None))[1])
 
     def full_var(self, name: str) -> Term:
         if name not in self.full_vars:
@@ -110,6 +114,8 @@ class _Checker:
         """Add ``name = expression`` on both sides (a projection or a group-by expression)."""
         if isinstance(expression, exp.Column) and expression.name == name:
             return
+        if isinstance(expression, exp.Column) and expression.name in self.nulls:
+            self.nulls[name] = self.nulls[expression.name]
         full, ps = self.full(expression), self.ps(expression)
         if full is not None and ps is not None:
             self.sorts.setdefault(name, full.sort())
@@ -238,6 +244,16 @@ class _Checker:
         for name, call in node.aggregates:
             argument = self.full(call.arg) if call.arg is not None else None
             full, ps = self.value_vars(name, call.func, argument)
+            if call.func != "count":
+                # NULL when every value is: on the full data, then on any part of the group too.
+                flags = z3.Bool(f"{name}#null"), z3.Bool(f"{name}#null@ps")
+                self.nulls[name] = flags
+                outputs.append(flags[0] == flags[1] if whole_groups else z3.Implies(*flags))
+            if call.func == "sum" and argument is not None and z3.is_arith(argument):
+                if proves(facts.premises, argument >= 0):  # a sum has its values' sign
+                    outputs += [full >= 0, ps >= 0]
+                elif proves(facts.premises, argument <= 0):
+                    outputs += [full <= 0, ps <= 0]
             if whole_groups:
                 outputs.append(ps == full)
                 continue

@@ -89,8 +89,13 @@ _ARITHMETIC: dict[type[exp.Expr], Callable[[Term, Term], Term]] = {
 class Translator:
     """Translates expressions over columns named by :meth:`var` (a name -> z3 constant map)."""
 
-    def __init__(self, var: Callable[[str], Term | None]) -> None:
+    def __init__(
+        self, var: Callable[[str], Term | None], null: Callable[[str], Term | None] | None = None
+    ) -> None:
         self.var = var
+        # A column's NULL flag, where the caller models one (an aggregate's value): then
+        # COALESCE(column, fallback) translates; elsewhere values are taken as non-NULL.
+        self.null = null
 
     def __call__(self, node: exp.Expr) -> Term | None:
         try:
@@ -158,11 +163,29 @@ class Translator:
             if x is None or any(o is None or not _comparable(x, o) for o in options):
                 return None
             return z3.Or(*(x == o for o in options))
+        if isinstance(node, exp.Coalesce):
+            return self._coalesce(node)
         if isinstance(node, exp.If):
             return self._case([(node.this, node.args["true"])], node.args.get("false"))
         if isinstance(node, exp.Case) and node.this is None:
             return self._case([(w.this, w.args["true"]) for w in node.args["ifs"]], node.args.get("default"))
         return None
+
+    def _coalesce(self, node: exp.Coalesce) -> Term | None:
+        """``COALESCE(column, fallback)`` over a column with a NULL flag: the fallback where the
+        flag holds (Looker prints every measure as ``COALESCE(SUM(x), 0)``)."""
+        fallbacks = node.expressions
+        if self.null is None or not isinstance(node.this, exp.Column) or len(fallbacks) != 1:
+            return None
+        flag = self.null(node.this.name)
+        value, fallback = self._term(node.this), self._term(fallbacks[0])
+        if flag is None or value is None or fallback is None or not _comparable(value, fallback):
+            return None
+        if z3.is_int(value) and z3.is_real(fallback):
+            value = z3.ToReal(value)
+        elif z3.is_real(value) and z3.is_int(fallback):
+            fallback = z3.ToReal(fallback)
+        return z3.If(flag, fallback, value)
 
     def _case(self, branches: Iterable[tuple[exp.Expr, exp.Expr]], default: exp.Expr | None) -> Term | None:
         if default is None:

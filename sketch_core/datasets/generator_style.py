@@ -343,6 +343,20 @@ INNER JOIN `{ns}`.`stores` `stores` ON (`sales`.`store_id` = `stores`.`store_id`
 GROUP BY `stores`.`region`
 HAVING (SUM(CAST(`sales`.`quantity` AS BIGINT)) >= 1000)
 """,
+    "looker_coalesce_top": """
+SELECT
+    stores.region  AS `stores.region`,
+    COALESCE(SUM(sales.amount ), 0) AS `sales.total_amount`
+FROM {ns}.sales  AS sales
+LEFT JOIN {ns}.stores  AS stores ON sales.store_id = stores.store_id
+WHERE ((( sales.sale_date  ) >= ((TIMESTAMP '2023-06-01'))
+  AND ( sales.sale_date  ) < ((TIMESTAMP '2024-06-01'))))
+GROUP BY
+    1
+ORDER BY
+    2 DESC
+LIMIT 3
+""",
     "first_last_and_counts": """
 SELECT sales.store_id AS store_id, ROUND(AVG(sales.unit_price), 2) AS avg_price,
        MIN(sales.sale_date) AS first_sale, MAX(sales.channel) AS last_channel, COUNT(sales.note) AS notes

@@ -56,6 +56,31 @@ def plan(sql: str, params: dict[str, object] | None = None):  # type: ignore[no-
             False,
         ),
         ("SELECT DISTINCT state FROM t.cities WHERE popden > 5000", "city", True),  # monotone
+        # Looker's COALESCE(SUM(x), 0): a partial sum of positive values, or 0 where it is NULL,
+        # is still at most the full one; a fallback above the sums is not.
+        (
+            "SELECT state, COALESCE(SUM(popden), 0) AS a FROM t.cities GROUP BY state "
+            "ORDER BY a DESC LIMIT 1",
+            "city",
+            True,
+        ),
+        (
+            "SELECT state, COALESCE(SUM(popden), 0) AS a FROM t.cities GROUP BY state "
+            "HAVING COALESCE(SUM(popden), 0) > 5000",
+            "city",
+            True,
+        ),
+        (
+            "SELECT state, COALESCE(SUM(popden), 99999999) AS a FROM t.cities GROUP BY state "
+            "ORDER BY a DESC LIMIT 1",
+            "city",
+            False,
+        ),
+        (
+            "SELECT state, COALESCE(SUM(popden), 0) AS a FROM t.cities GROUP BY state ORDER BY a ASC LIMIT 1",
+            "city",
+            False,
+        ),
         # Tableau's SUM(CAST(x AS BIGINT)) keeps x's sign: a partial sum of positive values
         # is smaller, of negative ones larger.
         (
