@@ -181,11 +181,7 @@ class Translator:
         value, fallback = self._term(node.this), self._term(fallbacks[0])
         if flag is None or value is None or fallback is None or not _comparable(value, fallback):
             return None
-        if z3.is_int(value) and z3.is_real(fallback):
-            value = z3.ToReal(value)
-        elif z3.is_real(value) and z3.is_int(fallback):
-            fallback = z3.ToReal(fallback)
-        return z3.If(flag, fallback, value)
+        return _branches(flag, fallback, value)
 
     def _case(self, branches: Iterable[tuple[exp.Expr, exp.Expr]], default: exp.Expr | None) -> Term | None:
         if default is None:
@@ -195,12 +191,17 @@ class Translator:
             c, v = self._term(condition), self._term(value)
             if c is None or v is None or result is None or not _comparable(v, result):
                 return None
-            if z3.is_int(v) and z3.is_real(result):
-                v = z3.ToReal(v)
-            elif z3.is_real(v) and z3.is_int(result):
-                result = z3.ToReal(result)
-            result = z3.If(c, v, result)
+            result = _branches(c, v, result)
         return result
+
+
+def _branches(condition: Term, then: Term, otherwise: Term) -> Term:
+    """``If(condition, then, otherwise)``, an integer branch widened to the other's reals."""
+    if z3.is_int(then) and z3.is_real(otherwise):
+        then = z3.ToReal(then)
+    elif z3.is_real(then) and z3.is_int(otherwise):
+        otherwise = z3.ToReal(otherwise)
+    return z3.If(condition, then, otherwise)
 
 
 def within_bounds(terms: Iterable[Term], low: Any, high: Any) -> list[Term]:
