@@ -57,6 +57,7 @@ from sketch_core.algebra.ir import (
     column,
     conjuncts,
 )
+from sketch_core.algebra.shorthands import written_out
 from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
 from sketch_core.recursive.query import split_recursive
 
@@ -1343,7 +1344,7 @@ def ir_from_tree(
     query: exp.Expr, schemas: TableSchemas, params: Mapping[str, Any] | None = None
 ) -> ParsedQuery:
     """:func:`to_ir` of a parsed query (left unchanged: parameters are bound into a copy)."""
-    tree = bind_parameters(query, params)
+    tree = written_out(bind_parameters(query, params))
     # Checked before anything else: a select list that is fine under ROLLUP is refused as not
     # grouped.
     for group in tree.find_all(exp.Group):

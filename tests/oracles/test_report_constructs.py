@@ -2,7 +2,8 @@
 correlated through equalities), window functions (top-N per group, QUALIFY, running totals, explicit frames),
 OFFSET, uncorrelated EXISTS, EXISTS correlated beyond equalities and over aggregations,
 correlated IN and NOT IN, INTERSECT and EXCEPT (and their ALL forms), COUNT(DISTINCT) over
-several columns and DISTINCT aggregates beside plain ones, on generated tables with NULL join
+several columns and DISTINCT aggregates beside plain ones, aggregate FILTER clauses and GROUP BY
+ALL, on generated tables with NULL join
 keys, duplicate keys and ties.
 
 The oracle is differential: captured with the default attribute choice, the query on its sketch
@@ -184,6 +185,15 @@ CAPTURED = {
     "distinct_beside_others": f"""
         SELECT k, COUNT(DISTINCT g) AS dg, SUM(v) AS s, COUNT(*) AS n FROM {NS}.facts
         GROUP BY k ORDER BY s DESC, k LIMIT 3""",
+    # Aggregate FILTER clauses (over a NULL-holding value, and COUNT(*)) and GROUP BY ALL, as
+    # dbt models and report tools print them; Spark runs both.
+    "aggregate_filter": f"""
+        SELECT g, COUNT(*) FILTER (WHERE v > 50) AS high, SUM(v) FILTER (WHERE k < 100) AS low_k,
+               COUNT(DISTINCT k) FILTER (WHERE v < 10) AS rare_keys, COUNT(*) AS n
+        FROM {NS}.facts GROUP BY g HAVING COUNT(*) FILTER (WHERE v > 50) > 470""",
+    "group_by_all": f"""
+        SELECT g, k % 7 AS bucket, SUM(v) AS s FROM {NS}.facts WHERE k IS NOT NULL
+        GROUP BY ALL ORDER BY s DESC, g, bucket LIMIT 5""",
 }
 
 

@@ -1,0 +1,67 @@
+"""Spark SQL shorthands written out in the forms the front end reads.
+
+- ``AGG(x) FILTER (WHERE c)`` becomes ``AGG(CASE WHEN c THEN x END)`` and ``COUNT(*) FILTER
+  (WHERE c)`` becomes ``COUNT(CASE WHEN c THEN 1 END)``: an aggregate skips NULLs, so it sees
+  exactly the rows the filter keeps (and over none of them gives what the filter gives: NULL,
+  or 0 for a count). ``COUNT(DISTINCT a, b)`` skips a row where any value is NULL, so each
+  value is wrapped.
+- ``GROUP BY ALL`` (Spark 3.4) becomes a GROUP BY of every select-list expression without an
+  aggregate, as Spark resolves it.
+
+Both are printed by report tools and dbt models; Spark runs them, so a sketch must take them.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from sketch_core.errors import UnsupportedQueryError
+
+
+def written_out(tree: exp.Expr) -> exp.Expr:
+    """``tree`` without the shorthands above: itself where it has none, else a copy."""
+    if not any(
+        isinstance(node, exp.Filter) or (isinstance(node, exp.Group) and node.args.get("all"))
+        for node in tree.walk()
+    ):
+        return tree
+    tree = tree.copy()
+    for found in list(tree.find_all(exp.Filter)):
+        if isinstance(found.this, exp.AggFunc):
+            found.replace(_filtered_aggregate(found.this, found.expression.this))
+    for group in list(tree.find_all(exp.Group)):
+        if group.args.get("all"):
+            _group_by_all(group)
+    return tree
+
+
+def _filtered_aggregate(call: exp.AggFunc, condition: exp.Expr) -> exp.Expr:
+    def only_kept(value: exp.Expr) -> exp.Expr:
+        return exp.Case(ifs=[exp.If(this=condition.copy(), true=value)])
+
+    call = call.copy()
+    argument = call.this
+    if isinstance(call, exp.Count) and (argument is None or isinstance(argument, exp.Star)):
+        call.set("this", only_kept(exp.Literal.number(1)))
+    elif isinstance(argument, exp.Distinct):
+        argument.set("expressions", [only_kept(e) for e in argument.expressions])
+    elif argument is not None and not any(v for k, v in call.args.items() if k not in ("this", "big_int")):
+        call.set("this", only_kept(argument))
+    else:  # an aggregate with more arguments than its value (a percentile's share)
+        raise UnsupportedQueryError("FILTER on this aggregate", call.sql(dialect="spark"))
+    return call
+
+
+def _group_by_all(group: exp.Group) -> None:
+    select = group.parent
+    if not isinstance(select, exp.Select):
+        raise UnsupportedQueryError("GROUP BY ALL outside a SELECT", group.sql(dialect="spark"))
+    keys = [
+        (item.this if isinstance(item, exp.Alias) else item).copy()
+        for item in select.expressions
+        if not any(isinstance(node, exp.AggFunc) for node in item.walk())
+    ]
+    group.set("all", None)
+    group.set("expressions", keys)
+    if not keys:  # every item aggregates: one group of all rows, as Spark reads it
+        select.set("group", None)

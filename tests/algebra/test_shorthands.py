@@ -1,0 +1,45 @@
+"""Spark SQL shorthands written out for the front end (differentially checked against Spark in
+tests/oracles/test_report_constructs.py)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from sketch_core.algebra.shorthands import written_out
+from sketch_core.errors import UnsupportedQueryError
+
+
+def _out(sql: str) -> str:
+    return written_out(sqlglot.parse_one(sql, read="spark")).sql(dialect="spark")
+
+
+def test_aggregate_filters_become_conditional_arguments() -> None:
+    assert _out(
+        "SELECT COUNT(*) FILTER (WHERE c = 1) AS n, SUM(x) FILTER (WHERE c > 2) AS s, "
+        "COUNT(DISTINCT x, y) FILTER (WHERE c < 0) AS d FROM t"
+    ) == (
+        "SELECT COUNT(CASE WHEN c = 1 THEN 1 END) AS n, SUM(CASE WHEN c > 2 THEN x END) AS s, "
+        "COUNT(DISTINCT CASE WHEN c < 0 THEN x END, CASE WHEN c < 0 THEN y END) AS d FROM t"
+    )
+
+
+def test_group_by_all_groups_by_the_items_without_aggregates() -> None:
+    assert _out("SELECT a + 1 AS b, UPPER(c), SUM(x) AS s FROM t GROUP BY ALL HAVING s > 1") == (
+        "SELECT a + 1 AS b, UPPER(c), SUM(x) AS s FROM t GROUP BY a + 1, UPPER(c) HAVING s > 1"
+    )
+    assert _out("SELECT SUM(x), COUNT(*) + 1 FROM t GROUP BY ALL") == "SELECT SUM(x), COUNT(*) + 1 FROM t"
+
+
+def test_a_tree_without_shorthands_is_returned_as_it_is() -> None:
+    tree = sqlglot.parse_one("SELECT a, SUM(x) FROM t GROUP BY a", read="spark")
+    assert written_out(tree) is tree
+    with_filter = sqlglot.parse_one("SELECT SUM(x) FILTER (WHERE a > 1) FROM t", read="spark")
+    printed = with_filter.sql(dialect="spark")
+    assert written_out(with_filter) is not with_filter
+    assert with_filter.sql(dialect="spark") == printed  # the caller's tree is left unchanged
+
+
+def test_a_filter_on_an_aggregate_with_more_arguments_is_refused_by_name() -> None:
+    with pytest.raises(UnsupportedQueryError, match="FILTER"):
+        _out("SELECT PERCENTILE_APPROX(x, 0.5) FILTER (WHERE a > 1) FROM t")
