@@ -69,6 +69,17 @@ def _chunks(values: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
 _SEARCHABLE = {"str": "str", "date": "datetime64[D]", "timestamp": "datetime64[us]"}
 
 
+def _aware(value: Any) -> bool:
+    return isinstance(value, dt.datetime) and value.tzinfo is not None
+
+
+def _naive_utc(value: Any) -> Any:
+    """An aware datetime (a timestamptz column read through Arrow: Spark's TIMESTAMP) as the
+    naive UTC one the cuts hold: Spark computes them in its UTC session, and comparing aware
+    with naive datetimes raises."""
+    return value.astimezone(dt.UTC).replace(tzinfo=None) if _aware(value) else value
+
+
 def _kind(value: Any) -> str:
     for python_type, name in _KINDS.items():  # datetime before date: it is a subclass
         if type(value) is python_type:
@@ -136,11 +147,13 @@ class RangePartition:
         """The fragment holding ``value`` (binary search, O(log n))."""
         if value is None or (isinstance(value, float) and np.isnan(value)):
             return self.null_fragment
-        return bisect.bisect_right(self.cuts, value)
+        return bisect.bisect_right(self.cuts, _naive_utc(value))
 
     def fragments_of(self, values: Sequence[Any] | np.ndarray) -> np.ndarray:
         """Vectorised :meth:`fragment_of` for a column of values."""
         array = np.asarray(values, dtype=object if not isinstance(values, np.ndarray) else None)
+        if array.dtype == object and _aware(next((v for v in array if v is not None), None)):
+            array = np.array([_naive_utc(v) for v in array], dtype=object)
         numeric_cuts = not self.cuts or isinstance(self.cuts[0], int | float)
         # Decimal cuts against doubles (estimates from samples): compared as doubles, which can
         # misplace a value within a rounding error of a cut; exact callers pass Decimals.

@@ -234,3 +234,21 @@ def test_string_fragments_found_in_arrow_match_the_binary_search(
     column = pa.chunked_array([pa.array(values[:split], pa.string()), pa.array(values[split:], pa.string())])
     found = partition.fragments_of_strings(column)
     assert found.tolist() == [partition.fragment_of(v) for v in values]
+
+
+def test_aware_timestamps_fall_where_their_utc_instant_does() -> None:
+    """Spark's TIMESTAMP is Iceberg's timestamptz: read through Arrow its values are aware
+    datetimes, while the cuts (computed by Spark in its UTC session) are naive UTC ones."""
+
+    partition = RangePartition("t", "ts", (dt.datetime(2024, 3, 2), dt.datetime(2024, 3, 4)))
+    utc, plus_two = dt.UTC, dt.timezone(dt.timedelta(hours=2))
+    values = [
+        None,
+        dt.datetime(2024, 3, 3, 1, tzinfo=plus_two),
+        dt.datetime(2024, 3, 1, 23, tzinfo=utc),
+        dt.datetime(2024, 3, 4, 1, tzinfo=plus_two),  # 23:00 UTC the day before the cut
+    ]
+    expected = [partition.null_fragment, 1, 0, 1]
+    assert [partition.fragment_of(v) for v in values] == expected
+    assert partition.fragments_of(values).tolist() == expected
+    assert partition.fragments_of(values * 20).tolist() == expected * 20  # the vectorised search
