@@ -21,6 +21,13 @@ import pyarrow.compute as pc
 from sketch_core.partitions.range_partition import PartitionError, RangePartition
 
 
+def range_partitionable(kind: pa.DataType) -> bool:
+    """Whether a column of this type can be a sketch attribute: its values have an order a
+    range partition cuts (not structs, lists, maps or binary: a table Spark wrote may hold
+    them beside the columns a report reads)."""
+    return partitions_locally(kind) or pa.types.is_timestamp(kind) or pa.types.is_boolean(kind)
+
+
 def partitions_locally(kind: pa.DataType) -> bool:
     """Whether a column of this type is partitioned in-process when its table is small."""
     return bool(

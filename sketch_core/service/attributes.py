@@ -37,6 +37,7 @@ from sketch_core.attribute_choice.store import StoredSample
 from sketch_core.attribute_choice.strategies import TableCandidates, heuristic_fallbacks, preferences
 from sketch_core.errors import NoSafeAttributeError, QueryError, UnsafeAttributeError, UnsupportedQueryError
 from sketch_core.partitions import RangePartition
+from sketch_core.partitions.local import range_partitionable
 from sketch_core.rewrites.push_selections import push_selections
 from sketch_core.service.arguments import checked_fragments, checked_mapping, checked_snapshot, checked_sql
 from sketch_core.service.context import ServiceContext
@@ -45,6 +46,11 @@ from sketch_core.tables.deltas import read_matching
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
+
+
+def _attributes(pin: PinnedSnapshot) -> list[str]:
+    """The table's columns a sketch can be on (see ``range_partitionable``)."""
+    return [f.name for f in pin.schema if range_partitionable(f.type)]
 
 
 def _unsafe_because(result: SafetyResult) -> str | None:
@@ -107,7 +113,7 @@ class AttributeChooser:
             return _unsafe_because(check_safety(plan, {table: attribute}, statistics))
 
         tables, refused = table_candidates(
-            plan, {t: pin.schema.names for t, pin in pins.items()}, self.sort_keys(pins), unsafe_because
+            plan, {t: _attributes(pin) for t, pin in pins.items()}, self.sort_keys(pins), unsafe_because
         )
         candidates = {table: list(c.all) for table, c in tables.items()}
         shape = aggregation_shape(plan)
@@ -297,6 +303,12 @@ class AttributeChooser:
                     raise QueryError(
                         f"{table} has no column {attribute!r}", hint=f"columns: {pins[table].schema.names}"
                     )
+                if attribute not in _attributes(pins[table]):
+                    kind = pins[table].schema.field(attribute).type
+                    raise QueryError(
+                        f"{table}.{attribute} is a {kind} column, which a range partition cannot cut",
+                        hint=f"sketch a column of numbers, dates or strings: {_attributes(pins[table])}",
+                    )
             positive = {scan.table for scan in positive_scans(plan)}
             for table, attribute in wanted.items():
                 if table not in positive:
@@ -333,7 +345,15 @@ class AttributeChooser:
         if strategy == "heuristic" or not sketched:  # (nothing to sketch: nothing to estimate)
             grouped = group_by_attributes(plan)
             keys = self.sort_keys(pins)
-            pools = {t: TableCandidates((), (), tuple(grouped.get(t, [])), keys[t][:1]) for t in sketched}
+            pools = {
+                t: TableCandidates(
+                    (),
+                    (),
+                    tuple(a for a in grouped.get(t, []) if a in _attributes(pins[t])),
+                    tuple(a for a in keys[t][:1] if a in _attributes(pins[t])),
+                )
+                for t in sketched
+            }
         else:
             estimates = self.estimates(plan, pins, statistics, fragments, screen=False)
             pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}

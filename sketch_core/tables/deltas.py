@@ -141,14 +141,21 @@ def _as_schema(table: pa.Table, target: pa.Schema) -> pa.Table:
     return table if table.schema == target else table.cast(target)
 
 
-def _identity_codes(column: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """A column whose equal values have equal codes: integers and dates as they are, anything
-    else (strings, decimals, doubles) through a dictionary. Grouping on these integer codes is
-    several times faster than grouping on the values themselves."""
+def _identity_codes(column: pa.ChunkedArray) -> list[pa.Array | pa.ChunkedArray]:
+    """Columns whose equal rows of values have equal codes: integers and dates as they are,
+    strings, decimals and doubles through a dictionary (grouping on integer codes is several
+    times faster than on the values); a struct as whether it is NULL and its fields' codes; a
+    list, map or other nested value (Arrow encodes none of them) through its printed form."""
     kind = column.type
     if pa.types.is_integer(kind) or pa.types.is_date(kind) or pa.types.is_timestamp(kind):
-        return column
-    return pc.dictionary_encode(column).combine_chunks().indices
+        return [column]
+    if pa.types.is_struct(kind):
+        fields = [pc.struct_field(column, [i]) for i in range(kind.num_fields)]
+        return [pc.is_valid(column), *(c for f in fields for c in _identity_codes(f))]
+    if pa.types.is_nested(kind):
+        printed = pa.array([None if v is None else repr(v) for v in column.to_pylist()], pa.string())
+        column = pa.chunked_array([printed])
+    return [pc.dictionary_encode(column).combine_chunks().indices]
 
 
 def bag_difference(added: pa.Table, removed: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -160,7 +167,11 @@ def bag_difference(added: pa.Table, removed: pa.Table) -> tuple[pa.Table, pa.Tab
     if removed.num_rows == 0 or added.num_rows == 0:
         return added, removed
     both = pa.concat_tables([added, removed.cast(added.schema)])
-    keys = {f"k{i}": _identity_codes(both.column(i)) for i in range(both.num_columns)}
+    keys = {
+        f"k{i}_{j}": codes
+        for i in range(both.num_columns)
+        for j, codes in enumerate(_identity_codes(both.column(i)))
+    }
     signs = np.concatenate([np.ones(added.num_rows, np.int64), -np.ones(removed.num_rows, np.int64)])
     coded = pa.table({**keys, _SIGN: signs, _ROW: np.arange(both.num_rows, dtype=np.int64)})
     net = coded.group_by(list(keys), use_threads=False).aggregate([(_SIGN, "sum"), (_ROW, "min")])

@@ -51,6 +51,40 @@ class TestBagDifference:
         assert bag(deleted) == Counter({(3, 1.0): 1})
         assert inserted.schema == added.schema
 
+    def test_nested_columns_cancel_by_value(self) -> None:
+        """Tables Spark writes may hold structs, lists and maps (Arrow dictionary-encodes none of
+        them): equal rows still cancel, and a NULL struct differs from one of NULL fields."""
+        kind = pa.struct([("a", pa.int32()), ("b", pa.string())])
+        tags, props = pa.list_(pa.string()), pa.map_(pa.string(), pa.int64())
+
+        def rows(ids: list[int], structs: list[Any], lists: list[Any], maps: list[Any]) -> pa.Table:
+            return pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "s": pa.array(structs, kind),
+                    "l": pa.array(lists, tags),
+                    "m": pa.array(maps, props),
+                }
+            )
+
+        added = rows(
+            [1, 2, 3, 4],
+            [{"a": 1, "b": "x"}, {"a": None, "b": None}, None, {"a": 2, "b": "y"}],
+            [["t1"], [], None, ["t1", "t2"]],
+            [[("k", 1)], None, [], [("k", 2)]],
+        )
+        removed = rows(
+            [1, 2, 3, 4],
+            [{"a": 1, "b": "x"}, None, None, {"a": 2, "b": "y"}],
+            [["t1"], [], None, ["t2", "t1"]],
+            [[("k", 1)], None, [], [("k", 2)]],
+        )
+        inserted, deleted = bag_difference(added, removed)
+        assert inserted.column("id").to_pylist() == [2, 4]
+        assert deleted.column("id").to_pylist() == [2, 4]
+        assert inserted.column("s").to_pylist()[0] == {"a": None, "b": None}
+        assert deleted.column("s").to_pylist()[0] is None
+
     def test_one_side_empty_returns_the_other_unchanged(self) -> None:
         rows = pa.table({"k": [3, 1, 2]})
         assert bag_difference(rows, rows.slice(0, 0)) == (rows, rows.slice(0, 0))
