@@ -14,7 +14,8 @@ def prune_files(
     """The files that may hold rows of ``fragments``; a file with unknown statistics is kept.
 
     A file with bounds [lo, hi] on the partition attribute meets the interval [low, high) when
-    ``hi >= low`` and ``lo < high``. NULL rows are only in files whose null count is not zero.
+    ``hi >= low`` and ``lo < high``. NULL rows are only in files whose null count is not zero; the
+    NULL fragment of a floating-point attribute also holds its NaNs, which no bound counts.
     """
     fragments = set(fragments)
     intervals = partition.intervals(fragments)
@@ -26,7 +27,7 @@ def prune_files(
         if low is None or high is None:
             kept.append(info)  # no statistics: cannot rule the file out
             continue
-        if wants_nulls and info.null_counts.get(attribute, 1) > 0:
+        if wants_nulls and (partition.holds_nan or info.null_counts.get(attribute, 1) > 0):
             kept.append(info)
             continue
         if any(

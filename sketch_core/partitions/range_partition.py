@@ -278,10 +278,24 @@ class RangePartition:
         tested = self._tested_intervals(ids, max_intervals)
         with_nulls = self.null_fragment in ids
         if max_intervals is None or len(tested) <= max_intervals:
-            return ranges_sql(tested, target, with_nulls).text
-        coarse = ranges_sql(self.intervals(ids, max_intervals), target, with_nulls)
-        tree = membership_tree_sql(tested, target, with_nulls)
-        return f"{tree.operand()} AND {coarse.operand()}"
+            condition = ranges_sql(tested, target, with_nulls)
+        else:
+            coarse = ranges_sql(self.intervals(ids, max_intervals), target, with_nulls)
+            tree = membership_tree_sql(tested, target, with_nulls)
+            condition = ConditionSql(f"{tree.operand()} AND {coarse.operand()}", True)
+        if not self.holds_nan:
+            return condition.text
+        # NaN is in the NULL fragment (as every lookup puts it), while Spark orders it above
+        # every number: a range open above would take it. (An AND keeps the ranges pushable.)
+        if with_nulls:
+            return f"isnan({target}) OR {condition.operand()}"
+        return f"NOT isnan({target}) AND {condition.operand()}"
+
+    @property
+    def holds_nan(self) -> bool:
+        """Whether the attribute is a floating-point one, whose NaN values are in the NULL
+        fragment."""
+        return bool(self.cuts) and isinstance(self.cuts[0], float)
 
     def predicate(
         self, fragments: Iterable[int], column: exp.Expr | None = None, max_intervals: int | None = None
