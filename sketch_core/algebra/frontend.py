@@ -671,10 +671,12 @@ class _Builder:
             raise TableNotFoundError(table)
         schema = list(self.schemas[table])
         wanted = self.refs.get(alias, set())
-        chosen = [(c, t) for c, t in schema if c in wanted] or schema[:1]
-        names = tuple(self.names.fresh(c) for c, _ in chosen)
+        # The query names columns in any case (Spark resolves them case-insensitively, and
+        # qualify() lower-cases them); the scan reads them by the names the files hold.
+        chosen = [(c, t) for c, t in schema if c.lower() in wanted] or schema[:1]
+        names = tuple(self.names.fresh(c.lower()) for c, _ in chosen)
         scan = Scan(table, alias, tuple(c for c, _ in chosen), names, tuple(t for _, t in chosen))
-        return scan, {alias: dict(zip(scan.source_columns, names, strict=True))}
+        return scan, {alias: {c.lower(): n for c, n in zip(scan.source_columns, names, strict=True)}}
 
     def _from(
         self, node: exp.Select, ctes: Mapping[str, exp.Expr], outer: Sequence[Scope]
@@ -1355,7 +1357,7 @@ def ir_from_tree(
     for table in tree.find_all(exp.Table):
         if table.args.get("db") and f"{table.db}.{table.name}".lower() not in lowered:
             raise TableNotFoundError(f"{table.db}.{table.name}".lower())
-    qualified = _qualify(tree, lowered)
+    qualified = _qualify(tree, {t: [(c.lower(), kind) for c, kind in cols] for t, cols in lowered.items()})
     for exists in qualified.find_all(exp.Exists):
         # An EXISTS subquery's select list means nothing; dropping it keeps scans narrow.
         inner = exists.this.this if isinstance(exists.this, exp.Subquery) else exists.this

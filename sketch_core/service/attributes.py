@@ -299,6 +299,10 @@ class AttributeChooser:
                         f"attributes names {table}, which the query does not read",
                         hint=f"name tables the query reads: {sorted(pins)}",
                     )
+                # As Spark resolves names: in any case (a table Spark created as `UserId`).
+                spelled = {c.lower(): c for c in pins[table].schema.names}
+                if attribute not in pins[table].schema.names and attribute.lower() in spelled:
+                    attribute = wanted[table] = spelled[attribute.lower()]
                 if attribute not in pins[table].schema.names:
                     raise QueryError(
                         f"{table} has no column {attribute!r}", hint=f"columns: {pins[table].schema.names}"

@@ -1,5 +1,6 @@
 """A table Spark created with nested columns beside the ones reports read: a struct, an array
-and a map, partitioned by ``days(ts)``. The default capture sketches a column a range partition
+and a map, partitioned by ``days(ts)``, with column names in mixed case (``UserId``), which
+reports name in any case, as Spark resolves them. The default capture sketches a column a range partition
 can cut (never the nested ones, which it cannot order); naming a nested one is refused by its
 type; a Spark DELETE (copy-on-write: whole files rewritten, their rows compared) is maintained
 incrementally, equal to a fresh capture, and the sketched report equals the plain one."""
@@ -20,8 +21,8 @@ NESTED = ("payload", "tags", "props")
 REPORTS = {
     "struct_group": "SELECT payload.a AS pa, SUM(amount) AS s FROM {t} GROUP BY payload.a "
     "HAVING SUM(amount) > 2000",
-    "user_top": "SELECT user_id, SUM(amount) AS spent, MAX(ts) AS last FROM {t} "
-    "WHERE array_contains(tags, 't1') GROUP BY user_id ORDER BY spent DESC, user_id LIMIT 5",
+    "user_top": "SELECT userid, SUM(Amount) AS spent, MAX(ts) AS last FROM {t} "
+    "WHERE array_contains(tags, 't1') GROUP BY UserId ORDER BY spent DESC, userid LIMIT 5",
 }
 
 
@@ -31,7 +32,7 @@ def test_nested_columns_are_never_sketched_and_their_rows_are_maintained(
     svc, table = spark_svc, f"{ns}.events"
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS lake.{ns}")
     spark.sql(
-        f"""CREATE TABLE lake.{table} (id BIGINT, ts TIMESTAMP, user_id BIGINT, amount DECIMAL(10,2),
+        f"""CREATE TABLE lake.{table} (id BIGINT, ts TIMESTAMP, UserId BIGINT, Amount DECIMAL(10,2),
         payload STRUCT<a: INT, b: STRING>, tags ARRAY<STRING>, props MAP<STRING, INT>)
         USING iceberg PARTITIONED BY (days(ts))"""
     )
@@ -47,6 +48,8 @@ def test_nested_columns_are_never_sketched_and_their_rows_are_maintained(
     for name, sql in reports.items():
         version = svc.capture(sql, name=name, fragments=16, with_state=True)
         assert version.fragments and not set(a for a, _ in version.partitions.values()) & set(NESTED)
+    named = svc.capture(reports[f"{ns}_user_top"], name=f"{ns}_named", attributes={table: "userid"})
+    assert named.partitions[table][0] == "UserId"  # the name as the table spells it
     with pytest.raises(QueryError, match="struct"):
         svc.capture(
             REPORTS["struct_group"].format(t=table), name=f"{ns}_nested", attributes={table: "payload"}
