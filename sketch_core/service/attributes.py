@@ -53,6 +53,22 @@ def _attributes(pin: PinnedSnapshot) -> list[str]:
     return [f.name for f in pin.schema if range_partitionable(f.type)]
 
 
+def _spelled_attribute(pin: PinnedSnapshot, attribute: str) -> str:
+    """A requested attribute as the table spells it (Spark resolves names in any case: a table
+    Spark created has `UserId`); QueryError for a column it lacks or a range partition cannot cut."""
+    names = pin.schema.names
+    spelled = attribute if attribute in names else {c.lower(): c for c in names}.get(attribute.lower())
+    if spelled is None:
+        raise QueryError(f"{pin.table} has no column {attribute!r}", hint=f"columns: {names}")
+    if spelled not in _attributes(pin):
+        raise QueryError(
+            f"{pin.table}.{spelled} is a {pin.schema.field(spelled).type} column, which a range "
+            "partition cannot cut",
+            hint=f"sketch a column of numbers, dates or strings: {_attributes(pin)}",
+        )
+    return spelled
+
+
 def _unsafe_because(result: SafetyResult) -> str | None:
     return None if result.safe else result.reason or "unsafe"
 
@@ -299,20 +315,7 @@ class AttributeChooser:
                         f"attributes names {table}, which the query does not read",
                         hint=f"name tables the query reads: {sorted(pins)}",
                     )
-                # As Spark resolves names: in any case (a table Spark created as `UserId`).
-                spelled = {c.lower(): c for c in pins[table].schema.names}
-                if attribute not in pins[table].schema.names and attribute.lower() in spelled:
-                    attribute = wanted[table] = spelled[attribute.lower()]
-                if attribute not in pins[table].schema.names:
-                    raise QueryError(
-                        f"{table} has no column {attribute!r}", hint=f"columns: {pins[table].schema.names}"
-                    )
-                if attribute not in _attributes(pins[table]):
-                    kind = pins[table].schema.field(attribute).type
-                    raise QueryError(
-                        f"{table}.{attribute} is a {kind} column, which a range partition cannot cut",
-                        hint=f"sketch a column of numbers, dates or strings: {_attributes(pins[table])}",
-                    )
+                wanted[table] = _spelled_attribute(pins[table], attribute)
             positive = {scan.table for scan in positive_scans(plan)}
             for table, attribute in wanted.items():
                 if table not in positive:
