@@ -1329,6 +1329,36 @@ def _qualify(tree: exp.Expr, schemas: TableSchemas) -> exp.Expr:
     return coerce(qualified, nested)
 
 
+# Functions whose value changes from run to run: a sketch is the provenance of one query, and
+# with these the same text asks another one tomorrow (BI tools print relative date filters as
+# `date_add(current_date(), -6)`), or another one every run (random values).
+_CHANGING: tuple[type[exp.Expr], ...] = (
+    exp.CurrentDate,
+    exp.CurrentDatetime,
+    exp.CurrentTime,
+    exp.CurrentTimestamp,
+    exp.CurrentTimestampLTZ,
+    exp.Localtimestamp,
+    exp.Rand,
+    exp.Randn,
+    exp.Uuid,
+)
+_CHANGING_NAMES = frozenset({"now", "current_timezone", "shuffle", "random", "uuid"})
+
+
+def _refuse_changing_values(tree: exp.Expr) -> None:
+    for node in tree.walk():
+        named = isinstance(node, exp.Anonymous) and str(node.this).lower() in _CHANGING_NAMES
+        if isinstance(node, _CHANGING) or named:
+            name = node.sql(dialect="spark").split("(")[0]
+            raise UnsupportedQueryError(
+                f"{name}, whose value changes from run to run",
+                _where(node),
+                hint="pass the value as a parameter (params={'day': ...}), so that each value "
+                "gets its own sketch; the query runs without a sketch as it is",
+            )
+
+
 def _column_refs(tree: exp.Expr) -> dict[str, set[str]]:
     refs: dict[str, set[str]] = {}
     for col in tree.find_all(exp.Column):
@@ -1347,6 +1377,7 @@ def ir_from_tree(
 ) -> ParsedQuery:
     """:func:`to_ir` of a parsed query (left unchanged: parameters are bound into a copy)."""
     tree = written_out(bind_parameters(query, params))
+    _refuse_changing_values(tree)
     # Checked before anything else: a select list that is fine under ROLLUP is refused as not
     # grouped.
     for group in tree.find_all(exp.Group):

@@ -38,6 +38,9 @@ CALLS: dict[str, Call] = {
         f"SELECT a, COUNT(*) AS n FROM {TABLE} WHERE a > :x GROUP BY a", params={"x": object()}
     ),
     "capture snapshot negative": lambda s: s.capture(QUERY, snapshot=-5),
+    "capture a relative date": lambda s: s.capture(
+        f"SELECT a, SUM(b) AS s FROM {TABLE} WHERE CAST(c AS DATE) > date_add(current_date(), -7) GROUP BY a"
+    ),
     "capture snapshot in the future": lambda s: s.capture(QUERY, snapshot=10**12),
     "capture snapshot text": lambda s: s.capture(QUERY, snapshot="x"),  # type: ignore[arg-type]
     "capture name empty": lambda s: s.capture(QUERY, name=""),
@@ -96,3 +99,12 @@ def test_every_failure_is_a_sketch_error_with_a_hint(hostile_svc: SketchService,
         CALLS[label](hostile_svc)
     assert info.value.hint, f"{type(info.value).__name__} without a hint: {info.value}"
     assert hostile_svc.tables.pin(TABLE).snapshot_id == before, "nothing published is changed"
+
+
+def test_a_report_with_a_changing_value_runs_without_a_sketch(hostile_svc: SketchService) -> None:
+    """A random value (as ``current_date()``): no sketch is captured for it, and the report runs
+    plain, by default and when asked to use sketches always."""
+    sql = f"SELECT a, COUNT(*) AS n FROM {TABLE} WHERE rand() < 2 GROUP BY a"
+    for how in (True, "always"):
+        result = hostile_svc.query(sql, use_sketches=how)
+        assert result.sketch is None and result.table.num_rows == 20
