@@ -60,11 +60,12 @@ def _spelled_attribute(pin: PinnedSnapshot, attribute: str) -> str:
     spelled = attribute if attribute in names else {c.lower(): c for c in names}.get(attribute.lower())
     if spelled is None:
         raise QueryError(f"{pin.table} has no column {attribute!r}", hint=f"columns: {names}")
-    if spelled not in _attributes(pin):
+    cuttable = _attributes(pin)
+    if spelled not in cuttable:
         raise QueryError(
             f"{pin.table}.{spelled} is a {pin.schema.field(spelled).type} column, which a range "
             "partition cannot cut",
-            hint=f"sketch a column of numbers, dates or strings: {_attributes(pin)}",
+            hint=f"sketch a column of numbers, dates or strings: {cuttable}",
         )
     return spelled
 
@@ -352,12 +353,13 @@ class AttributeChooser:
         if strategy == "heuristic" or not sketched:  # (nothing to sketch: nothing to estimate)
             grouped = group_by_attributes(plan)
             keys = self.sort_keys(pins)
+            cuttable = {t: set(_attributes(pins[t])) for t in sketched}
             pools = {
                 t: TableCandidates(
                     (),
                     (),
-                    tuple(a for a in grouped.get(t, []) if a in _attributes(pins[t])),
-                    tuple(a for a in keys[t][:1] if a in _attributes(pins[t])),
+                    tuple(a for a in grouped.get(t, []) if a in cuttable[t]),
+                    tuple(a for a in keys[t][:1] if a in cuttable[t]),
                 )
                 for t in sketched
             }
