@@ -111,6 +111,22 @@ class TableNotFoundError(TableError):
         )
 
 
+class SketchTableDroppedError(TableError):
+    """A table a sketch reads was dropped (by any engine) after the sketch's newest version: no
+    version can serve the table's later snapshots, nor of a table created again under its name."""
+
+    def __init__(self, sketch: str, table: str, sequence: int) -> None:
+        self.sketch = sketch
+        self.table = table
+        self.sequence = sequence
+        super().__init__(
+            f"sketch {sketch!r} reads {table}, which was dropped at commit sequence {sequence}: "
+            "it cannot be maintained past that commit",
+            hint=f"drop the sketch (`sketch drop {sketch}` or svc.drop_sketch) and capture the report "
+            "again once the table exists",
+        )
+
+
 class TableExistsError(TableError):
     def __init__(self, name: str) -> None:
         self.name = name

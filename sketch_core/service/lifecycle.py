@@ -79,11 +79,13 @@ class Lifecycle:
     def _tables_of(self, names: Sequence[str] | None) -> list[str]:
         """The tables the sketches ``names`` read (None: every table)."""
         ctx = self.context
+        existing = {record.name for record in ctx.tables.list()}
         if names is None:
-            return sorted(record.name for record in ctx.tables.list())
+            return sorted(existing)
         wanted = set(names)
         definitions = ctx.sketches.definitions()
-        return sorted({t for d in definitions if d.name in wanted for t in referenced_tables(d.query_sql)})
+        read = {t for d in definitions if d.name in wanted for t in referenced_tables(d.query_sql)}
+        return sorted(read & existing)  # not a table another engine dropped under a sketch
 
     def _expire_table_snapshots(self, tables: Sequence[str]) -> dict[str, int]:
         """Expire the snapshots of ``tables`` that no kept sketch version, of any sketch, and no

@@ -20,6 +20,7 @@ from sketch_core.errors import (
     DeltaQuarantinedError,
     KeptValuesExhaustedError,
     SketchNotFoundError,
+    SketchTableDroppedError,
     SnapshotExpiredError,
     StateMissingError,
     UnsupportedQueryError,
@@ -89,10 +90,10 @@ class Maintainer:
                     raise
                 # Defined but never published (its capture died): nothing to maintain from.
                 log.warning("%s has no published version: not maintained", each)
-            except DeltaQuarantinedError as exc:
+            except (DeltaQuarantinedError, SketchTableDroppedError) as exc:
                 if name is not None:
                     raise
-                log.warning("%s", exc)  # blocked at its last good version; the others go on
+                log.warning("%s", exc)  # left at its last good version; the others go on
         if any(r.published for r in runs):
             self.lifecycle.collect_after_maintenance(names)
         return runs
@@ -124,6 +125,9 @@ class Maintainer:
             for c in ctx.commit_log.commits(after_seq=record.sequence, until_seq=target)
             if c.table in tables
         ]
+        dropped = next((c for c in pending if c.operation == "drop"), None)
+        if dropped is not None:  # (a table another engine dropped; the service's drop_table refuses)
+            raise SketchTableDroppedError(definition.name, dropped.table, dropped.seq)
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
         changed = {c.table for c in pending}
         on_spark = delta_rows > self.context.settings.spark_delta_rows

@@ -11,7 +11,12 @@ from typing import Any
 
 from sketch_core.algebra.query_text import referenced_tables, template_key
 from sketch_core.costs.arrivals import forecast_next, predict
-from sketch_core.errors import ConfigurationError, DeltaQuarantinedError, SketchNotFoundError
+from sketch_core.errors import (
+    ConfigurationError,
+    DeltaQuarantinedError,
+    SketchNotFoundError,
+    SketchTableDroppedError,
+)
 from sketch_core.maintenance.budget import BudgetRun
 from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy, PolicyFacts, effective_policy, evaluate
 from sketch_core.service.context import ServiceContext
@@ -115,7 +120,7 @@ class Scheduler:
         for name in names:
             try:
                 runs.extend(self.maintainer.maintain(name, strategy))
-            except DeltaQuarantinedError as exc:
+            except (DeltaQuarantinedError, SketchTableDroppedError) as exc:
                 log.warning("%s", exc)
             except SketchNotFoundError:
                 self.context.sketches.definition(name)  # raises when the name is not a sketch at all

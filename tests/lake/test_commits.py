@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from sketch_core.datasets import synthetic_table
+from sketch_core.errors import SketchTableDroppedError
 from sketch_core.service.facade import SketchService
 from tests.oracles.results import sorted_rows
 from tests.service.test_maintain import HAVING, fresh_fragments, maintained
@@ -102,3 +103,64 @@ def test_pyiceberg_used_directly_commits_like_any_engine(svc: SketchService, ns:
     assert sorted(svc.tables.read_arrow(table, first)["k"].to_pylist()) == [1, 2, 3]
     # The service's own writes carry on from there.
     assert svc.tables.append(table, pa.table({"k": [6]})) > commit.seq
+
+
+def test_a_rollback_to_an_earlier_snapshot_is_a_commit_that_sketches_follow(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    """Spark's ``rollback_to_snapshot`` makes an earlier snapshot current again: a commit of its
+    own (it once broke the commit log for every table: its snapshot id was recorded already)."""
+    svc, table = spark_svc, f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(2000, 20, seed=3), sort_by=["a"])
+    name = f"{ns}_having"
+    sql = HAVING.format(t=table)
+    svc.capture(sql, name=name, attributes={table: "a"}, fragments=10)
+    spark.sql(f"DELETE FROM lake.{table} WHERE a < 6")
+    svc.maintain(name)
+    first, deleted = svc.tables.commits(table)
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{table}', {first.snapshot_id})")
+    seq = svc.latest_sequence()
+    rolled_back = svc.tables.commits(table)[-1]
+    assert (rolled_back.seq, rolled_back.snapshot_id) == (seq, first.snapshot_id)
+    assert rolled_back.total_rows == first.total_rows
+    read = svc.tables.read_arrow
+    assert sorted_rows(read(table, seq)) == sorted_rows(read(table, first.seq))
+    (run,) = svc.maintain(name)
+    assert run.to_version == 3 and run.delta_rows == first.total_rows - deleted.total_rows > 0
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, seq)
+    used = svc.query(sql, use_sketches="always")
+    assert used.sketch == (name, 3)
+    assert sorted_rows(used.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
+    # The service goes on recording commits after it.
+    spark.sql(f"DELETE FROM lake.{table} WHERE a = 7")
+    assert svc.tables.commits(table)[-1].seq == svc.latest_sequence() > seq
+
+
+def test_a_table_another_engine_drops_stops_its_sketches_not_the_others(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    svc = spark_svc
+    names = {}
+    for label in ("gone", "kept"):
+        table = f"{ns}.{label}"
+        svc.tables.create(table, synthetic_table(600, 6, seed=1), sort_by=["a"])
+        names[label] = f"{ns}_{label}"
+        svc.capture(HAVING.format(t=table), name=names[label], attributes={table: "a"}, fragments=4)
+    spark.sql(f"DELETE FROM lake.{ns}.kept WHERE a = 2")
+    spark.sql(f"DROP TABLE lake.{ns}.gone")
+    dropped_at = svc.latest_sequence()
+    runs = [r for r in svc.maintain() if r.name in names.values()]  # (other tests' sketches too)
+    assert [(r.name, r.strategy != "none") for r in runs] == [(names["kept"], True)]
+    svc.collect_garbage(list(names.values()))  # passes over the table that is gone
+    with pytest.raises(SketchTableDroppedError) as raised:
+        svc.maintain(names["gone"])
+    assert (raised.value.table, raised.value.sequence) == (f"{ns}.gone", dropped_at)
+    assert f"sketch drop {names['gone']}" in str(raised.value)
+    # A table created again under the name is another table: the sketch stays stopped.
+    spark.sql(f"CREATE TABLE lake.{ns}.gone (a BIGINT, b BIGINT) USING iceberg")
+    spark.sql(f"INSERT INTO lake.{ns}.gone VALUES (1, 2)")
+    assert [r.name for r in svc.maintain_each(list(names.values()))] == [names["kept"]]
+    with pytest.raises(SketchTableDroppedError):
+        svc.maintain(names["gone"])
+    svc.drop_sketch(names["gone"])
+    assert [d.name for d in svc.sketches.definitions() if d.name in names.values()] == [names["kept"]]
