@@ -120,10 +120,26 @@ class SketchTableDroppedError(TableError):
         self.table = table
         self.sequence = sequence
         super().__init__(
-            f"sketch {sketch!r} reads {table}, which was dropped at commit sequence {sequence}: "
+            f"sketch {sketch!r} reads {table}, which was dropped (or renamed) at commit sequence {sequence}: "
             "it cannot be maintained past that commit",
             hint=f"drop the sketch (`sketch drop {sketch}` or svc.drop_sketch) and capture the report "
             "again once the table exists",
+        )
+
+
+class ColumnsDroppedError(TableError):
+    """Columns a sketch's query reads were dropped from a table (by another engine: the table
+    service refuses drops): the query no longer runs on the table, so no later version can be
+    maintained."""
+
+    def __init__(self, table: str, columns: Sequence[str]) -> None:
+        self.table = table
+        self.columns = list(columns)
+        super().__init__(
+            f"{table} has no column {', '.join(self.columns)} any more (dropped from the table), "
+            "which the sketch's query reads: it cannot be maintained past that change",
+            hint="drop the sketch (`sketch drop NAME` or svc.drop_sketch) and capture the report again "
+            "once its query runs on the table",
         )
 
 

@@ -53,6 +53,11 @@ class QueryText:
         self._ir: LruMap[_IrKey, ParsedQuery] = LruMap(IR_PER_TEXT)
 
     @property
+    def column_names(self) -> frozenset[str]:
+        """Every column name the text mentions, lower-case (Spark resolves names so)."""
+        return frozenset(c.name.lower() for c in self.statement.find_all(exp.Column) if c.name)
+
+    @property
     def template_key(self) -> str:
         """Identifies a parameterized query template: its normalized SQL, placeholders unbound
         (UnsupportedQueryError for a statement that is not a query)."""

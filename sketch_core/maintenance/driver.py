@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from sketch_core.algebra.frontend import decode_params
 from sketch_core.algebra.query_text import query_text, referenced_tables
+from sketch_core.errors import ColumnsDroppedError, QueryError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch, Reader, RowDelta
 from sketch_core.incremental.merge import SketchDelta
 from sketch_core.incremental.partials import Partials
@@ -98,10 +99,25 @@ def plan_engine(
     names = referenced_tables(definition.query_sql)
     pins = {name: tables.pin(name, sequence) for name in sorted(names)}
     # The kept parse (the capture and the query path made it too, in a long-lived process).
-    parsed = query_text(definition.query_sql).to_ir(table_schemas(pins), decode_params(definition.params))
+    try:
+        parsed = query_text(definition.query_sql).to_ir(table_schemas(pins), decode_params(definition.params))
+    except QueryError:
+        _refuse_dropped_columns(tables, definition.query_sql, names)
+        raise
     schemas = {t: p.schema for t, p in pins.items()}
     engine = IncrementalSketch(parsed.plan, partitions, schemas, keep_top, remote=remote, ansi=ansi)
     return engine, pins
+
+
+def _refuse_dropped_columns(tables: TableService, sql: str, names: Iterable[str]) -> None:
+    """A query that stopped resolving because another engine dropped columns it names says so
+    (pins read with the table's current schema, so a column dropped since the sketch's version
+    is missing at every sequence)."""
+    named = query_text(sql).column_names
+    for table in names:
+        gone = sorted(named & tables.dropped_columns(table))
+        if gone:
+            raise ColumnsDroppedError(table, gone)
 
 
 def build_engine(
@@ -157,6 +173,10 @@ def advance(
     # And only the rows that can pass the selections.
     filters = sketch.engine.delta_filters() if pushdown else {}
     pins = {t: tables.pin(t, to_sequence) for t in sketch.tables}
+    for t, pin in pins.items():  # another engine may have dropped one (the table service refuses)
+        dropped = sorted(set(columns.get(t, ())) - set(pin.schema.names))
+        if dropped:
+            raise ColumnsDroppedError(t, dropped)
     deltas = {
         t: tables.delta(
             t,

@@ -410,10 +410,10 @@ class SketchService:
         pinned to older snapshots.
 
         Raises ConfigurationError (unknown strategy), SketchNotFoundError,
-        DeltaQuarantinedError or SketchTableDroppedError (another engine dropped a table it
-        reads) for one named sketch (with all, such a sketch is left behind with a warning),
-        UnsupportedQueryError (``incremental`` on a query the engine cannot
-        maintain), SketchBusyError or SparkJobError.
+        DeltaQuarantinedError, SketchTableDroppedError or ColumnsDroppedError (another engine
+        dropped a table or column it reads) for one named sketch (with all, such a sketch is
+        left behind with a warning), UnsupportedQueryError (``incremental`` on a query the
+        engine cannot maintain), SketchBusyError or SparkJobError.
         """
         return self.maintainer.maintain(name, strategy)
 
@@ -439,8 +439,8 @@ class SketchService:
 
     def maintain_each(self, names: Sequence[str], strategy: str = "auto") -> list[MaintenanceRun]:
         """Maintain each sketch of ``names``. One that a quarantined delta batch blocks is left
-        at its version with a warning (``status()`` says why), so is one whose table another
-        engine dropped, one defined but never published
+        at its version with a warning (``status()`` says why), so is one whose table or column
+        another engine dropped, one defined but never published
         (its capture died) is passed over, and the others go on; any other error stops the
         run, as ``maintain(name)``'s would. Returns the runs."""
         return self.scheduler.maintain_each(names, strategy)

@@ -17,6 +17,7 @@ from sketch_core.algebra.query_text import referenced_tables
 from sketch_core.costs.choose import Choice, Situation, choose, stateless_choice
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
+    ColumnsDroppedError,
     DeltaQuarantinedError,
     KeptValuesExhaustedError,
     SketchNotFoundError,
@@ -90,7 +91,7 @@ class Maintainer:
                     raise
                 # Defined but never published (its capture died): nothing to maintain from.
                 log.warning("%s has no published version: not maintained", each)
-            except (DeltaQuarantinedError, SketchTableDroppedError) as exc:
+            except (DeltaQuarantinedError, SketchTableDroppedError, ColumnsDroppedError) as exc:
                 if name is not None:
                     raise
                 log.warning("%s", exc)  # left at its last good version; the others go on

@@ -12,6 +12,7 @@ from typing import Any
 from sketch_core.algebra.query_text import referenced_tables, template_key
 from sketch_core.costs.arrivals import forecast_next, predict
 from sketch_core.errors import (
+    ColumnsDroppedError,
     ConfigurationError,
     DeltaQuarantinedError,
     SketchNotFoundError,
@@ -120,7 +121,7 @@ class Scheduler:
         for name in names:
             try:
                 runs.extend(self.maintainer.maintain(name, strategy))
-            except (DeltaQuarantinedError, SketchTableDroppedError) as exc:
+            except (DeltaQuarantinedError, SketchTableDroppedError, ColumnsDroppedError) as exc:
                 log.warning("%s", exc)
             except SketchNotFoundError:
                 self.context.sketches.definition(name)  # raises when the name is not a sketch at all

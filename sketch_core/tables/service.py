@@ -559,6 +559,14 @@ class TableService:
             name = self._require(name).name
         return self.commit_log.commits(name)
 
+    def dropped_columns(self, name: str) -> set[str]:
+        """The top-level columns an earlier schema of ``name`` had and its current one lacks
+        (lower-case): dropped by another engine, or renamed. Raises TableNotFoundError."""
+        _, _, table = self._open(name, fresh=True)
+        current = {field.name.lower() for field in table.schema().fields}
+        earlier = {field.name.lower() for schema in table.metadata.schemas for field in schema.fields}
+        return earlier - current
+
     def schema(self, name: str) -> pa.Schema:
         """The table's current schema, as Arrow. Raises TableNotFoundError."""
         return self._open(name)[2].schema().as_arrow()

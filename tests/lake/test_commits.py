@@ -14,10 +14,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from sketch_core.datasets import synthetic_table
-from sketch_core.errors import SketchTableDroppedError
+from sketch_core.errors import ColumnsDroppedError, SketchTableDroppedError
 from sketch_core.service.facade import SketchService
 from tests.oracles.results import sorted_rows
-from tests.service.test_maintain import HAVING, fresh_fragments, maintained
+from tests.service.test_maintain import HAVING, fresh_fragments, maintained, sibling
 
 pytestmark = pytest.mark.spark
 
@@ -136,16 +136,24 @@ def test_a_rollback_to_an_earlier_snapshot_is_a_commit_that_sketches_follow(
     assert svc.tables.commits(table)[-1].seq == svc.latest_sequence() > seq
 
 
+def _two_sketched_tables(svc: SketchService, ns: str, changed: str) -> dict[str, str]:
+    """Tables ``changed`` and ``kept``, each with a HAVING sketch (state stored): label to name."""
+    names = {}
+    for label in (changed, "kept"):
+        table = f"{ns}.{label}"
+        svc.tables.create(table, synthetic_table(600, 6, seed=1), sort_by=["a"])
+        names[label] = f"{ns}_{label}"
+        svc.capture(
+            HAVING.format(t=table), name=names[label], attributes={table: "a"}, fragments=4, with_state=True
+        )
+    return names
+
+
 def test_a_table_another_engine_drops_stops_its_sketches_not_the_others(
     spark_svc: SketchService, spark: SparkSession, ns: str
 ) -> None:
     svc = spark_svc
-    names = {}
-    for label in ("gone", "kept"):
-        table = f"{ns}.{label}"
-        svc.tables.create(table, synthetic_table(600, 6, seed=1), sort_by=["a"])
-        names[label] = f"{ns}_{label}"
-        svc.capture(HAVING.format(t=table), name=names[label], attributes={table: "a"}, fragments=4)
+    names = _two_sketched_tables(svc, ns, "gone")
     spark.sql(f"DELETE FROM lake.{ns}.kept WHERE a = 2")
     spark.sql(f"DROP TABLE lake.{ns}.gone")
     dropped_at = svc.latest_sequence()
@@ -164,3 +172,23 @@ def test_a_table_another_engine_drops_stops_its_sketches_not_the_others(
         svc.maintain(names["gone"])
     svc.drop_sketch(names["gone"])
     assert [d.name for d in svc.sketches.definitions() if d.name in names.values()] == [names["kept"]]
+
+
+def test_a_column_another_engine_drops_stops_the_sketches_that_read_it(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    svc = spark_svc
+    names = _two_sketched_tables(svc, ns, "narrowed")
+    spark.sql(f"ALTER TABLE lake.{ns}.narrowed DROP COLUMN b")  # HAVING sums b
+    spark.sql(f"DELETE FROM lake.{ns}.narrowed WHERE a = 1")
+    spark.sql(f"DELETE FROM lake.{ns}.kept WHERE a = 2")
+    at = svc.latest_sequence()
+    # A fresh process (no engine kept) and the service that captured them (engines kept) alike.
+    assert svc.kept_engine(names["narrowed"]) is not None
+    for service in (sibling(svc), svc):
+        runs = [r for r in service.maintain() if r.name in names.values()]
+        assert [r.name for r in runs if r.strategy != "none"] in ([names["kept"]], [])
+        with pytest.raises(ColumnsDroppedError) as raised:
+            service.maintain(names["narrowed"])
+        assert (raised.value.table, raised.value.columns) == (f"{ns}.narrowed", ["b"])
+    assert svc.sketch(names["kept"]).sequence == at
