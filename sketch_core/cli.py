@@ -606,11 +606,9 @@ def policy_check(
             label = c.policy.describe() + ("" if c.explicit else " (default)")
             view.add_row(c.name, label, "yes" if c.fire else "no", c.decision.reason)
         console.print(view)
-        if run:
-            for check in checks:
-                if check.fire:
-                    for r in svc.maintain(check.name):
-                        console.print(f"{r.name}: {r.strategy} {r.from_version} -> {r.to_version}")
+        if run:  # a sketch that is blocked (or whose table is gone) is passed over, with a warning
+            for r in svc.maintain_each([c.name for c in checks if c.fire]):
+                console.print(f"{r.name}: {r.strategy} {r.from_version} -> {r.to_version}")
 
 
 @policy_app.command("announce")

@@ -13,7 +13,7 @@ from typing import Any
 
 from pyroaring import BitMap
 
-from sketch_core.metastore.commits import CommitLog
+from sketch_core.metastore.commits import CommitLog, CommitRecord
 from sketch_core.metastore.costs import CostDecision, CostRecords
 from sketch_core.metastore.policies import DecisionRecord, PolicyRepository
 from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
@@ -138,7 +138,19 @@ def sketch_status(
         dict(record.table_snapshots),
         cost_decision,
         state_mode,
-        blocked_reason(quarantined, record.table_snapshots, record.sequence),
+        dropped_reason(behind) or blocked_reason(quarantined, record.table_snapshots, record.sequence),
+    )
+
+
+def dropped_reason(behind: Sequence[CommitRecord]) -> str | None:
+    """Why a version with the commits ``behind`` it can never be maintained: a table it reads
+    was dropped (or renamed) by another engine (None: none was)."""
+    dropped = next((c for c in behind if c.operation == "drop"), None)
+    if dropped is None:
+        return None
+    return (
+        f"{dropped.table} was dropped (or renamed) at commit {dropped.seq}: drop the sketch and "
+        "capture the report again once the table exists"
     )
 
 

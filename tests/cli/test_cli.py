@@ -234,3 +234,25 @@ def test_tables_advise_and_recluster(env: dict[str, str], spark_svc: SketchServi
     rewritten = runner.invoke(app, ["tables", "recluster", table], env=env)
     assert rewritten.exit_code == 0, rewritten.output
     assert "rewrote" in rewritten.output and spark_svc.tables.commits(table)[-1].operation == "replace"
+
+
+def test_policy_check_run_passes_over_a_due_sketch_whose_table_is_gone(
+    env: dict[str, str], spark_svc: SketchService, ns: str
+) -> None:
+    runner = CliRunner()
+    for label in ("gone", "kept"):
+        table = f"{ns}.{label}"
+        spark_svc.tables.create(table, synthetic_table(400, groups=8, seed=1), sort_by=["key"])
+        sql = f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a HAVING SUM(b) > 10"
+        spark_svc.capture(sql, name=f"{ns}_{label}", attributes={table: "a"}, fragments=8)
+        spark_svc.tables.append(table, synthetic_table(5, groups=8, seed=2, key_start=400))
+    spark_svc.spark.sql(f"DROP TABLE lake.{ns}.gone")  # another engine's drop: nothing refuses it
+    # (Each by name: all would maintain every test's sketches in the metastore the tests share.)
+    passed_over = runner.invoke(app, ["policy", "check", f"{ns}_gone", "--run"], env=env, terminal_width=200)
+    assert passed_over.exit_code == 0, passed_over.output
+    ran = runner.invoke(app, ["policy", "check", f"{ns}_kept", "--run"], env=env, terminal_width=200)
+    assert ran.exit_code == 0, ran.output
+    assert f"{ns}_kept: incremental 1 -> 2" in ran.output or f"{ns}_kept: full 1 -> 2" in ran.output
+    assert spark_svc.sketch(f"{ns}_gone").version == 1
+    status = runner.invoke(app, ["status", f"{ns}_gone"], env=env)
+    assert "BLOCKE" in status.output and "dropped" in status.output, status.output  # (wrapped at 80)

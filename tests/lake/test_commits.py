@@ -160,6 +160,9 @@ def test_a_table_another_engine_drops_stops_its_sketches_not_the_others(
     runs = [r for r in svc.maintain() if r.name in names.values()]  # (other tests' sketches too)
     assert [(r.name, r.strategy != "none") for r in runs] == [(names["kept"], True)]
     svc.collect_garbage(list(names.values()))  # passes over the table that is gone
+    (status,) = svc.status(names["gone"])
+    assert status.blocked is not None and f"{ns}.gone was dropped" in status.blocked
+    assert svc.status(names["kept"])[0].blocked is None
     with pytest.raises(SketchTableDroppedError) as raised:
         svc.maintain(names["gone"])
     assert (raised.value.table, raised.value.sequence) == (f"{ns}.gone", dropped_at)
