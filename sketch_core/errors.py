@@ -136,7 +136,7 @@ class ColumnsDroppedError(TableError):
         self.table = table
         self.columns = list(columns)
         super().__init__(
-            f"{table} has no column {', '.join(self.columns)} any more (dropped from the table), "
+            f"{table} has no column {', '.join(self.columns)} any more (dropped or renamed), "
             "which the sketch's query reads: it cannot be maintained past that change",
             hint="drop the sketch (`sketch drop NAME` or svc.drop_sketch) and capture the report again "
             "once its query runs on the table",
