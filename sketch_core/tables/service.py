@@ -147,6 +147,25 @@ def _require_pyiceberg_writable(name: str, table: Table) -> None:
         raise _not_writable_by_pyiceberg(name, table)
 
 
+# Data files in Iceberg's other formats (``write.format.default`` = ``orc`` or ``avro``), as every
+# Iceberg writer names them. Pins hand their files to Parquet readers (Spark's and Arrow's).
+_OTHER_FORMATS = (".orc", ".avro")
+
+
+def _refuse_other_formats(name: str, files: tuple[DataFileInfo, ...]) -> None:
+    other = next((f.path for f in files if f.path.endswith(_OTHER_FORMATS)), None)
+    if other is not None:
+        kind = other.rsplit(".", 1)[1].upper()
+        raise UnsupportedTableFeatureError(
+            f"{name} has {kind} data files (such as {other}): the project reads Parquet data files "
+            "only, so it neither reads the table nor sketches it",
+            hint=f"write it as Parquet: ALTER TABLE <catalog>.{name} SET TBLPROPERTIES "
+            "('write.format.default' = 'parquet'), then rewrite the files already written: "
+            f"CALL <catalog>.system.rewrite_data_files(table => '{name}', options => "
+            "map('rewrite-all', 'true'))",
+        )
+
+
 def _refuse_equality_deletes(name: str, table: Table, snapshot_id: int) -> None:
     """Raise when the snapshot has live equality deletes (PyIceberg's planning cannot read them
     either: it raises a ValueError)."""
@@ -573,8 +592,9 @@ class TableService:
 
     def pin(self, name: str, sequence: int | None = None) -> PinnedSnapshot:
         """The data files of ``name`` as of global commit sequence ``sequence`` (None: latest).
-        Raises TableNotFoundError, SnapshotNotFoundError (the table had no commit by then) or
-        SnapshotExpiredError (its state at ``sequence`` was expired by garbage collection)."""
+        Raises TableNotFoundError, SnapshotNotFoundError (the table had no commit by then),
+        SnapshotExpiredError (its state at ``sequence`` was expired by garbage collection) or
+        UnsupportedTableFeatureError (ORC or Avro data files, equality deletes)."""
         name = self._require(name).name
         commit = self._commit_at(name, sequence)
         _, _, table = self._open(name)
@@ -583,6 +603,7 @@ class TableService:
             if table.metadata.snapshot_by_id(commit.snapshot_id) is None:
                 raise SnapshotExpiredError(name, sequence if sequence is not None else commit.seq)
         files = () if commit.snapshot_id is None else self._snapshot_files(name, table, commit)
+        _refuse_other_formats(name, files)
         return PinnedSnapshot(
             name,
             commit.seq,
@@ -742,7 +763,7 @@ class TableService:
         """The delta composed commit by commit: appended files are inserts, deletes and
         overwrites contribute the rows their writer recorded, and rewrites (``replace``:
         compactions, sorts) none. None when some commit in the
-        range has no record (then the caller compares files)."""
+        range has no record, or files no reader here takes (then the caller compares files)."""
         start = before.sequence if before is not None else 0
         commits = self.commit_log.commits(after.table, after_seq=start, until_seq=after.sequence)
         inserted: list[pa.Table] = []
@@ -750,7 +771,10 @@ class TableService:
         previous = before
         files_read = 0
         for commit in commits:
-            current = self.pin(after.table, commit.seq)
+            try:
+                current = self.pin(after.table, commit.seq)
+            except UnsupportedTableFeatureError:  # files since rewritten (the ends were pinned)
+                return None
             if commit.operation == "replace":  # rewritten files, the same rows: nothing changed
                 previous = current
                 continue

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from sketch_core.errors import SnapshotExpiredError
+from sketch_core.errors import SnapshotExpiredError, UnsupportedTableFeatureError
 from sketch_core.metastore.commits import CommitLog, CommitRecord
 from sketch_core.metastore.validations import BatchValidation, Failure, ValidationRepository
 from sketch_core.tables.deltas import TableDelta, read_files
@@ -110,9 +110,11 @@ class DeltaGate:
         before = previous.seq if previous is not None else None
         try:
             delta = self.tables.delta(table, before, commit.seq)
-        except SnapshotExpiredError as exc:
+        except (SnapshotExpiredError, UnsupportedTableFeatureError) as exc:
             # Its rows can no longer be told apart (a sketch version that outlived the
-            # retention time): recorded as unchecked, and a recapture reads the table as it is.
+            # retention time), or cannot be read here (ORC files, equality deletes, since
+            # rewritten: maintenance reads its own delta, and refuses while they last):
+            # recorded as unchecked, and a recapture reads the table as it is.
             log.warning("%s: batch at commit %d cannot be validated: %s", table, commit.seq, exc)
             self.repository.record(table, commit.seq, [], 0, 0, unchecked=f"not validated: {exc}")
             (stored,) = self.repository.results(table, commit.seq - 1, commit.seq)
