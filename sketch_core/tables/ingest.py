@@ -36,6 +36,7 @@ from pyiceberg.io import load_file_io
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 from sqlalchemy import Connection, Engine, select, text, update
+from sqlalchemy.exc import DataError, IntegrityError
 
 from sketch_core.errors import TableError
 from sketch_core.metastore import schema
@@ -141,7 +142,8 @@ class CommitIngester:
 
     def __call__(self) -> int:
         """Record every commit not recorded yet; returns how many got a row. Raises TableError
-        when a commit's metadata cannot be read (nothing is recorded then: the next read retries)."""
+        when a commit's metadata cannot be read, or its row not written (nothing is recorded
+        then: the next read retries)."""
         c = schema.catalog_commits.c
         with self.engine.begin() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": INGEST_LOCK_KEY})
@@ -151,7 +153,15 @@ class CommitIngester:
             recorded = 0
             for row in rows:
                 commit = CatalogCommit(**{k: v for k, v in row._mapping.items() if k != "recorded"})
-                recorded += self._record(conn, commit)
+                try:
+                    recorded += self._record(conn, commit)
+                except (IntegrityError, DataError) as exc:  # a commit this code did not foresee
+                    raise TableError(
+                        f"commit {commit.seq} of {commit.name} ({commit.kind}) could not be recorded: "
+                        f"{exc.orig}",
+                        hint="nothing was recorded, and every read retries it; report this with the "
+                        f"table's metadata file {commit.metadata_location}",
+                    ) from exc
                 conn.execute(update(schema.catalog_commits).where(c.seq == commit.seq).values(recorded=True))
         if recorded:
             log.info("recorded %d commits made by other engines", recorded)

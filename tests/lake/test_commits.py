@@ -12,9 +12,15 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
+from sqlalchemy import text
 
 from sketch_core.datasets import synthetic_table
-from sketch_core.errors import ColumnsDroppedError, SketchTableDroppedError, UnsupportedTableFeatureError
+from sketch_core.errors import (
+    ColumnsDroppedError,
+    SketchTableDroppedError,
+    TableError,
+    UnsupportedTableFeatureError,
+)
 from sketch_core.service.facade import SketchService
 from tests.oracles.results import sorted_rows
 from tests.service.test_maintain import HAVING, fresh_fragments, maintained, sibling
@@ -235,3 +241,32 @@ def test_a_table_with_orc_or_avro_files_is_refused_by_name_until_rewritten_as_pa
     assert sorted_rows(svc.query(sql, use_sketches="always").table) == sorted_rows(
         svc.query(sql, use_sketches=False).table
     )
+
+
+def test_a_commit_that_cannot_be_recorded_is_a_typed_error_and_recorded_on_a_later_read(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    """Any read first records other engines' commits; a database error there (a rollback once
+    raised one) reached every caller untyped."""
+    svc, table = spark_svc, f"{ns}.facts"
+    svc.tables.create(table, pa.table({"k": [1, 2]}), sort_by=["k"])
+    record = svc.tables.commit_log.get_table(table)
+    assert record is not None
+    refusal = f"refuse_{ns}"  # a real constraint violation, for this table's new commits only
+    with svc.engine.begin() as conn:
+        conn.execute(
+            text(
+                f"ALTER TABLE sketch.table_commits ADD CONSTRAINT {refusal} "
+                f"CHECK (table_id <> {record.table_id}) NOT VALID"
+            )
+        )
+    try:
+        spark.sql(f"INSERT INTO lake.{table} VALUES (3)")
+        with pytest.raises(TableError, match=f"of {table} .* could not be recorded") as raised:
+            svc.latest_sequence()
+        assert "every read retries it" in str(raised.value)
+    finally:
+        with svc.engine.begin() as conn:
+            conn.execute(text(f"ALTER TABLE sketch.table_commits DROP CONSTRAINT {refusal}"))
+    assert [c.operation for c in svc.tables.commits(table)] == ["create", "append"]
+    assert sorted(svc.tables.read_arrow(table)["k"].to_pylist()) == [1, 2, 3]
