@@ -53,6 +53,11 @@ from sketch_core.tables.pinned import PinnedSnapshot
 log = logging.getLogger(__name__)
 
 
+# What leaves one sketch at its version while a run over many goes on with the others (a
+# quarantined delta batch; a table or column another engine dropped): raised for a named sketch.
+LEFT_BEHIND = (DeltaQuarantinedError, SketchTableDroppedError, ColumnsDroppedError)
+
+
 class Maintainer:
     """Planning and running maintenance."""
 
@@ -91,7 +96,7 @@ class Maintainer:
                     raise
                 # Defined but never published (its capture died): nothing to maintain from.
                 log.warning("%s has no published version: not maintained", each)
-            except (DeltaQuarantinedError, SketchTableDroppedError, ColumnsDroppedError) as exc:
+            except LEFT_BEHIND as exc:
                 if name is not None:
                     raise
                 log.warning("%s", exc)  # left at its last good version; the others go on

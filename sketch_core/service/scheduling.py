@@ -11,18 +11,12 @@ from typing import Any
 
 from sketch_core.algebra.query_text import referenced_tables, template_key
 from sketch_core.costs.arrivals import forecast_next, predict
-from sketch_core.errors import (
-    ColumnsDroppedError,
-    ConfigurationError,
-    DeltaQuarantinedError,
-    SketchNotFoundError,
-    SketchTableDroppedError,
-)
+from sketch_core.errors import ConfigurationError, SketchNotFoundError
 from sketch_core.maintenance.budget import BudgetRun
 from sketch_core.policy import REPORT_WINDOW_SECONDS, Policy, PolicyFacts, effective_policy, evaluate
 from sketch_core.service.context import ServiceContext
 from sketch_core.service.engines import EngineCache
-from sketch_core.service.maintenance import Maintainer
+from sketch_core.service.maintenance import LEFT_BEHIND, Maintainer
 from sketch_core.service.results import MaintenanceRun, PolicyCheck
 
 log = logging.getLogger(__name__)
@@ -121,7 +115,7 @@ class Scheduler:
         for name in names:
             try:
                 runs.extend(self.maintainer.maintain(name, strategy))
-            except (DeltaQuarantinedError, SketchTableDroppedError, ColumnsDroppedError) as exc:
+            except LEFT_BEHIND as exc:
                 log.warning("%s", exc)
             except SketchNotFoundError:
                 self.context.sketches.definition(name)  # raises when the name is not a sketch at all
