@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from sketch_core.attribute_choice.group_probe import more_groups_than
 from sketch_core.attribute_choice.sampling import (
     SAMPLE_ROW,
     StratifiedSample,
@@ -116,7 +117,9 @@ class SampleStore:
         self, pinned: PinnedSnapshot, columns: tuple[str, ...], rate: float
     ) -> tuple[SampleRecord, StratifiedSample]:
         frame = pinned_dataframe(self.spark(), pinned)
-        rows, how = draw_sample(frame, columns, rate, self.seed)
+        # The sample at `rate` holds about rate * rows rows; more groups than that: whole groups.
+        many = more_groups_than(pinned, columns, rate * pinned.record_count)
+        rows, how = draw_sample(frame, columns, rate, self.seed, too_many_groups=many)
         rows = rows.append_column(SAMPLE_ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{pinned.table}-{uuid.uuid4().hex}.parquet"

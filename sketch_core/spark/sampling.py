@@ -31,11 +31,18 @@ STRATIFIED, WHOLE_GROUPS, UNIFORM = "stratified", "whole groups", "uniform"
 
 
 def draw_sample(
-    frame: DataFrame, group_columns: Sequence[str], rate: float, seed: int = 0
+    frame: DataFrame,
+    group_columns: Sequence[str],
+    rate: float,
+    seed: int = 0,
+    *,
+    too_many_groups: bool = False,
 ) -> tuple[pa.Table, str]:
     """A sample of ``frame`` at ``rate`` (see the module docstring), as Arrow; and how it was
     drawn: :data:`STRATIFIED`, :data:`WHOLE_GROUPS` (the groups were too many) or
-    :data:`UNIFORM` (no group columns)."""
+    :data:`UNIFORM` (no group columns). ``too_many_groups``: the caller knows the groups
+    outnumber the rows a sample at ``rate`` holds (see
+    :mod:`sketch_core.attribute_choice.group_probe`), so they are not counted."""
     if not 0 < rate <= 1:
         raise SamplingError(f"the sample rate must be in (0, 1], not {rate}")
     missing = [c for c in group_columns if c not in frame.columns]
@@ -47,6 +54,8 @@ def draw_sample(
         uniform = frame.sample(withReplacement=False, fraction=rate, seed=seed)
         sized = uniform.select(*columns, F.lit(int(total)).cast("long").alias(STRATUM_ROWS))
         return sized.toArrow(), UNIFORM
+    if too_many_groups:
+        return _whole_groups(frame, group_columns, rate, seed, columns), WHOLE_GROUPS
     counts = frame.groupBy(*group_columns).agg(F.count(F.lit(1)).alias(_COUNT)).cache()
     try:
         groups, total = counts.agg(F.count(F.lit(1)), F.sum(_COUNT)).first() or (0, 0)
@@ -55,11 +64,18 @@ def draw_sample(
             return sampled.toArrow(), STRATIFIED
     finally:
         counts.unpersist()
-    # Whole groups, each kept with probability `rate`: a hash of the key (and the seed) decides.
+    return _whole_groups(frame, group_columns, rate, seed, columns), WHOLE_GROUPS
+
+
+def _whole_groups(
+    frame: DataFrame, group_columns: Sequence[str], rate: float, seed: int, columns: list[Column]
+) -> pa.Table:
+    """Whole groups, each kept with probability ``rate``: a hash of the key (and the seed)
+    decides."""
     buckets = 1 << 30
     key = F.pmod(F.xxhash64(F.lit(seed), *[F.col(c) for c in group_columns]), F.lit(buckets))
     kept = frame.where(key < F.lit(int(rate * buckets)))
-    return kept.select(*columns, F.lit(1).cast("long").alias(STRATUM_ROWS)).toArrow(), WHOLE_GROUPS
+    return kept.select(*columns, F.lit(1).cast("long").alias(STRATUM_ROWS)).toArrow()
 
 
 def _stratified(

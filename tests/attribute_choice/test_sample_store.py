@@ -8,9 +8,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from sketch_core.attribute_choice.group_probe import more_groups_than
 from sketch_core.attribute_choice.sampling import quota
 from sketch_core.attribute_choice.store import sample_rate
 from sketch_core.service import SketchService
+from sketch_core.spark.sampling import WHOLE_GROUPS, draw_sample
+from sketch_core.spark.views import pinned_dataframe
 
 pytestmark = pytest.mark.spark
 
@@ -70,6 +73,13 @@ def test_too_many_groups_are_sampled_whole(spark_svc: SketchService, ns: str) ->
     assert stored is not None and stored.strata == 0
     reloaded = spark_svc.samples.sample(spark_svc.tables.pin(name), ["g"])
     assert not reloaded.drawn and reloaded.sample.whole_groups
+    # The first file's groups told so in-process; Spark counting every group draws the same.
+    pin = spark_svc.tables.pin(name)
+    assert more_groups_than(pin, ["g"], spark_svc.settings.sample_rate * pin.record_count)
+    rate = spark_svc.settings.sample_rate
+    counted, how = draw_sample(pinned_dataframe(spark_svc.spark, pin), ["g"], rate, spark_svc.samples.seed)
+    assert how == WHOLE_GROUPS
+    assert sorted(counted.column("id").to_pylist()) == sorted(sample.rows.column("id").to_pylist())
 
 
 def test_null_group_keys_are_a_stratum(spark_svc: SketchService, ns: str) -> None:

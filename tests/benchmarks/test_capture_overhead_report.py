@@ -21,6 +21,7 @@ def test_ratios_are_medians_over_the_plain_median(tmp_path: Path, monkeypatch: p
     )
     assert run.ratio(run.default_s) == pytest.approx(1.2)
     assert run.ratio(run.given_s) == pytest.approx(1.0)
+    assert run.first_ratio == pytest.approx(30.0 / 11.0)  # the capture that drew it, on its own
     text = bench.report([run], 10.0, "python -m benchmarks.capture_overhead --scale 10").read_text()
-    assert "| tpch_q3 | 11.00 | 1.20x | 1.00x | lineitem.l_orderkey |" in text
+    assert "| tpch_q3 | 11.00 | 1.20x | 2.73x | 1.00x | lineitem.l_orderkey |" in text
     assert (tmp_path / "capture_overhead_sf10.json").exists()
