@@ -75,19 +75,25 @@ class QueryText:
 
         return self._bound_with(tuple(sorted(views.items())), view_of)
 
-    def bound_to_snapshots(self, catalog: str, snapshots: Mapping[str, int | None]) -> str:
+    def bound_to_snapshots(
+        self,
+        catalog: str,
+        snapshots: Mapping[str, int | None],
+        spelled: Mapping[str, str] | None = None,
+    ) -> str:
         """The text with its ``ns.table`` references reading ``catalog.ns.table`` at the given
         Iceberg snapshots (``VERSION AS OF``; None: the table had no snapshot, so no rows),
-        aliases kept."""
+        aliases kept; ``spelled``: a table's name as the catalog spells it, where it differs."""
 
         def snapshot_of(name: str, alias: exp.TableAlias) -> exp.Expression | None:
             if name not in snapshots:
                 return None
             snapshot_id = snapshots[name]
+            iceberg_name = (spelled or {}).get(name, name)
             if snapshot_id is None:
-                empty = sqlglot.parse_one(f"SELECT * FROM {catalog}.{name} LIMIT 0", read="spark")
+                empty = sqlglot.parse_one(f"SELECT * FROM {catalog}.{iceberg_name} LIMIT 0", read="spark")
                 return exp.Subquery(this=empty, alias=alias)
-            namespace, table_name = name.split(".")
+            namespace, table_name = iceberg_name.split(".")
             version = exp.Literal.number(snapshot_id)
             return exp.Table(
                 this=exp.to_identifier(table_name),
@@ -97,7 +103,8 @@ class QueryText:
                 alias=alias,
             )
 
-        return self._bound_with(("@snapshots", catalog, *sorted(snapshots.items())), snapshot_of)
+        key = ("@snapshots", catalog, *sorted(snapshots.items()), *sorted((spelled or {}).items()))
+        return self._bound_with(key, snapshot_of)
 
     def _bound_with(
         self, key: tuple[Any, ...], relation: Callable[[str, exp.TableAlias], exp.Expression | None]

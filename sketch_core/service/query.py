@@ -373,9 +373,10 @@ class QueryRunner:
         files_total = sum(len(pin.files) for pin in pins.values())
         if chosen is None:
             snapshots = {pin.table: pin.snapshot_id for pin in pins.values()}
+            spelled = {pin.table: pin.iceberg_name for pin in pins.values()}
             with spark_job("the sketched query"):  # analysed here: Spark's refusal, typed
                 frame = plain_frame(
-                    ctx.spark, text.bound_to_snapshots(catalog, snapshots), self._scratch, params
+                    ctx.spark, text.bound_to_snapshots(catalog, snapshots, spelled), self._scratch, params
                 )
             return SketchedFrame(frame, None, reason, sequence, files_total, files_total)
         parsed, usable = chosen
@@ -405,7 +406,7 @@ class QueryRunner:
 
         def source(scan: Scan) -> str:
             pin = pins[scan.table]
-            return iceberg_relation(catalog, pin.table, pin.snapshot_id)
+            return iceberg_relation(catalog, pin.iceberg_name, pin.snapshot_id)
 
         log.info("sketched frame with %s version %d", usable.record.name, usable.record.version)
         with spark_job("the sketched query"):

@@ -42,7 +42,9 @@ def _iceberg_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame
             hint="build the session with sketch_core.spark.lake.configure_lake(builder, settings), "
             "or use the service's own session (svc.spark)",
         )
-    frame = spark.read.option("versionAsOf", str(pinned.snapshot_id)).table(f"{catalog}.{pinned.table}")
+    frame = spark.read.option("versionAsOf", str(pinned.snapshot_id)).table(
+        f"{catalog}.{pinned.iceberg_name}"
+    )
     # A snapshot is read with its own schema; the pin's is the table's current one (columns added
     # since read as NULLs, as the Parquet path does).
     present = set(frame.columns)

@@ -26,7 +26,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.typedef import Identifier
-from sqlalchemy import Connection, Select, bindparam, delete, insert, select, text, update
+from sqlalchemy import Connection, Select, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -130,7 +130,43 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
 
     def load_table(self, identifier: str | Identifier) -> Table:
         """PyIceberg's ``load_table``, reading the metadata pointer with one prebuilt Core query
-        instead of an ORM session (which costs about 1 ms; every pin after a commit loads)."""
+        instead of an ORM session (which costs about 1 ms; every pin after a commit loads).
+
+        This project names tables in lower case (Spark's own catalog folds names so), while an
+        Iceberg catalog keeps a name as another engine spelled it (``Sales.DailyOrders``): a
+        name not found as given is looked up ignoring case, and the table found keeps its
+        catalog spelling (``Table.name()``), which Spark needs to find it. Two tables whose
+        names differ only in case cannot be told apart so: TableError."""
+        try:
+            return self._load_exact(identifier)
+        except NoSuchTableError:
+            spelled = self._spelled(identifier)
+            if spelled is None:
+                raise
+            return self._load_exact(spelled)
+
+    def _spelled(self, identifier: str | Identifier) -> tuple[str, str] | None:
+        """The one (namespace, name) of this catalog equal to ``identifier`` but for case."""
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+        table_name = Catalog.table_name_from(identifier)
+        columns = IcebergTables.table_namespace, IcebergTables.table_name
+        query = select(*columns).where(
+            IcebergTables.catalog_name == self.name,
+            func.lower(IcebergTables.table_namespace) == namespace.lower(),
+            func.lower(IcebergTables.table_name) == table_name.lower(),
+        )
+        with reading(self.engine) as conn:
+            found = [(str(row[0]), str(row[1])) for row in conn.execute(query)]
+        if len(found) > 1:
+            shown = ", ".join(".".join(f) for f in sorted(found))
+            raise TableError(
+                f"{namespace}.{table_name}: the catalog has tables whose names differ only in case "
+                f"({shown}), and this project names tables in lower case",
+                hint="rename all but one of them with Spark (ALTER TABLE ... RENAME TO ...)",
+            )
+        return found[0] if found else None
+
+    def _load_exact(self, identifier: str | Identifier) -> Table:
         namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
         table_name = Catalog.table_name_from(identifier)
         if self._pointer_query is None:
@@ -193,7 +229,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
         table_name = Catalog.table_name_from(identifier)
         current: Table | None
         try:
-            current = self.load_table(identifier)
+            current = self._load_exact(identifier)  # a create of another spelling is a create
         except Exception:  # NoSuchTableError: this is a create
             current = None
 

@@ -48,9 +48,14 @@ log = logging.getLogger(__name__)
 
 # Serializes ingesters (readers in several processes may find the same commits at once).
 INGEST_LOCK_KEY = 0x5EC7C0DE_0014
-# Names the project can address (sketch.tables' check): other tables' commits are numbered but
-# not recorded.
+# Names the project can address (sketch.tables' check, once lower-cased: another engine's
+# `Sales.DailyOrders` is this project's `sales.dailyorders`): other tables' commits are numbered
+# but not recorded.
 _PROJECT_NAME = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
+_SPELLINGS = text(
+    "SELECT count(*) FROM iceberg_tables WHERE catalog_name = :catalog "
+    "AND lower(table_namespace) = :namespace AND lower(table_name) = :table"
+)
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,20 @@ class CommitIngester:
             log.info("recorded %d commits made by other engines", recorded)
         return recorded
 
+    def _spellings(self, conn: Connection, commit: CatalogCommit) -> int:
+        """How many tables of the catalog have ``commit``'s name but for case (itself included,
+        unless dropped since)."""
+        return int(
+            conn.execute(
+                _SPELLINGS,
+                {
+                    "catalog": self.catalog.name,
+                    "namespace": commit.table_namespace.lower(),
+                    "table": commit.table_name.lower(),
+                },
+            ).scalar_one()
+        )
+
     def _record(self, conn: Connection, commit: CatalogCommit) -> int:
         if commit.catalog_name != self.catalog.name:
             return 0  # another catalog's table: not this project's
@@ -176,15 +195,23 @@ class CommitIngester:
                 if commit.kind == "rename"
                 else commit.name
             )
-            table_id = CommitLog.table_id(conn, old)
+            table_id = CommitLog.table_id(conn, old.lower())
             if table_id is None:
                 return 0
             # A renamed table's history ends under its old name; the new name is registered
             # by its next commit.
             CommitLog.record_drop(conn, table_id, commit.seq, commit.committed_at)
             return 1
-        if not _PROJECT_NAME.match(commit.name) or commit.metadata_location is None:
+        name = commit.name.lower()
+        if not _PROJECT_NAME.match(name) or commit.metadata_location is None:
             log.warning("%s: a name this project cannot address; its commits are not recorded", commit.name)
+            return 0
+        if self._spellings(conn, commit) > 1:
+            log.warning(
+                "%s: the catalog has other tables whose names differ from it only in case; its commits "
+                "are not recorded (rename all but one of them)",
+                commit.name,
+            )
             return 0
         after = self._metadata(commit, commit.metadata_location)
         before = (
@@ -192,7 +219,7 @@ class CommitIngester:
             if commit.previous_metadata_location
             else None
         )
-        table_id = CommitLog.table_id(conn, commit.name)
+        table_id = CommitLog.table_id(conn, name)
         if before is not None and before.current_snapshot_id == after.current_snapshot_id:
             # Metadata only: no rows changed. A new sort order is what the table is sorted by
             # from now on (`ALTER TABLE ... WRITE ORDERED BY`).
@@ -201,7 +228,7 @@ class CommitIngester:
             return 0
         create = table_id is None
         if table_id is None:
-            table_id = CommitLog.register_table(conn, commit.name, _sort_columns(after), commit.seq)
+            table_id = CommitLog.register_table(conn, name, _sort_columns(after), commit.seq)
         snapshots = commit_snapshots(before, after) or []
         io = load_file_io({**self.catalog.properties, **after.properties}, commit.metadata_location)
         files = record_commit_files(io, snapshots)

@@ -35,6 +35,9 @@ class PinnedSnapshot:
 
     ``catalog``: the Spark catalog that reads the table through Iceberg's source (the one a
     pin with merge-on-read deletes is read from in Spark; None: not known).
+    ``catalog_table``: the name as the Iceberg catalog spells it, where that is not ``table``
+    (a table another engine created as ``Sales.DailyOrders``: this project's name for it is
+    lower-case, and Spark finds it only as spelled).
     """
 
     table: str
@@ -43,6 +46,12 @@ class PinnedSnapshot:
     files: tuple[DataFileInfo, ...]
     schema: pa.Schema
     catalog: str | None = None
+    catalog_table: str | None = None
+
+    @property
+    def iceberg_name(self) -> str:
+        """``namespace.table`` as Spark's Iceberg catalog finds it."""
+        return self.catalog_table or self.table
 
     @property
     def record_count(self) -> int:

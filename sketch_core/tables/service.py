@@ -276,7 +276,9 @@ class TableService:
         name = self._require(name).name
         namespace, table_name = split_table_name(name)
         try:
-            location: str | None = self.catalog.load_table(name).location()
+            loaded = self.catalog.load_table(name)
+            location: str | None = loaded.location()
+            namespace, table_name = iceberg_name(loaded).split(".")  # the catalog's entry, as spelled
         except NoSuchTableError:  # not in the catalog (its entry removed by hand): drop the rest
             location = None
         except FileNotFoundError as exc:  # its metadata is gone (a moved warehouse): same
@@ -366,7 +368,7 @@ class TableService:
         since = table.metadata.current_snapshot_id
         conformed = conform_frame(frame, table.schema().as_arrow(), name)
 
-        target = f"{self.settings.catalog_name}.{name}"
+        target = f"{self.settings.catalog_name}.{iceberg_name(table)}"
         from sketch_core.spark.jobs import spark_job  # pyspark: only when given a Spark frame
 
         with spark_job(f"the write to {name}"):  # a failed Spark job: SparkJobError, transient
@@ -497,7 +499,7 @@ class TableService:
         # older_than at the epoch: expire exactly these, not also what is older than Iceberg's
         # default five days (a kept sketch version may still read those).
         call = (
-            f"CALL {self.settings.catalog_name}.system.expire_snapshots(table => '{name}', "
+            f"CALL {self.settings.catalog_name}.system.expire_snapshots(table => '{iceberg_name(table)}', "
             f"older_than => TIMESTAMP '1970-01-01 00:00:00', retain_last => 1, snapshot_ids => array({ids}))"
         )
 
@@ -524,7 +526,8 @@ class TableService:
                 hint="e.g. the rows of one sketch fragment (table rows / fragments), or leave it unset",
             )
         name = self._require(name).name
-        columns = self.catalog.load_table(name).schema().column_names
+        loaded = self.catalog.load_table(name)
+        columns = loaded.schema().column_names
         missing = [c for c in layout.columns if c not in columns]
         if missing:
             raise ConfigurationError(
@@ -539,7 +542,9 @@ class TableService:
         from sketch_core.spark.jobs import spark_job
 
         with spark_job(f"the rewrite of {name} in {layout}"):
-            outcome = rewrite_in_layout(self.spark(), self.settings.catalog_name, name, layout, page_rows)
+            outcome = rewrite_in_layout(
+                self.spark(), self.settings.catalog_name, iceberg_name(loaded), layout, page_rows
+            )
         self._loaded.pop(name, None)
         log.info("rewrote %s in %s: %s", name, layout, outcome)
         self.commit_log.latest_sequence()  # records the rewrite's commit
@@ -611,6 +616,7 @@ class TableService:
             files,
             self._arrow_schema(name, table),
             catalog=self.settings.catalog_name,
+            catalog_table=spelled if (spelled := iceberg_name(table)) != name else None,
         )
 
     def retains(self, name: str, sequence: int) -> bool:
@@ -966,3 +972,9 @@ class TableService:
                     log.warning("could not record the rows of %s commit %d: %s", name, pending.seq, exc)
             return pending.seq
         raise CommitConflictError(name, attempts)
+
+
+def iceberg_name(table: Table) -> str:
+    """``namespace.table`` as the Iceberg catalog spells it, which Spark's Iceberg catalog needs
+    (this project's own name for it is lower-case: see ``RecordingSqlCatalog.load_table``)."""
+    return ".".join(table.name())
