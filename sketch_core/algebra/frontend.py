@@ -661,7 +661,9 @@ class _Builder:
         raise UnsupportedQueryError(f"{type(node).__name__} in FROM", _where(node))
 
     def scan(self, node: exp.Table, alias: str) -> tuple[Scan, Scope]:
-        if node.args.get("catalog") or not node.args.get("db"):
+        # A catalog qualifier (`lake.ns.table`) is checked by the service, which knows its own
+        # catalog's name: here the table is its `ns.table`.
+        if not node.args.get("db"):
             raise QueryError(
                 f"table {node.sql(dialect='spark')} must be named as ns.table",
                 hint="qualify it with its namespace",

@@ -48,6 +48,11 @@ class QueryText:
                 }
             )
         )
+        # The catalogs its table names are qualified with (``lake.ns.table``, as tools connected
+        # to Spark print them): only the service's own can be read.
+        self.catalogs: frozenset[str] = frozenset(
+            t.catalog for t in self.statement.find_all(exp.Table) if t.db and t.name and t.catalog
+        )
         self._template_key: str | None = None
         self._bound: LruMap[tuple[Any, ...], str] = LruMap(IR_PER_TEXT)
         self._ir: LruMap[_IrKey, ParsedQuery] = LruMap(IR_PER_TEXT)

@@ -92,9 +92,12 @@ def tpch_schemas(namespace: str = "tpch") -> dict[str, tuple[str, ...]]:
     return {f"{namespace}.{table}": columns for table, columns in TPCH_COLUMNS.items()}
 
 
-def generator_style(sql: str, schemas: Mapping[str, Sequence[str]], *, quoted: bool = False) -> str:
+def generator_style(
+    sql: str, schemas: Mapping[str, Sequence[str]], *, quoted: bool = False, catalog: str | None = None
+) -> str:
     """``sql`` reprinted as a SQL generator prints it (see the module docstring); ``schemas``
-    maps each ``ns.table`` to its columns."""
+    maps each ``ns.table`` to its columns; ``catalog``: every table qualified with it
+    (``lake.ns.table``), as tools connected to a Spark catalog print them."""
     nested: dict[str, object] = {}
     for name, columns in schemas.items():
         ns, table = name.split(".", 1)
@@ -126,6 +129,10 @@ def generator_style(sql: str, schemas: Mapping[str, Sequence[str]], *, quoted: b
     for select in reversed(list(tree.find_all(exp.Select))):
         _rewrite_select(select, schemas, used, renamed)
     tree = tree.transform(lambda node: _rewrite_expression(node, literals))
+    if catalog is not None:
+        for source in tree.find_all(exp.Table):
+            if source.args.get("db"):
+                source.set("catalog", exp.to_identifier(catalog))
     return tree.sql(dialect="spark", pretty=True, identify=quoted)
 
 

@@ -18,7 +18,7 @@ from sketch_core.algebra.query_text import query_text, referenced_tables
 from sketch_core.arrow.pool import use_arrow_memory_pool
 from sketch_core.attribute_choice.store import SampleStore
 from sketch_core.config import Settings
-from sketch_core.errors import SequenceOutOfRangeError, SketchNotFoundError
+from sketch_core.errors import QueryError, SequenceOutOfRangeError, SketchNotFoundError
 from sketch_core.maintenance.advisor import CostAdvisor
 from sketch_core.maintenance.budget import StateBudget
 from sketch_core.maintenance.state_store import StateStore
@@ -128,7 +128,16 @@ class ServiceContext:
 
     def pin_query(self, sql: str, sequence: int) -> dict[str, PinnedSnapshot]:
         """Every table ``sql`` reads, pinned as of commit ``sequence``."""
-        return {name: self.tables.pin(name, sequence) for name in query_text(sql).tables}
+        text = query_text(sql)
+        catalog = self.settings.catalog_name
+        foreign = sorted(c for c in text.catalogs if c.lower() != catalog.lower())
+        if foreign:
+            raise QueryError(
+                f"the query reads tables of catalog {', '.join(foreign)}; this service's tables "
+                f"are in catalog {catalog}",
+                hint=f"name its tables as ns.table or {catalog}.ns.table",
+            )
+        return {name: self.tables.pin(name, sequence) for name in text.tables}
 
     def coordinated(
         self, name: str, what: str, wait_seconds: float | None = None

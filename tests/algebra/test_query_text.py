@@ -44,6 +44,19 @@ def test_the_ir_is_made_once_per_schemas_and_parameters_and_equals_a_fresh_one()
     assert other is not first and "10.0" in other.sql
 
 
+def test_a_catalog_qualified_name_is_its_table_and_the_catalog_is_kept_for_the_service() -> None:
+    qualified = SQL.replace("FROM s.sales", "FROM lake.s.sales").replace(
+        "JOIN S.Regions", "JOIN `Lake`.`S`.`Regions`"
+    )
+    text = QueryText(qualified)
+    assert text.tables == ("s.regions", "s.sales") and text.catalogs == frozenset({"lake", "Lake"})
+    assert QueryText(SQL).catalogs == frozenset()
+    plain, named = to_ir(SQL, SCHEMAS, {"low": 1}), text.to_ir(SCHEMAS, {"low": 1})
+    assert repr(named.plan) == repr(plain.plan)
+    bound = text.bound_to({"s.sales": "v_sales", "s.regions": "v_regions"})
+    assert "v_sales" in bound and "v_regions AS r" in bound and "lake" not in bound.lower()
+
+
 def test_binding_reads_the_views_and_keeps_aliases() -> None:
     bound = bind_tables(SQL, {"s.sales": "v_sales", "s.regions": "v_regions"})
     assert "v_sales" in bound and "v_regions AS r" in bound and "s.sales" not in bound.lower()

@@ -44,10 +44,12 @@ NOT_INCREMENTAL: dict[int, str] = {}
 TPCH_CHANGED = ("lineitem", "orders", "partsupp")
 
 
-def tpch_query(number: int) -> str:
-    # Every other query back-quotes its identifiers, as BI tools print them.
+def tpch_query(number: int, catalog: str) -> str:
+    # Every other query back-quotes its identifiers, as BI tools print them; every third names
+    # its tables with the catalog, as tools connected to Spark's catalog do.
     sql = TPCH_QUERIES[number].replace("tpch.", f"{TPCH_NS}.")
-    return generator_style(sql, tpch_schemas(TPCH_NS), quoted=number % 2 == 0)
+    qualifier = catalog if number % 3 == 0 else None
+    return generator_style(sql, tpch_schemas(TPCH_NS), quoted=number % 2 == 0, catalog=qualifier)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +123,7 @@ def _check(
 
 @pytest.mark.parametrize("number", sorted(TPCH_QUERIES))
 def test_tpch_in_generator_style(corpus_svc: SketchService, number: int) -> None:
-    sql = tpch_query(number)
+    sql = tpch_query(number, corpus_svc.settings.catalog_name)
     if number in REFUSED:
         with pytest.raises(UnsupportedQueryError) as info:
             corpus_svc.capture(sql, name=f"gen_tpch_q{number}", fragments=64)

@@ -1,4 +1,6 @@
-"""A table another engine names in mixed case (``Sales.DailyOrders``).
+"""Table names as other engines and tools spell them: mixed case, and catalog-qualified.
+
+A table another engine names in mixed case (``Sales.DailyOrders``):
 
 Spark's Iceberg catalog keeps a name as it was spelled and finds the table only so spelled,
 while this project names tables in lower case (as Spark's own catalog does). Such a table once
@@ -14,7 +16,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from sketch_core.errors import TableError
+from sketch_core.errors import QueryError, TableError
 from sketch_core.layout.simulation import Layout
 from sketch_core.service.facade import SketchService
 from tests.oracles.results import sorted_rows
@@ -46,6 +48,14 @@ def test_a_table_spark_names_in_mixed_case_is_recorded_sketched_and_maintained(
     assert sorted_rows(plain) == _rows(spark.sql(sql.replace(spelled, f"lake.{spelled}")))
 
     svc.capture(sql, name=name, attributes={spelled: "a"}, fragments=8, with_state=True)
+    # Named with the catalog, as tools connected to Spark print it, in any quoting: the same.
+    for qualified in (f"lake.{spelled}", f"`lake`.`{ns.upper()}`.`DailyOrders`", f"LAKE.{table}"):
+        other = HAVING.format(t=qualified)
+        assert sorted_rows(svc.query(other, use_sketches="always").table) == sorted_rows(plain)
+        assert svc.capture(other, name=f"{name}_q", attributes={table: "a"}, fragments=8).fragments == (
+            svc.sketch(name).fragments
+        )
+        svc.drop_sketch(f"{name}_q")
     spark.sql(f"DELETE FROM lake.{spelled} WHERE a = 7")  # merge-on-read: a delete file
     spark.sql(f"INSERT INTO lake.{spelled} VALUES (7, 20, 1), (39, 22, 2)")
     (run,) = svc.maintain(name)
@@ -83,3 +93,12 @@ def test_tables_whose_names_differ_only_in_case_are_refused_by_name(
     # Neither is recorded (their commits could not be told apart): a query names the table.
     with pytest.raises(TableError, match=f"{ns}.twin"):
         spark_svc.query(f"SELECT count(*) FROM {ns}.Twin")
+
+
+def test_a_table_of_another_catalog_is_refused_by_name(spark_svc: SketchService, ns: str) -> None:
+    spark_svc.tables.create(f"{ns}.t", pa.table({"a": [1, 2]}))
+    with pytest.raises(QueryError, match="catalog other") as info:
+        spark_svc.query(f"SELECT a FROM other.{ns}.t")
+    assert "lake.ns.table" in (info.value.hint or "")
+    with pytest.raises(QueryError, match="catalog other"):
+        spark_svc.capture(f"SELECT a, COUNT(*) FROM other.{ns}.t GROUP BY a", name=f"{ns}_other")
