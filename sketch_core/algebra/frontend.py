@@ -111,7 +111,35 @@ def parse_statement(sql: str) -> exp.Expr:
         raise QueryError(f"the query does not parse: {exc}", hint="check the Spark SQL syntax") from exc
     if len(statements) != 1 or statements[0] is None:
         raise QueryError("expected exactly one SQL statement", hint="remove extra statements")
+    _refuse_reads_of_other_states(statements[0])
     return statements[0]
+
+
+def _refuse_reads_of_other_states(tree: exp.Expr) -> None:
+    """Table reads that are not a table's rows at the pinned commit: the service reads every
+    table at one commit, so these would silently read the wrong rows (a text with ``VERSION AS
+    OF`` got the current snapshot's)."""
+    for sample in tree.find_all(exp.TableSample):
+        raise UnsupportedQueryError(
+            "TABLESAMPLE",
+            _where(sample),
+            hint="the service reads whole snapshots: sample in Spark itself, or drop TABLESAMPLE",
+        )
+    for table in tree.find_all(exp.Table):
+        if table.args.get("version") is not None:
+            raise UnsupportedQueryError(
+                "time travel (VERSION AS OF / TIMESTAMP AS OF)",
+                _where(table),
+                hint="read every table as of a commit with snapshot=<commit sequence> "
+                "(svc.tables.commits(table) lists each commit's sequence and Iceberg snapshot id)",
+            )
+        if isinstance(table.this, exp.Dot):  # catalog.ns.table.snapshots and the like
+            raise UnsupportedQueryError(
+                "an Iceberg metadata table",
+                _where(table),
+                hint="query metadata tables (snapshots, history, files, ...) in Spark itself; "
+                "svc.tables.commits(table) lists the commits the service has recorded",
+            )
 
 
 def as_query(tree: exp.Expr) -> exp.Expr:
@@ -1387,9 +1415,16 @@ def ir_from_tree(
         if nested or group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
             raise UnsupportedQueryError("ROLLUP/CUBE/GROUPING SETS", _where(group))
     lowered = {name.lower(): cols for name, cols in schemas.items()}
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
         if table.args.get("db") and f"{table.db}.{table.name}".lower() not in lowered:
             raise TableNotFoundError(f"{table.db}.{table.name}".lower())
+        if not table.args.get("db") and table.name and table.name.lower() not in ctes:
+            # Named here, before the names resolve: else its columns are what fails to resolve.
+            raise QueryError(
+                f"table {table.sql(dialect='spark')} must be named as ns.table",
+                hint=f"qualify it with its namespace (e.g. myns.{table.name})",
+            )
     qualified = _qualify(tree, {t: [(c.lower(), kind) for c, kind in cols] for t, cols in lowered.items()})
     for exists in qualified.find_all(exp.Exists):
         # An EXISTS subquery's select list means nothing; dropping it keeps scans narrow.

@@ -135,7 +135,8 @@ class ServiceContext:
             raise QueryError(
                 f"the query reads tables of catalog {', '.join(foreign)}; this service's tables "
                 f"are in catalog {catalog}",
-                hint=f"name its tables as ns.table or {catalog}.ns.table",
+                hint=f"name its tables as ns.table or {catalog}.ns.table; Iceberg metadata tables "
+                "(ns.table.snapshots and the like) are queried in Spark itself",
             )
         return {name: self.tables.pin(name, sequence) for name in text.tables}
 

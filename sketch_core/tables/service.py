@@ -570,10 +570,11 @@ class TableService:
 
     def exists(self, name: str) -> bool:
         """Whether table ``name`` exists (not dropped)."""
-        return self.commit_log.get_table(normalize_table_name(name)) is not None
+        return self._registered(normalize_table_name(name)) is not None
 
     def list(self) -> list[TableRecord]:
-        """Every table's registration."""
+        """Every table's registration (other engines' new tables included)."""
+        self.commit_log.latest_sequence()
         return self.commit_log.list_tables()
 
     def commits(self, name: str | None = None) -> builtins.list[CommitRecord]:
@@ -879,10 +880,19 @@ class TableService:
             self._loaded.pop(name, None)
             record = None
         if record is None:
-            record = self.commit_log.get_table(name)
+            record = self._registered(name)
             if record is None:
                 raise TableNotFoundError(name, [t.name for t in self.commit_log.list_tables()])
             self._records[name] = record
+        return record
+
+    def _registered(self, name: str) -> TableRecord | None:
+        """The table's registration; a name not registered yet may be a table another engine
+        (Spark) created since the commit log last looked: it looks again, once."""
+        record = self.commit_log.get_table(name)
+        if record is None:
+            self.commit_log.latest_sequence()  # records other engines' new commits
+            record = self.commit_log.get_table(name)
         return record
 
     def _open(self, name: str, *, fresh: bool = False) -> tuple[str, TableRecord, Table]:

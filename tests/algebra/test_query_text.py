@@ -91,3 +91,36 @@ def test_a_statement_that_is_not_a_query_has_tables_but_no_template() -> None:
     assert text.tables == ("s.sales", "s.staging")
     with pytest.raises(UnsupportedQueryError):
         _ = text.template_key
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT b, COUNT(*) AS n FROM sales GROUP BY b",  # a tool with a default schema prints this
+        "WITH big AS (SELECT region FROM s.sales) SELECT region FROM big JOIN regions USING (region)",
+    ],
+)
+def test_a_table_not_named_as_ns_table_is_named_in_the_error(sql: str) -> None:
+    with pytest.raises(QueryError, match=r"must be named as ns\.table") as info:
+        QueryText(sql).to_ir(SCHEMAS)
+    assert "qualify it with its namespace" in str(info.value)
+    # A CTE's name is no table, in any case.
+    QueryText("WITH Big AS (SELECT region FROM s.sales) SELECT region FROM big").to_ir(SCHEMAS)
+
+
+@pytest.mark.parametrize(
+    ("sql", "construct"),
+    [
+        ("SELECT COUNT(*) FROM s.sales VERSION AS OF 4512", "time travel"),
+        ("SELECT COUNT(*) FROM s.sales TIMESTAMP AS OF '2024-01-01 00:00:00'", "time travel"),
+        ("SELECT COUNT(*) FROM s.sales TABLESAMPLE (10 PERCENT)", "TABLESAMPLE"),
+        ("SELECT COUNT(*) FROM s.sales AS x TABLESAMPLE (5 ROWS)", "TABLESAMPLE"),
+        ("SELECT COUNT(*) FROM lake.s.sales.snapshots", "metadata table"),
+    ],
+)
+def test_reads_of_another_state_of_a_table_are_refused_not_read_as_the_pinned_one(
+    sql: str, construct: str
+) -> None:
+    """The service reads every table at one commit: such a read got the pinned rows instead."""
+    with pytest.raises(UnsupportedQueryError, match=construct):
+        query_text(sql)

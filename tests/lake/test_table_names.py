@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from sketch_core.errors import QueryError, TableError
+from sketch_core.errors import QueryError, TableError, UnsupportedQueryError
 from sketch_core.layout.simulation import Layout
 from sketch_core.service.facade import SketchService
 from tests.oracles.results import sorted_rows
@@ -41,7 +41,7 @@ def test_a_table_spark_names_in_mixed_case_is_recorded_sketched_and_maintained(
     )
     spark.sql(f"INSERT INTO lake.{spelled} SELECT id % 40, id % 23, id % 90 - 45 FROM range(3000)")
     sql = HAVING.format(t=spelled)  # the report as its author writes it for Spark
-    svc.latest_sequence()  # records what other engines committed
+    # Just created by Spark: found without a read before (the lookup records new commits).
     assert svc.tables.exists(table) and svc.tables.exists(spelled)
     assert sorted_rows(svc.tables.read_arrow(table)) == _rows(spark.sql(f"SELECT * FROM lake.{spelled}"))
     plain = svc.query(sql, use_sketches=False).table
@@ -95,10 +95,17 @@ def test_tables_whose_names_differ_only_in_case_are_refused_by_name(
         spark_svc.query(f"SELECT count(*) FROM {ns}.Twin")
 
 
-def test_a_table_of_another_catalog_is_refused_by_name(spark_svc: SketchService, ns: str) -> None:
+def test_a_table_of_another_catalog_or_at_another_snapshot_is_refused_by_name(
+    spark_svc: SketchService, ns: str
+) -> None:
     spark_svc.tables.create(f"{ns}.t", pa.table({"a": [1, 2]}))
     with pytest.raises(QueryError, match="catalog other") as info:
         spark_svc.query(f"SELECT a FROM other.{ns}.t")
     assert "lake.ns.table" in (info.value.hint or "")
     with pytest.raises(QueryError, match="catalog other"):
         spark_svc.capture(f"SELECT a, COUNT(*) FROM other.{ns}.t GROUP BY a", name=f"{ns}_other")
+    # Another state of the table: refused, not read as the pinned one (it was, silently).
+    snapshot_id = spark_svc.tables.commits(f"{ns}.t")[-1].snapshot_id
+    spark_svc.tables.append(f"{ns}.t", pa.table({"a": [3]}))
+    with pytest.raises(UnsupportedQueryError, match="time travel"):
+        spark_svc.query(f"SELECT COUNT(*) FROM {ns}.t VERSION AS OF {snapshot_id}")
