@@ -7,8 +7,13 @@
   value is wrapped.
 - ``GROUP BY ALL`` (Spark 3.4) becomes a GROUP BY of every select-list expression without an
   aggregate, as Spark resolves it.
+- ``ORDER BY ALL`` (Spark 4) becomes an ORDER BY of every select-list position in turn, each in
+  the direction and NULL order given (without this, the capture asked Spark for a column
+  ``ALL``).
+- ``COUNT_IF(c)`` becomes ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c`` is true, and 0
+  over none.
 
-Both are printed by report tools and dbt models; Spark runs them, so a sketch must take them.
+They are printed by report tools and dbt models; Spark runs them, so a sketch must take them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from sketch_core.errors import UnsupportedQueryError
 def written_out(tree: exp.Expr) -> exp.Expr:
     """``tree`` without the shorthands above: itself where it has none, else a copy."""
     if not any(
-        isinstance(node, exp.Filter) or (isinstance(node, exp.Group) and node.args.get("all"))
+        isinstance(node, exp.Filter | exp.CountIf)
+        or (isinstance(node, exp.Group) and node.args.get("all"))
+        or _orders_by_all(node)
         for node in tree.walk()
     ):
         return tree
@@ -29,10 +36,43 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     for found in list(tree.find_all(exp.Filter)):
         if isinstance(found.this, exp.AggFunc):
             found.replace(_filtered_aggregate(found.this, found.expression.this))
+    for count_if in list(tree.find_all(exp.CountIf)):
+        kept = exp.Case(ifs=[exp.If(this=count_if.this.copy(), true=exp.Literal.number(1))])
+        count_if.replace(exp.Count(this=kept))
     for group in list(tree.find_all(exp.Group)):
         if group.args.get("all"):
             _group_by_all(group)
+    for order in list(tree.find_all(exp.Order)):
+        if _orders_by_all(order):
+            _order_by_all(order)
     return tree
+
+
+def _orders_by_all(node: exp.Expr) -> bool:
+    """Whether ``node`` is an ``ORDER BY ALL``."""
+    if not isinstance(node, exp.Order) or len(node.expressions) != 1:
+        return False
+    key = node.expressions[0].this
+    return isinstance(key, exp.Var) and key.name.upper() == "ALL"
+
+
+def _order_by_all(order: exp.Order) -> None:
+    query = order.parent
+    select = query.selects if isinstance(query, exp.Query) else []
+    if not select:
+        raise UnsupportedQueryError("ORDER BY ALL outside a query", order.sql(dialect="spark"))
+    (all_,) = order.expressions
+    order.set(
+        "expressions",
+        [
+            exp.Ordered(
+                this=exp.Literal.number(position),
+                desc=all_.args.get("desc"),
+                nulls_first=all_.args.get("nulls_first"),
+            )
+            for position in range(1, len(select) + 1)
+        ],
+    )
 
 
 def _filtered_aggregate(call: exp.AggFunc, condition: exp.Expr) -> exp.Expr:

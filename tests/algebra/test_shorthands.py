@@ -43,3 +43,19 @@ def test_a_tree_without_shorthands_is_returned_as_it_is() -> None:
 def test_a_filter_on_an_aggregate_with_more_arguments_is_refused_by_name() -> None:
     with pytest.raises(UnsupportedQueryError, match="FILTER"):
         _out("SELECT PERCENTILE_APPROX(x, 0.5) FILTER (WHERE a > 1) FROM t")
+
+
+def test_order_by_all_orders_by_every_select_position_in_the_direction_given() -> None:
+    assert _out("SELECT a, SUM(x) AS s FROM t GROUP BY a ORDER BY ALL DESC LIMIT 3") == (
+        "SELECT a, SUM(x) AS s FROM t GROUP BY a ORDER BY 1 DESC, 2 DESC LIMIT 3"
+    )
+    assert _out("SELECT a FROM t UNION ALL SELECT b FROM u ORDER BY ALL NULLS LAST") == (
+        "SELECT a FROM t UNION ALL SELECT b FROM u ORDER BY 1 NULLS LAST"
+    )
+    assert _out("SELECT a FROM t ORDER BY a") == "SELECT a FROM t ORDER BY a"  # not a shorthand
+
+
+def test_count_if_counts_the_rows_where_its_condition_holds() -> None:
+    assert _out("SELECT g, COUNT_IF(x > 1 AND y IS NULL) AS n FROM t GROUP BY g") == (
+        "SELECT g, COUNT(CASE WHEN x > 1 AND y IS NULL THEN 1 END) AS n FROM t GROUP BY g"
+    )

@@ -194,6 +194,9 @@ CAPTURED = {
     "group_by_all": f"""
         SELECT g, k % 7 AS bucket, SUM(v) AS s FROM {NS}.facts WHERE k IS NOT NULL
         GROUP BY ALL ORDER BY s DESC, g, bucket LIMIT 5""",
+    "order_by_all": f"""
+        SELECT SUM(v) AS s, g, COUNT_IF(v > 50) AS high FROM {NS}.facts
+        GROUP BY ALL ORDER BY ALL DESC LIMIT 4""",
 }
 
 
