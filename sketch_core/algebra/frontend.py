@@ -111,8 +111,32 @@ def parse_statement(sql: str) -> exp.Expr:
         raise QueryError(f"the query does not parse: {exc}", hint="check the Spark SQL syntax") from exc
     if len(statements) != 1 or statements[0] is None:
         raise QueryError("expected exactly one SQL statement", hint="remove extra statements")
+    _name_identifier_tables(statements[0])
     _refuse_reads_of_other_states(statements[0])
     return statements[0]
+
+
+def _name_identifier_tables(tree: exp.Expr) -> None:
+    """``FROM IDENTIFIER('ns.table')`` (Spark's clause for table names built as strings) becomes
+    ``FROM ns.table``, in place, so that the table is pinned and read like any other; a name
+    given as a parameter is refused by name (the tables are pinned before parameters bind)."""
+    for table in list(tree.find_all(exp.Table)):
+        call = table.this
+        if not (isinstance(call, exp.Anonymous) and str(call.this).upper() == "IDENTIFIER"):
+            continue
+        argument = call.expressions[0] if len(call.expressions) == 1 else None
+        if not (isinstance(argument, exp.Literal) and argument.is_string):
+            raise UnsupportedQueryError(
+                "IDENTIFIER with a table name that is not a string literal",
+                _where(table),
+                hint="name the table in the text (ns.table)",
+            )
+        try:
+            named = exp.to_table(argument.this, dialect="spark")
+        except ParseError as exc:
+            raise QueryError(f"IDENTIFIER({argument.sql(dialect='spark')}) is no table name: {exc}") from exc
+        for key in ("this", "db", "catalog"):
+            table.set(key, named.args.get(key))
 
 
 def _refuse_reads_of_other_states(tree: exp.Expr) -> None:
@@ -133,12 +157,13 @@ def _refuse_reads_of_other_states(tree: exp.Expr) -> None:
                 hint="read every table as of a commit with snapshot=<commit sequence> "
                 "(svc.tables.commits(table) lists each commit's sequence and Iceberg snapshot id)",
             )
-        if isinstance(table.this, exp.Dot):  # catalog.ns.table.snapshots and the like
+        if isinstance(table.this, exp.Dot):  # catalog.ns.table.snapshots, .branch_dev and the like
             raise UnsupportedQueryError(
-                "an Iceberg metadata table",
+                "an Iceberg metadata table, branch or tag",
                 _where(table),
-                hint="query metadata tables (snapshots, history, files, ...) in Spark itself; "
-                "svc.tables.commits(table) lists the commits the service has recorded",
+                hint="query metadata tables (snapshots, history, files, ...) and branches in Spark "
+                "itself; the service reads each table's main line (svc.tables.commits(table) lists "
+                "the commits it has recorded)",
             )
 
 

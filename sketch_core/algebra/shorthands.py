@@ -12,6 +12,11 @@
   ``ALL``).
 - ``COUNT_IF(c)`` becomes ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c`` is true, and 0
   over none.
+- ``PERCENT_RANK() OVER (PARTITION BY p ORDER BY o)`` becomes ``(RANK() - 1) / (COUNT(*) - 1)``
+  over the same window (the count over the whole partition; 0 in a partition of one row), and
+  ``CUME_DIST()`` becomes the count of rows up to the current one's peers (a ``RANGE`` frame)
+  over the partition's count, both as doubles: Spark's own definitions, in the window
+  functions the front end reads.
 
 They are printed by report tools and dbt models; Spark runs them, so a sketch must take them.
 """
@@ -27,6 +32,7 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     """``tree`` without the shorthands above: itself where it has none, else a copy."""
     if not any(
         isinstance(node, exp.Filter | exp.CountIf)
+        or _distribution_window(node)
         or (isinstance(node, exp.Group) and node.args.get("all"))
         or _orders_by_all(node)
         for node in tree.walk()
@@ -39,6 +45,9 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     for count_if in list(tree.find_all(exp.CountIf)):
         kept = exp.Case(ifs=[exp.If(this=count_if.this.copy(), true=exp.Literal.number(1))])
         count_if.replace(exp.Count(this=kept))
+    for window in list(tree.find_all(exp.Window)):
+        if _distribution_window(window):
+            window.replace(_distribution_written_out(window))
     for group in list(tree.find_all(exp.Group)):
         if group.args.get("all"):
             _group_by_all(group)
@@ -105,3 +114,48 @@ def _group_by_all(group: exp.Group) -> None:
     group.set("expressions", keys)
     if not keys:  # every item aggregates: one group of all rows, as Spark reads it
         select.set("group", None)
+
+
+def _distribution_window(node: exp.Expr) -> bool:
+    """Whether ``node`` is ``PERCENT_RANK()`` or ``CUME_DIST()`` over a window written in place
+    (a named window, ``OVER w``, is left to be refused by name)."""
+    return (
+        isinstance(node, exp.Window)
+        and isinstance(node.this, exp.PercentRank | exp.CumeDist)
+        and node.args.get("alias") is None
+    )
+
+
+def _distribution_written_out(window: exp.Window) -> exp.Expr:
+    partition = [p.copy() for p in window.args.get("partition_by") or []]
+    order = window.args.get("order")
+
+    def over(function: exp.Expr, *, ordered: bool, frame: exp.WindowSpec | None = None) -> exp.Window:
+        return exp.Window(
+            this=function,
+            partition_by=[p.copy() for p in partition] or None,
+            order=order.copy() if ordered and order is not None else None,
+            spec=frame,
+            over="OVER",
+        )
+
+    def double(value: exp.Expr) -> exp.Expr:
+        return exp.cast(value, exp.DataType.build("double"))
+
+    rows = over(exp.Count(this=exp.Star()), ordered=False)
+    if isinstance(window.this, exp.CumeDist):
+        up_to_peers = exp.WindowSpec(
+            kind="RANGE", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW"
+        )
+        counted = over(exp.Count(this=exp.Star()), ordered=True, frame=up_to_peers)
+        return exp.Div(this=double(counted), expression=double(rows))
+    rank = over(exp.Rank(), ordered=True)
+    one = exp.Literal.number(1)
+    share = exp.Div(
+        this=double(exp.Sub(this=rank, expression=one.copy())),
+        expression=double(exp.Sub(this=rows.copy(), expression=one.copy())),
+    )
+    return exp.Case(
+        ifs=[exp.If(this=exp.GT(this=rows, expression=one.copy()), true=share)],
+        default=double(exp.Literal.number(0)),
+    )

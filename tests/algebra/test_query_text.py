@@ -124,3 +124,16 @@ def test_reads_of_another_state_of_a_table_are_refused_not_read_as_the_pinned_on
     """The service reads every table at one commit: such a read got the pinned rows instead."""
     with pytest.raises(UnsupportedQueryError, match=construct):
         query_text(sql)
+
+
+def test_a_table_named_by_identifier_is_that_table() -> None:
+    """``IDENTIFIER('ns.table')``, Spark's clause for names built as strings, reads the table."""
+    named = SQL.replace("FROM s.sales", "FROM IDENTIFIER('s.sales')").replace(
+        "JOIN S.Regions r", "JOIN identifier('lake.s.regions') r"
+    )
+    text = QueryText(named)
+    assert text.tables == ("s.regions", "s.sales") and text.catalogs == frozenset({"lake"})
+    assert repr(text.to_ir(SCHEMAS, {"low": 1}).plan) == repr(to_ir(SQL, SCHEMAS, {"low": 1}).plan)
+    assert "v_sales" in text.bound_to({"s.sales": "v_sales", "s.regions": "v_regions"})
+    with pytest.raises(UnsupportedQueryError, match="IDENTIFIER"):
+        QueryText("SELECT a FROM IDENTIFIER(:t)")

@@ -59,3 +59,17 @@ def test_count_if_counts_the_rows_where_its_condition_holds() -> None:
     assert _out("SELECT g, COUNT_IF(x > 1 AND y IS NULL) AS n FROM t GROUP BY g") == (
         "SELECT g, COUNT(CASE WHEN x > 1 AND y IS NULL THEN 1 END) AS n FROM t GROUP BY g"
     )
+
+
+def test_percent_rank_and_cume_dist_become_ranks_and_counts_over_the_partition() -> None:
+    assert _out("SELECT PERCENT_RANK() OVER (PARTITION BY a ORDER BY b DESC) AS pr FROM t") == (
+        "SELECT CASE WHEN COUNT(*) OVER (PARTITION BY a) > 1 THEN CAST(RANK() OVER (PARTITION BY a "
+        "ORDER BY b DESC) - 1 AS DOUBLE) / CAST(COUNT(*) OVER (PARTITION BY a) - 1 AS DOUBLE) "
+        "ELSE CAST(0 AS DOUBLE) END AS pr FROM t"
+    )
+    assert _out("SELECT CUME_DIST() OVER (ORDER BY b) AS cd FROM t") == (
+        "SELECT CAST(COUNT(*) OVER (ORDER BY b RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) "
+        "AS DOUBLE) / CAST(COUNT(*) OVER () AS DOUBLE) AS cd FROM t"
+    )
+    named = "SELECT PERCENT_RANK() OVER w AS pr FROM t WINDOW w AS (ORDER BY b)"
+    assert _out(named) == sqlglot.parse_one(named, read="spark").sql(dialect="spark")  # left as is

@@ -194,6 +194,11 @@ CAPTURED = {
     "group_by_all": f"""
         SELECT g, k % 7 AS bucket, SUM(v) AS s FROM {NS}.facts WHERE k IS NOT NULL
         GROUP BY ALL ORDER BY s DESC, g, bucket LIMIT 5""",
+    "percent_rank_cume_dist": f"""
+        SELECT g, k, v, pr, cd FROM (
+            SELECT g, k, v, PERCENT_RANK() OVER (PARTITION BY g ORDER BY v DESC, k) AS pr,
+                   CUME_DIST() OVER (PARTITION BY g ORDER BY v DESC) AS cd
+            FROM {NS}.facts WHERE g < 3) WHERE pr <= 0.05 OR cd <= 0.05""",
     "order_by_all": f"""
         SELECT SUM(v) AS s, g, COUNT_IF(v > 50) AS high FROM {NS}.facts
         GROUP BY ALL ORDER BY ALL DESC LIMIT 4""",
