@@ -145,18 +145,22 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
                 raise
             return self._load_exact(spelled)
 
-    def _spelled(self, identifier: str | Identifier) -> tuple[str, str] | None:
-        """The one (namespace, name) of this catalog equal to ``identifier`` but for case."""
-        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
-        table_name = Catalog.table_name_from(identifier)
+    def spellings(self, conn: Connection, namespace: str, table_name: str) -> list[tuple[str, str]]:
+        """The (namespace, name) of every table of this catalog named so but for case."""
         columns = IcebergTables.table_namespace, IcebergTables.table_name
         query = select(*columns).where(
             IcebergTables.catalog_name == self.name,
             func.lower(IcebergTables.table_namespace) == namespace.lower(),
             func.lower(IcebergTables.table_name) == table_name.lower(),
         )
+        return [(str(row[0]), str(row[1])) for row in conn.execute(query)]
+
+    def _spelled(self, identifier: str | Identifier) -> tuple[str, str] | None:
+        """The one (namespace, name) of this catalog equal to ``identifier`` but for case."""
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+        table_name = Catalog.table_name_from(identifier)
         with reading(self.engine) as conn:
-            found = [(str(row[0]), str(row[1])) for row in conn.execute(query)]
+            found = self.spellings(conn, namespace, table_name)
         if len(found) > 1:
             shown = ", ".join(".".join(f) for f in sorted(found))
             raise TableError(

@@ -52,10 +52,6 @@ INGEST_LOCK_KEY = 0x5EC7C0DE_0014
 # `Sales.DailyOrders` is this project's `sales.dailyorders`): other tables' commits are numbered
 # but not recorded.
 _PROJECT_NAME = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
-_SPELLINGS = text(
-    "SELECT count(*) FROM iceberg_tables WHERE catalog_name = :catalog "
-    "AND lower(table_namespace) = :namespace AND lower(table_name) = :table"
-)
 
 
 @dataclass(frozen=True)
@@ -172,20 +168,6 @@ class CommitIngester:
             log.info("recorded %d commits made by other engines", recorded)
         return recorded
 
-    def _spellings(self, conn: Connection, commit: CatalogCommit) -> int:
-        """How many tables of the catalog have ``commit``'s name but for case (itself included,
-        unless dropped since)."""
-        return int(
-            conn.execute(
-                _SPELLINGS,
-                {
-                    "catalog": self.catalog.name,
-                    "namespace": commit.table_namespace.lower(),
-                    "table": commit.table_name.lower(),
-                },
-            ).scalar_one()
-        )
-
     def _record(self, conn: Connection, commit: CatalogCommit) -> int:
         if commit.catalog_name != self.catalog.name:
             return 0  # another catalog's table: not this project's
@@ -206,7 +188,8 @@ class CommitIngester:
         if not _PROJECT_NAME.match(name) or commit.metadata_location is None:
             log.warning("%s: a name this project cannot address; its commits are not recorded", commit.name)
             return 0
-        if self._spellings(conn, commit) > 1:
+        # Itself included, unless dropped since.
+        if len(self.catalog.spellings(conn, commit.table_namespace, commit.table_name)) > 1:
             log.warning(
                 "%s: the catalog has other tables whose names differ from it only in case; its commits "
                 "are not recorded (rename all but one of them)",
