@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 
+from sketch_core.algebra.dialect import SPARK
+
 T = exp.DType
 _INTEGERS = {T.TINYINT, T.SMALLINT, T.INT, T.BIGINT}
 _FLOATS = {T.FLOAT, T.DOUBLE}
@@ -178,5 +180,5 @@ def coerce(tree: exp.Expr, schema: Mapping[str, object]) -> exp.Expr:
     ``schema`` is the nested ``{namespace: {table: {column: type}}}`` the query was qualified
     with."""
     folded = tree.transform(_fold_date)
-    annotated = annotate_types(folded, schema=dict(schema), dialect="spark")
+    annotated = annotate_types(folded, schema=dict(schema), dialect=SPARK)
     return annotated.transform(_coerce, copy=False)

@@ -29,13 +29,14 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import OptimizeError, ParseError
+from sqlglot.errors import ErrorLevel, OptimizeError, ParseError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope as SqlglotScope
 from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.optimizer.simplify import simplify
 
 from sketch_core.algebra.coercion import coerce
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import (
     RANKING_FUNCTIONS,
     AggCall,
@@ -60,6 +61,7 @@ from sketch_core.algebra.ir import (
 from sketch_core.algebra.shorthands import written_out
 from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
 from sketch_core.recursive.query import split_recursive
+from sketch_core.rewrites.prune_outputs import prune_outputs
 
 # table name -> ordered (column, Spark SQL type)
 TableSchemas = Mapping[str, Sequence[tuple[str, str]]]
@@ -132,7 +134,7 @@ def _name_identifier_tables(tree: exp.Expr) -> None:
                 hint="name the table in the text (ns.table)",
             )
         try:
-            named = exp.to_table(argument.this, dialect="spark")
+            named = exp.to_table(argument.this, dialect=SPARK)
         except ParseError as exc:
             raise QueryError(f"IDENTIFIER({argument.sql(dialect='spark')}) is no table name: {exc}") from exc
         for key in ("this", "db", "catalog"):
@@ -278,7 +280,7 @@ class _Built:
 
 
 def _where(node: exp.Expr) -> str:
-    return node.sql(dialect="spark")
+    return node.sql(dialect=SPARK)
 
 
 def _scalar_subqueries(expression: exp.Expr) -> list[exp.Subquery]:
@@ -564,14 +566,18 @@ class _Builder:
         self.placeholders = 0  # numbers the scopes of scalar subqueries' and windows' values
 
     # -- expressions --------------------------------------------------------------------------
-    def translate(self, expression: exp.Expr, scopes: Sequence[Scope], where: exp.Expr) -> exp.Expr:
-        """The expression over unique names; scopes are searched innermost first."""
+    def translate(
+        self, expression: exp.Expr, scopes: Sequence[Scope], where: exp.Expr, *, opaque: bool = False
+    ) -> exp.Expr:
+        """The expression over unique names; scopes are searched innermost first. ``opaque``:
+        it may hold aggregate functions of any kind (an aggregation's calls, and expressions
+        over them); elsewhere only those the project evaluates."""
         for node in expression.walk():
             if isinstance(node, exp.Window):
                 raise UnsupportedQueryError("window function", _where(node))
             if isinstance(node, exp.Query | exp.Subquery):
                 raise UnsupportedQueryError("scalar subquery", _where(where))
-            if isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES:
+            if isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES and not opaque:
                 raise UnsupportedQueryError(f"aggregate function {node.key.upper()}", _where(node))
 
         def resolve(node: exp.Expr) -> exp.Expr:
@@ -1133,7 +1139,7 @@ class _Builder:
         computed: dict[str, str] = {}  # a window's SQL -> its column (QUALIFY repeats them)
         for item in [*node.expressions, *([qualify] if qualify is not None else [])]:
             for window in _windows_in(item):
-                key = window.sql(dialect="spark")
+                key = window.sql(dialect=SPARK)
                 if key not in computed:
                     rel, computed[key] = self._window(window, rel, scopes, agg_map)
                 self.placeholders += 1
@@ -1180,7 +1186,7 @@ class _Builder:
         if extra:
             rel = Project(rel, tuple((c, column(c)) for c in rel.columns) + tuple(extra))
         spec = window.args.get("spec")
-        frame = spec.sql(dialect="spark") if spec is not None else None
+        frame = spec.sql(dialect=SPARK) if spec is not None else None
         name = self.names.fresh(func)
         return Window(rel, partition, tuple(order), ((name, call),), frame), name
 
@@ -1213,16 +1219,19 @@ class _Builder:
         """An expression evaluated after the aggregation: aggregates and groups become columns."""
         if not agg_map:
             return self.translate(expression, scopes, where)
-        translated = self.translate(expression, scopes, where)
+        translated = self.translate(expression, scopes, where, opaque=True)
 
         def substitute(node: exp.Expr) -> exp.Expr:
-            found = agg_map.get(node.sql(dialect="spark"))
+            found = agg_map.get(node.sql(dialect=SPARK))
             return column(found) if found is not None else node
 
         result = translated.transform(substitute)
         allowed = set(agg_map.values())
         stray = [c.name for c in result.find_all(exp.Column) if c.name not in allowed]
         if stray:
+            for call in result.find_all(exp.Anonymous):
+                if str(call.this).upper() in _UNREAD_AGGREGATES:  # not a column out of place
+                    raise UnsupportedQueryError(f"aggregate function {str(call.this).upper()}", _where(where))
             raise QueryError(
                 f"{_where(where)[:200]!r} uses {stray} outside an aggregate and not in GROUP BY",
                 hint="add the column to GROUP BY or aggregate it",
@@ -1237,7 +1246,7 @@ class _Builder:
         group = node.args.get("group")
         for g in group.expressions if group else []:
             translated = self.translate(g, scopes, g)
-            key = translated.sql(dialect="spark")
+            key = translated.sql(dialect=SPARK)
             if key in agg_map:
                 continue
             name = (
@@ -1253,9 +1262,9 @@ class _Builder:
             raise UnsupportedQueryError("ROLLUP/CUBE/GROUPING SETS", _where(group))
         aggregates: list[tuple[str, AggCall]] = []
         aliases = {
-            item.this.sql(dialect="spark"): item.alias
+            item.this.sql(dialect=SPARK): item.alias
             for item in node.expressions
-            if isinstance(item, exp.Alias) and isinstance(item.this, exp.AggFunc)
+            if isinstance(item, exp.Alias) and isinstance(item.this, (exp.AggFunc, *_CALL_CLAUSES))
         }
         parts: list[exp.Expr] = [*node.expressions]
         if node.args.get("having") is not None:
@@ -1263,24 +1272,27 @@ class _Builder:
         if node.args.get("order") is not None:
             parts.append(node.args["order"])
         for part in parts:
-            for found in part.find_all(exp.AggFunc):
+            for function in part.find_all(exp.AggFunc):
+                # PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY x), FIRST(x) IGNORE NULLS: the
+                # call is the whole clause
+                found = function.parent if isinstance(function.parent, _CALL_CLAUSES) else function
                 if _windowed(found):  # a window's function: computed above the aggregation
                     continue
-                if any(isinstance(a, exp.AggFunc) for a in found.walk() if a is not found):
+                if any(isinstance(a, exp.AggFunc) for a in found.walk() if a is not function):
                     raise UnsupportedQueryError("nested aggregate", _where(found))
                 call = self._agg_call(found, scopes)
-                key = self.translate(found, scopes, found).sql(dialect="spark")
+                key = self.translate(found, scopes, found, opaque=True).sql(dialect=SPARK)
                 if key in agg_map:
                     continue
-                alias = aliases.get(found.sql(dialect="spark"))
-                name = self.names.fresh(alias or call.func)
+                alias = aliases.get(found.sql(dialect=SPARK))
+                name = self.names.fresh(alias or call.label)
                 agg_map[key] = name
                 aggregates.append((name, call))
         return Aggregate(rel, tuple(groups), tuple(aggregates)), agg_map
 
     def _agg_call(self, found: exp.Expr, scopes: Sequence[Scope]) -> AggCall:
         if type(found) not in _AGGREGATES:
-            raise UnsupportedQueryError(f"aggregate function {found.key.upper()}", _where(found))
+            return self._opaque_call(found, scopes)
         func = _AGGREGATES[type(found)]
         arg = found.this
         distinct = isinstance(arg, exp.Distinct)
@@ -1296,6 +1308,24 @@ class _Builder:
         if isinstance(arg, exp.Star) or arg is None:
             raise UnsupportedQueryError(f"{func}(*)", _where(found))
         return AggCall(func, self.translate(arg, scopes, found), distinct)  # type: ignore[arg-type]
+
+    def _opaque_call(self, found: exp.Expr, scopes: Sequence[Scope]) -> AggCall:
+        """Another aggregate function (STDDEV, MAX_BY, APPROX_COUNT_DISTINCT, ...), kept whole
+        for Spark. A group's value depends on all the group's rows, whatever the function, so
+        its provenance is the group's, as for the aggregates the project evaluates; where it
+        only shows a value the incremental engine and the estimates never compute it (see
+        ``rewrites.prune_outputs``). Refused when printing it for Spark would change it (an
+        argument sqlglot drops, or another function's name)."""
+        translated = self.translate(found, scopes, found, opaque=True)
+        try:
+            printed = translated.sql(dialect=SPARK, unsupported_level=ErrorLevel.RAISE)
+            same = type(sqlglot.parse_one(printed, read="spark")) is type(found)
+        except (SqlglotError, ValueError):
+            same = False
+        if not same:
+            name = _where(found).split("(", 1)[0]
+            raise UnsupportedQueryError(f"aggregate function {name} with these arguments", _where(found))
+        return AggCall("opaque", translated)
 
     def _order_limit(
         self, node: exp.Expr, built: _Built, *, top: bool, scopes: Sequence[Scope], agg_map: Mapping[str, str]
@@ -1315,7 +1345,7 @@ class _Builder:
         rel = built.rel
         by_visible = dict(zip((v.lower() for v in built.visible), rel.columns, strict=True))
         outputs = dict(rel.outputs) if isinstance(rel, Project) else {}
-        by_sql = {e.sql(dialect="spark"): n for n, e in outputs.items()}
+        by_sql = {e.sql(dialect=SPARK): n for n, e in outputs.items()}
         keys: list[SortKey] = []
         hidden: list[tuple[str, exp.Expr]] = []
         for ordered in order.expressions:
@@ -1325,7 +1355,7 @@ class _Builder:
                 name = by_visible[target.name.lower()]
             elif scopes:
                 translated = self._post(target, scopes, agg_map, ordered)
-                name = by_sql.get(translated.sql(dialect="spark"))
+                name = by_sql.get(translated.sql(dialect=SPARK))
                 if name is None:
                     if not isinstance(rel, Project) or isinstance(built.rel, Distinct):
                         raise UnsupportedQueryError(
@@ -1374,7 +1404,7 @@ def _qualify(tree: exp.Expr, schemas: TableSchemas) -> exp.Expr:
         qualified = qualify(
             tree,
             schema=nested,
-            dialect="spark",
+            dialect=SPARK,
             quote_identifiers=False,
             validate_qualify_columns=True,
             identify=False,
@@ -1405,7 +1435,7 @@ def _refuse_changing_values(tree: exp.Expr) -> None:
     for node in tree.walk():
         named = isinstance(node, exp.Anonymous) and str(node.this).lower() in _CHANGING_NAMES
         if isinstance(node, _CHANGING) or named:
-            name = node.sql(dialect="spark").split("(")[0]
+            name = node.sql(dialect=SPARK).split("(")[0]
             raise UnsupportedQueryError(
                 f"{name}, whose value changes from run to run",
                 _where(node),
@@ -1458,7 +1488,65 @@ def ir_from_tree(
             inner.set("expressions", [exp.Literal.number(1)])
     builder = _Builder(lowered, _column_refs(qualified))
     built = builder.query(qualified, {}, top=True)
-    return ParsedQuery(built.rel, built.visible, tree.sql(dialect="spark"))
+    _refuse_arbitrary_deciding(built.rel)
+    return ParsedQuery(built.rel, built.visible, tree.sql(dialect=SPARK))
+
+
+# Spark aggregate functions sqlglot reads as unknown scalar functions (so not as aggregates).
+_UNREAD_AGGREGATES = frozenset(
+    {
+        "TRY_SUM",
+        "TRY_AVG",
+        "HISTOGRAM_NUMERIC",
+        "HLL_SKETCH_AGG",
+        "HLL_UNION_AGG",
+        "COUNT_MIN_SKETCH",
+        "BITMAP_CONSTRUCT_AGG",
+        "BITMAP_OR_AGG",
+        "APPROX_TOP_K",
+    }
+)
+
+# Clauses that belong to the aggregate call they wrap.
+_CALL_CLAUSES = (exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls)
+
+# Aggregate functions whose value Spark may compute differently over the same rows (which row
+# comes first in a task, how partial results merge): fine to show, but a sketch cannot promise
+# that a condition or an order on them picks the same rows on its data as on the full table.
+_ARBITRARY_AGGREGATES = (
+    exp.First,
+    exp.Last,
+    exp.AnyValue,
+    exp.FirstValue,
+    exp.LastValue,
+    exp.ArrayAgg,
+    exp.GroupConcat,
+    exp.ApproxQuantile,
+    exp.Mode,
+)
+
+
+def _refuse_arbitrary_deciding(plan: Relation) -> None:
+    """Refuse a plan where an aggregate of :data:`_ARBITRARY_AGGREGATES` decides rows: one the
+    plan still computes once only shown values are pruned."""
+    stack = [prune_outputs(plan)]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if not isinstance(node, Aggregate):
+            continue
+        for _, call in node.aggregates:
+            if call.func != "opaque" or call.arg is None:
+                continue
+            nulls = isinstance(call.arg, exp.IgnoreNulls | exp.RespectNulls)
+            if isinstance(call.arg.this if nulls else call.arg, _ARBITRARY_AGGREGATES):
+                name = call.label.upper()
+                raise UnsupportedQueryError(
+                    f"{name} in a condition, an order or a join",
+                    call.arg.sql(dialect=SPARK)[:200],
+                    hint=f"{name} may give other values over the same rows: show it, but filter or "
+                    "order on a deterministic aggregate (MIN, MAX, ...)",
+                )
 
 
 # Verdicts that turn on which table a column belongs to, which stand-in schemas cannot know.
@@ -1533,7 +1621,7 @@ def check_supported(sql: str) -> None:
                     known.setdefault(name, alias)
     stand_ins = {table: list(cols.items()) or [("_", "double")] for table, cols in schemas.items()}
     try:
-        to_ir(tree.sql(dialect="spark"), stand_ins)
+        to_ir(tree.sql(dialect=SPARK), stand_ins)
     except UnsupportedQueryError as exc:
         if exc.construct not in _DEPENDS_ON_COLUMN_OWNERS:
             raise

@@ -15,11 +15,17 @@ from typing import Any, Literal
 
 from sqlglot import exp
 
-AggFunc = Literal["count", "sum", "avg", "min", "max", "collect_set", "union_sets"]
+from sketch_core.algebra.dialect import SPARK
+
+AggFunc = Literal["count", "sum", "avg", "min", "max", "opaque", "collect_set", "union_sets"]
 JoinKind = Literal["inner", "cross", "semi", "anti", "left", "full", "scalar"]
 
-# Aggregates users write; collect_set and union_sets only appear in capture plans.
-USER_AGGREGATES: frozenset[str] = frozenset({"count", "sum", "avg", "min", "max"})
+# Aggregates users write; collect_set and union_sets only appear in capture plans. An
+# ``opaque`` call is any other aggregate function users write (STDDEV, MAX_BY,
+# APPROX_COUNT_DISTINCT, ...): its ``arg`` is the whole call, which Spark evaluates as written.
+# Nothing in this project computes its value; see ``frontend``'s ``_opaque_call`` for where it
+# may stand.
+USER_AGGREGATES: frozenset[str] = frozenset({"count", "sum", "avg", "min", "max", "opaque"})
 
 
 class PlanError(ValueError):
@@ -206,6 +212,13 @@ class AggCall:
     def __post_init__(self) -> None:
         if self.arg is None and self.func != "count":
             raise PlanError(f"{self.func} needs an argument")
+
+    @property
+    def label(self) -> str:
+        """The function's name, in lower case: Spark's for an ``opaque`` call (``max_by``)."""
+        if self.func == "opaque" and self.arg is not None:
+            return self.arg.sql(dialect=SPARK).split("(", 1)[0].lower()
+        return self.func
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import sqlglot
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import (
     AggCall,
     Aggregate,
@@ -33,11 +34,11 @@ Source = Callable[[Scan], str]
 
 
 def _ident(name: str) -> str:
-    return exp.to_identifier(name).sql(dialect="spark")
+    return exp.to_identifier(name).sql(dialect=SPARK)
 
 
 def _expr(expression: exp.Expr) -> str:
-    return expression.sql(dialect="spark")
+    return expression.sql(dialect=SPARK)
 
 
 def aggregate_sql(call: AggCall) -> str:
@@ -45,6 +46,8 @@ def aggregate_sql(call: AggCall) -> str:
     if call.func == "count" and call.arg is None:
         return "COUNT(*)"
     assert call.arg is not None
+    if call.func == "opaque":  # the whole call, as the user wrote it (over the plan's names)
+        return _expr(call.arg)
     if isinstance(call.arg, exp.Tuple):  # COUNT(DISTINCT x, y): not COUNT of one struct
         arg = ", ".join(_expr(e) for e in call.arg.expressions)
     else:

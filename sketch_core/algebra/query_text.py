@@ -20,6 +20,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.frontend import ParsedQuery, TableSchemas, as_query, ir_from_tree, parse_statement
 from sketch_core.lru import LruMap
 from sketch_core.tables.names import normalize_table_name
@@ -67,7 +68,7 @@ class QueryText:
         """Identifies a parameterized query template: its normalized SQL, placeholders unbound
         (UnsupportedQueryError for a statement that is not a query)."""
         if self._template_key is None:
-            normalized = as_query(self.statement).sql(dialect="spark", normalize=True)
+            normalized = as_query(self.statement).sql(dialect=SPARK, normalize=True)
             self._template_key = hashlib.sha256(normalized.encode()).hexdigest()[:32]
         return self._template_key
 
@@ -127,7 +128,7 @@ class QueryText:
             replacement = relation(name, exp.TableAlias(this=exp.to_identifier(table.alias or table.name)))
             if replacement is not None:
                 table.replace(replacement)
-        bound = tree.sql(dialect="spark")
+        bound = tree.sql(dialect=SPARK)
         self._bound.put(key, bound)  # a report is bound to the same views until they change
         return bound
 

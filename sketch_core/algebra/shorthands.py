@@ -12,6 +12,9 @@
   ``ALL``).
 - ``COUNT_IF(c)`` becomes ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c`` is true, and 0
   over none.
+- ``STD(x)``, ``EVERY(c)`` and ``SOME(c)``, Spark's other names of ``STDDEV``, ``BOOL_AND`` and
+  ``BOOL_OR``, become those (sqlglot reads them as unknown scalar functions, so a report's
+  ``STD(x)`` read as a column outside the GROUP BY).
 - ``PERCENT_RANK() OVER (PARTITION BY p ORDER BY o)`` becomes ``(RANK() - 1) / (COUNT(*) - 1)``
   over the same window (the count over the whole partition; 0 in a partition of one row), and
   ``CUME_DIST()`` becomes the count of rows up to the current one's peers (a ``RANGE`` frame)
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.errors import UnsupportedQueryError
 
 
@@ -32,6 +36,7 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     """``tree`` without the shorthands above: itself where it has none, else a copy."""
     if not any(
         isinstance(node, exp.Filter | exp.CountIf)
+        or _aggregate_alias(node) is not None
         or _distribution_window(node)
         or (isinstance(node, exp.Group) and node.args.get("all"))
         or _orders_by_all(node)
@@ -39,6 +44,9 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     ):
         return tree
     tree = tree.copy()
+    for anonymous in list(tree.find_all(exp.Anonymous)):
+        if (kind := _aggregate_alias(anonymous)) is not None:
+            anonymous.replace(kind(this=anonymous.expressions[0].copy()))
     for found in list(tree.find_all(exp.Filter)):
         if isinstance(found.this, exp.AggFunc):
             found.replace(_filtered_aggregate(found.this, found.expression.this))
@@ -57,6 +65,16 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
+# Spark's other names of aggregate functions sqlglot knows (one argument each).
+_ALIASES: dict[str, type[exp.AggFunc]] = {"STD": exp.Stddev, "EVERY": exp.LogicalAnd, "SOME": exp.LogicalOr}
+
+
+def _aggregate_alias(node: exp.Expr) -> type[exp.AggFunc] | None:
+    if isinstance(node, exp.Anonymous) and isinstance(node.this, str) and len(node.expressions) == 1:
+        return _ALIASES.get(node.this.upper())
+    return None
+
+
 def _orders_by_all(node: exp.Expr) -> bool:
     """Whether ``node`` is an ``ORDER BY ALL``."""
     if not isinstance(node, exp.Order) or len(node.expressions) != 1:
@@ -69,7 +87,7 @@ def _order_by_all(order: exp.Order) -> None:
     query = order.parent
     select = query.selects if isinstance(query, exp.Query) else []
     if not select:
-        raise UnsupportedQueryError("ORDER BY ALL outside a query", order.sql(dialect="spark"))
+        raise UnsupportedQueryError("ORDER BY ALL outside a query", order.sql(dialect=SPARK))
     (all_,) = order.expressions
     order.set(
         "expressions",
@@ -97,14 +115,14 @@ def _filtered_aggregate(call: exp.AggFunc, condition: exp.Expr) -> exp.Expr:
     elif argument is not None and not any(v for k, v in call.args.items() if k not in ("this", "big_int")):
         call.set("this", only_kept(argument))
     else:  # an aggregate with more arguments than its value (a percentile's share)
-        raise UnsupportedQueryError("FILTER on this aggregate", call.sql(dialect="spark"))
+        raise UnsupportedQueryError("FILTER on this aggregate", call.sql(dialect=SPARK))
     return call
 
 
 def _group_by_all(group: exp.Group) -> None:
     select = group.parent
     if not isinstance(select, exp.Select):
-        raise UnsupportedQueryError("GROUP BY ALL outside a SELECT", group.sql(dialect="spark"))
+        raise UnsupportedQueryError("GROUP BY ALL outside a SELECT", group.sql(dialect=SPARK))
     keys = [
         (item.this if isinstance(item, exp.Alias) else item).copy()
         for item in select.expressions

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import z3
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import (
     Aggregate,
     Distinct,
@@ -91,7 +92,7 @@ class _Checker:
 
     def condition(self, state: _State, q: exp.Expr, q2: exp.Expr) -> None:
         for a, b in zip(conjuncts(q), conjuncts(q2), strict=True):
-            same = a.sql(dialect="spark") == b.sql(dialect="spark")
+            same = a.sql(dialect=SPARK) == b.sql(dialect=SPARK)
             state.preds.append((self.q(a), self.q2(b), frozenset(referenced(a)), same))
 
     def define(self, state: _State, name: str, q: exp.Expr, q2: exp.Expr) -> None:
@@ -210,7 +211,8 @@ class _Checker:
         if any(p[0] is None and not p[3] and not p[2] <= group_columns for p in state.preds):
             q_in_q2 = q2_in_q = False  # an untranslatable condition: nothing is known about the groups
         for name, call in q.aggregates:
-            argument = self.q(call.arg) if call.arg is not None else None
+            # (an opaque call's value is known only to be equal when the groups are)
+            argument = self.q(call.arg) if call.arg is not None and call.func != "opaque" else None
             self.sorts[name] = (
                 z3.IntSort()
                 if call.func == "count"

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import AggCall, Aggregate, Join, Project, Relation, Scan, Select, Union
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate, filter_rows
@@ -99,7 +100,7 @@ class _Evaluator:
         pairs, residual = equi_keys(node.condition, node.left.columns, node.right.columns)
         outer = node.kind in ("left", "full", "scalar")  # left to Spark
         if not pairs or outer or node.null_aware or (residual and node.kind != "inner"):
-            condition = node.condition.sql(dialect="spark") if node.condition is not None else "no condition"
+            condition = node.condition.sql(dialect=SPARK) if node.condition is not None else "no condition"
             raise UnsupportedQueryError(f"this {node.kind} join in an in-process estimate", condition)
         # Semi and anti joins keep the left's rows: it comes first. An inner join starts from the
         # side holding the sample, unless both do; without the sample, from the side the keys

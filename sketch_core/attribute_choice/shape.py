@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from sketch_core.algebra.ir import Aggregate, Project, Relation, Select, Sort, TopK
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate, filter_rows
-from sketch_core.rewrites.prune_outputs import needed_outputs
+from sketch_core.rewrites.prune_outputs import deciding_columns, needed_outputs, pruned_aggregate
 
 GROUP = "__group"
 ESTIMABLE_FUNCTIONS = {"count", "sum", "avg", "min", "max"}
@@ -41,6 +41,9 @@ def aggregation_shape(plan: Relation) -> AggregationShape | str:
         return f"the query's top is a {type(node).__name__}, not an aggregation"
     if not node.groups:
         return "the aggregation has no GROUP BY: its one group is always in the result"
+    # Only the aggregates the chain reads are estimated: a shown STDDEV or COUNT(DISTINCT ...)
+    # decides nothing.
+    node = pruned_aggregate(node, deciding_columns(tuple(above)))
     for name, call in node.aggregates:
         if call.distinct or call.func not in ESTIMABLE_FUNCTIONS:
             what = f"{call.func}{' DISTINCT' if call.distinct else ''}"

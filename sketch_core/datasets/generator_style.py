@@ -29,6 +29,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
+from sketch_core.algebra.dialect import SPARK
+
 # TPC-H's columns per table, in the specification's order.
 TPCH_COLUMNS: dict[str, tuple[str, ...]] = {
     "region": ("r_regionkey", "r_name", "r_comment"),
@@ -107,7 +109,7 @@ def generator_style(
     tree = qualify(
         sqlglot.parse_one(sql, read="spark"),
         schema=nested,
-        dialect="spark",
+        dialect=SPARK,
         quote_identifiers=False,
         identify=False,
     )
@@ -133,7 +135,7 @@ def generator_style(
         for source in tree.find_all(exp.Table):
             if source.args.get("db"):
                 source.set("catalog", exp.to_identifier(catalog))
-    return tree.sql(dialect="spark", pretty=True, identify=quoted)
+    return tree.sql(dialect=SPARK, pretty=True, identify=quoted)
 
 
 def _table_name(table: exp.Table) -> str:
@@ -240,7 +242,7 @@ def _rewrite_expression(node: exp.Expr, literals: itertools.count[int]) -> exp.E
         compared = isinstance(node.parent, exp.EQ | exp.NEQ | exp.LT | exp.LTE | exp.GT | exp.GTE)
         if compared and next(literals) % 2 == 0:
             return exp.Literal.string(text)
-        return exp.func("TO_DATE", exp.Literal.string(text), exp.Literal.string("yyyy-M-d"), dialect="spark")
+        return exp.func("TO_DATE", exp.Literal.string(text), exp.Literal.string("yyyy-M-d"), dialect=SPARK)
     return node
 
 

@@ -153,8 +153,8 @@ class AggregateShape:
         for _, call in node.aggregates:
             if call.distinct or call.func not in ("count", "sum", "avg", "min", "max"):
                 raise UnsupportedQueryError(
-                    f"{call.func}{'(DISTINCT)' if call.distinct else ''} in incremental maintenance",
-                    call.func,
+                    f"{call.label}{'(DISTINCT)' if call.distinct else ''} in incremental maintenance",
+                    call.label,
                     hint="maintain this sketch with strategy='full'",
                 )
         self.node = node

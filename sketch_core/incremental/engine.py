@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import (
     AggCall,
     Aggregate,
@@ -573,7 +574,7 @@ def _match_condition(
         return keys, null_safe, stateless.selection(exp.and_(*residual), remote, ansi) if residual else None
     raise UnsupportedQueryError(
         f"{what} in incremental maintenance (not yet)",
-        node.condition.sql(dialect="spark") if node.condition is not None else "",
+        node.condition.sql(dialect=SPARK) if node.condition is not None else "",
         hint="maintain this sketch with strategy='full'",
     )
 
@@ -677,6 +678,18 @@ class _SemiJoin(_Node):
             return AnnotatedDelta.empty(self.schema, self.annotations)
         right_now = self.right.current(ctx, _key_values(self.keys, left_now, 1, self.null_safe))
         return _keep_keys(self._matching(left_now, right_now), keys)
+
+
+def _refuse_opaque(node: Aggregate) -> None:
+    """An aggregate function the engine does not compute (``STDDEV``, ...) that decides rows
+    (shown ones are pruned before): not per row on Spark either, as other expressions are."""
+    for _, call in node.aggregates:
+        if call.func == "opaque":
+            raise UnsupportedQueryError(
+                f"{call.label} in incremental maintenance",
+                call.label,
+                hint="maintain this sketch with strategy='full' (auto does)",
+            )
 
 
 def _numeric(kind: pa.DataType) -> bool:
@@ -985,6 +998,8 @@ class IncrementalSketch:
             below = self._build(node.child)
             built = _Project(node, below, self.remote, self.ansi)
             return self._noted(built, built.outputs, below.schema)
+        if isinstance(node, Aggregate):
+            _refuse_opaque(node)
         if isinstance(node, Aggregate) and (rewritten := distinct_rows_first(node)) is not node:
             return self._build(rewritten)
         if isinstance(node, Aggregate):
@@ -1109,7 +1124,7 @@ class IncrementalSketch:
         evaluated remotely noted (their translation is cached there for the runs)."""
         if self.remote is not None:
             names = translated.remote_names(schema)
-            self.remote_expressions += [translated.expressions[n].sql(dialect="spark") for n in names]
+            self.remote_expressions += [translated.expressions[n].sql(dialect=SPARK) for n in names]
         return built
 
     def _keep(self, node: _Aggregate | _TopK) -> _Node:

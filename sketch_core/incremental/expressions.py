@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import COMPARISON_OPERATORS
 from sketch_core.arrow.plans import filter_table, project_table
 from sketch_core.errors import UnsupportedQueryError
@@ -36,7 +37,7 @@ from sketch_core.lru import LruMap
 def _unsupported(expression: exp.Expr) -> UnsupportedQueryError:
     return UnsupportedQueryError(
         f"the expression {type(expression).__name__} in incremental maintenance",
-        expression.sql(dialect="spark"),
+        expression.sql(dialect=SPARK),
         hint="maintain this sketch with strategy='full'",
     )
 
@@ -124,7 +125,7 @@ class Translated:
         if result.num_rows != table.num_rows:
             raise UnsupportedQueryError(
                 f"the remote evaluation returned {result.num_rows} rows for {table.num_rows}",
-                ", ".join(e.sql(dialect="spark") for e in wanted.values())[:200],
+                ", ".join(e.sql(dialect=SPARK) for e in wanted.values())[:200],
                 hint="maintain this sketch with strategy='full'",
             )
         for name in names:
@@ -154,7 +155,7 @@ class ExpressionTranslator:
             raise UnsupportedQueryError(
                 "an expression under spark.sql.ansi.enabled=false in incremental maintenance "
                 "(the engine's rules are ANSI mode's)",
-                expression.sql(dialect="spark"),
+                expression.sql(dialect=SPARK),
                 hint="maintain this sketch with strategy='full', or run Spark in ANSI mode",
             )
         return self.translate(expression)

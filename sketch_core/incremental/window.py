@@ -40,6 +40,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import RANKING_FUNCTIONS, SortKey, WindowCall
 from sketch_core.incremental.ordering import spark_order
 from sketch_core.incremental.topk import sort_key
@@ -77,7 +78,7 @@ def frame_of(text: str | None, ordered: bool) -> Frame:
     default, which depends on whether the window has an ORDER BY)."""
     if text is None:
         return Frame(False, None, 0) if ordered else Frame(True, None, None)
-    spec = sqlglot.parse_one(f"SUM(x) OVER (ORDER BY x {text})", dialect="spark").find(exp.WindowSpec)
+    spec = sqlglot.parse_one(f"SUM(x) OVER (ORDER BY x {text})", dialect=SPARK).find(exp.WindowSpec)
     assert spec is not None
     if spec.args.get("exclude"):
         raise FrameNotEvaluated(f"the frame exclusion in {text}")

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.errors import SketchError
 
 
@@ -301,8 +302,8 @@ class RangePartition:
         self, fragments: Iterable[int], column: exp.Expr | None = None, max_intervals: int | None = None
     ) -> exp.Expr:
         """:meth:`predicate_sql` parsed, for callers that inspect or evaluate the condition."""
-        target = None if column is None else column.sql(dialect="spark")
-        return sqlglot.parse_one(self.predicate_sql(fragments, target, max_intervals), dialect="spark")
+        target = None if column is None else column.sql(dialect=SPARK)
+        return sqlglot.parse_one(self.predicate_sql(fragments, target, max_intervals), dialect=SPARK)
 
     def _tested_intervals(self, ids: set[int], max_intervals: int | None) -> list[Interval]:
         """The ranges :meth:`predicate` tests: the sketch's own, or past
@@ -406,14 +407,14 @@ def membership_tree_sql(intervals: Sequence[Interval], column: str, with_nulls: 
 
 
 def _identifier_sql(name: str) -> str:
-    return exp.to_identifier(name).sql(dialect="spark")
+    return exp.to_identifier(name).sql(dialect=SPARK)
 
 
 def literal_sql(value: Any) -> str:
     """:func:`sql_literal` as Spark SQL text; integers, the usual cut points, without sqlglot."""
     if type(value) is int:
         return str(value)
-    return sql_literal(value).sql(dialect="spark")
+    return sql_literal(value).sql(dialect=SPARK)
 
 
 def sql_literal(value: Any) -> exp.Expr:

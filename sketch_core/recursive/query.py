@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.errors import QueryError, UnsupportedQueryError
 
 
@@ -40,7 +41,7 @@ class RecursiveQuery:
 
 def where(node: exp.Expr) -> str:
     """The SQL of ``node``, for error messages."""
-    return node.sql(dialect="spark")
+    return node.sql(dialect=SPARK)
 
 
 def member_types_differ(name: str, column: str, step_type: str, base_type: str, step: exp.Expr) -> QueryError:
@@ -61,7 +62,7 @@ def _reads(node: exp.Expr, name: str) -> list[exp.Table]:
 
 def split_recursive(sql: str | exp.Expr) -> RecursiveQuery | None:
     """The recursive CTE of ``sql`` and its members, checked; None without ``WITH RECURSIVE``."""
-    tree = sqlglot.parse_one(sql, dialect="spark") if isinstance(sql, str) else sql
+    tree = sqlglot.parse_one(sql, dialect=SPARK) if isinstance(sql, str) else sql
     with_ = tree.args.get("with_")
     if with_ is None or not with_.args.get("recursive"):
         return None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import (
     AggCall,
     Aggregate,
@@ -137,7 +138,7 @@ def _renamed(annotations: Annotations, outputs: Iterable[tuple[str, exp.Expr]]) 
 
 def _null_of(annotation: Annotation) -> exp.Expr:
     kind = "array<int>" if annotation.is_set else "int"
-    return exp.cast(exp.Null(), exp.DataType.build(kind, dialect="spark"))
+    return exp.cast(exp.Null(), exp.DataType.build(kind, dialect=SPARK))
 
 
 class _Instrumenter:

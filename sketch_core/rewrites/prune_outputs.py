@@ -65,6 +65,11 @@ def _needed(chain: tuple[Relation, ...]) -> tuple[dict[int, tuple[tuple[str, exp
     return kept_outputs, needed
 
 
+def deciding_columns(chain: tuple[Relation, ...]) -> set[str]:
+    """The columns of the chain's input that decide which rows it returns."""
+    return _needed(chain)[1]
+
+
 def pruned_aggregate(node: Aggregate, needed: set[str]) -> Aggregate:
     """``node`` without the aggregates outside ``needed``, its provenance unchanged (see the
     module's docstring)."""

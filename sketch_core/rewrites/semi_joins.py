@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import Aggregate, Join, Project, Relation, Select, column, conjuncts, referenced
 from sketch_core.errors import UnsupportedQueryError
 
@@ -60,12 +61,12 @@ def split_semi_condition(
         else:
             raise UnsupportedQueryError(
                 f"a non-equality correlation in a semi join ({where})",
-                conjunct.sql(dialect="spark"),
+                conjunct.sql(dialect=SPARK),
                 hint=hint,
             )
     if not keys:
         raise UnsupportedQueryError(
-            f"a semi join without an equality ({where})", join.condition.sql(dialect="spark"), hint=hint
+            f"a semi join without an equality ({where})", join.condition.sql(dialect=SPARK), hint=hint
         )
     return keys, left_only, right_only, mixed
 
@@ -80,7 +81,7 @@ def semi_join_as_inner_join(join: Join) -> Relation:
     if null_safe_semi_join(join):
         raise UnsupportedQueryError(
             "INTERSECT in incremental maintenance (not yet)",
-            join.condition.sql(dialect="spark"),
+            join.condition.sql(dialect=SPARK),
             hint="maintain this sketch with strategy='full'",
         )
     keys, left_only, right_only, _ = split_semi_condition(

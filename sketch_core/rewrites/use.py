@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import Project, Relation, Scan, Select, column, positive_scans, replace_children
 from sketch_core.partitions import RangePartition
 
@@ -29,7 +30,7 @@ def sketch_condition(
     kept = frozenset(int(f) for f in fragments)
 
     def condition(target: exp.Expr) -> exp.Expr:
-        text = partition.predicate_sql(kept, target.sql(dialect="spark"), max_intervals)
+        text = partition.predicate_sql(kept, target.sql(dialect=SPARK), max_intervals)
         return exp.Paren(this=exp.Var(this=text))
 
     return condition

@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from sketch_core import faults
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params
 from sketch_core.algebra.ir import Relation, Scan, scans_below_joins
 from sketch_core.algebra.printer import to_sql
@@ -610,7 +611,7 @@ class QueryRunner:
             frame = pinned_dataframe(spark, usable.pruned[table])
             attribute, condition = conditions[table]
             if condition is not None:
-                frame = frame.where(condition(exp.column(attribute, quoted=True)).sql(dialect="spark"))
+                frame = frame.where(condition(exp.column(attribute, quoted=True)).sql(dialect=SPARK))
             tag = hashlib.sha256(record.name.encode()).hexdigest()[:12]
             views[table] = keep_view(spark, f"{pin.view_name}__{tag}_v{record.version}", frame)
         files_read = sum(len(usable.pruned.get(t, pin).files) for t, pin in pins.items())

@@ -24,6 +24,7 @@ from pyroaring import BitMap
 from sqlglot import exp
 
 from sketch_core import faults
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.frontend import encode_params
 from sketch_core.algebra.query_text import template_key
 from sketch_core.errors import QueryError, TableExistsError, UnsupportedQueryError
@@ -357,7 +358,7 @@ MAX_PREDICATE_ROWS = 1000
 
 
 def _equals(column: str, value: object) -> str:
-    quoted = exp.to_identifier(column).sql(dialect="spark")
+    quoted = exp.to_identifier(column).sql(dialect=SPARK)
     return f"{quoted} IS NULL" if value is None else f"{quoted} = {literal_sql(value)}"
 
 
@@ -371,4 +372,4 @@ def _join_column(members: Members, table: str, names: list[str]) -> str:
 
 
 def sql_of(query: RecursiveQuery) -> str:
-    return query.outer.sql(dialect="spark")[:300]
+    return query.outer.sql(dialect=SPARK)[:300]

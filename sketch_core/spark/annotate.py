@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.range_partition import sql_literal
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN
@@ -115,7 +116,7 @@ def annotate_fragments(
     if n == 1:
         return df.withColumn(output, F.when(column.isNull(), F.lit(1)).otherwise(F.lit(0)))
     if not _bucketizable(partition, kind):
-        tree = F.expr(_case_tree(_sql_column(source), partition.cuts, 0, n - 1).sql(dialect="spark"))
+        tree = F.expr(_case_tree(_sql_column(source), partition.cuts, 0, n - 1).sql(dialect=SPARK))
         return df.withColumn(output, F.when(column.isNull(), F.lit(n)).otherwise(tree).cast("int"))
     image, bucket = f"__{output}_image", f"__{output}_bucket"
     images = [_double_image(c, kind) for c in partition.cuts]
@@ -135,7 +136,7 @@ def annotate_fragments(
     # of all the cuts, which costs planning time at 10,000 fragments).
     if not _always_exact(kind) and any(abs(i) >= _EXACT_LIMIT for i in images):
         # element_at is 1-based: cuts[i] is element i + 1.
-        cuts = F.expr(exp.Array(expressions=[sql_literal(c) for c in partition.cuts]).sql(dialect="spark"))
+        cuts = F.expr(exp.Array(expressions=[sql_literal(c) for c in partition.cuts]).sql(dialect=SPARK))
         # Only values beyond 2**53 can round across a cut; CASE is lazy, so other rows never
         # pay for the comparison with the exact neighbouring cuts.
         exact = (

@@ -10,6 +10,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.spark.jobs import spark_job
 
@@ -26,7 +27,7 @@ def evaluate_on_spark(spark: SparkSession, table: pa.Table, expressions: Mapping
         f"{expression.sql(dialect='spark')} AS {exp.to_identifier(name).sql(dialect='spark')}"
         for name, expression in expressions.items()
     ]
-    text = ", ".join(e.sql(dialect="spark") for e in expressions.values())[:200]
+    text = ", ".join(e.sql(dialect=SPARK) for e in expressions.values())[:200]
     with spark_job(f"evaluating {text} over {table.num_rows} delta rows"):
         # One batch: PySpark 4.2 makes no rows of a table whose first two batches are empty
         # (as a filtered delta's can be).

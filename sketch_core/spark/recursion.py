@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.errors import QueryError
 from sketch_core.recursive.query import RecursiveQuery, member_types_differ, split_recursive
 from sketch_core.recursive.selection import AggregateSelection, find_selection, outer_aggregate
@@ -130,7 +131,7 @@ class _Evaluation:
         kept.set("recursive", False)
         if not kept.expressions:
             outer.set("with_", None)
-        return self.spark.sql(outer.sql(dialect="spark"), args=self.params)
+        return self.spark.sql(outer.sql(dialect=SPARK), args=self.params)
 
     def _kept(self, rows: DataFrame, found: list[DataFrame], large: bool = False) -> DataFrame:
         """Of a round's ``rows``, those to keep: the new ones (set semantics), or under an
@@ -183,7 +184,7 @@ class _Evaluation:
         node = select.copy()
         if self.others:  # the members may read the query's other CTEs
             node.set("with_", exp.With(expressions=[cte.copy() for cte in self.others]))
-        return self.spark.sql(node.sql(dialect="spark"), args=self.params)
+        return self.spark.sql(node.sql(dialect=SPARK), args=self.params)
 
     def _reading(self, node: exp.Expr, view: str) -> exp.Expr:
         """``node`` with its references to the recursive CTE reading ``view`` (aliases kept)."""

@@ -20,8 +20,10 @@ from sketch_core.algebra.ir import (
     scans,
     scans_below_joins,
 )
+from sketch_core.algebra.printer import to_sql
 from sketch_core.algebra.query_text import template_key
 from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
+from sketch_core.rewrites.prune_outputs import prune_outputs
 
 SCHEMAS = {
     "s.sales": [("id", "bigint"), ("region", "string"), ("amount", "double"), ("day", "date")],
@@ -68,6 +70,30 @@ def test_aggregates_in_having_and_order_are_computed_once() -> None:
     assert isinstance(plan, TopK)
     aggregates = [n for n in plan.walk() if isinstance(n, Aggregate)]
     assert len(aggregates) == 1 and len(aggregates[0].aggregates) == 1
+
+
+def test_other_aggregate_functions_are_printed_as_written_and_pruned_when_shown() -> None:
+    sql = (
+        "SELECT region, SUM(amount) AS t, STDDEV(amount) AS sd, MAX_BY(day, amount) AS best_day, "
+        "PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY amount DESC) AS med, FIRST(id) IGNORE NULLS AS one "
+        "FROM s.sales GROUP BY region ORDER BY t DESC LIMIT 2"
+    )
+    parsed = to_ir(sql, SCHEMAS)
+    (aggregate,) = [n for n in parsed.plan.walk() if isinstance(n, Aggregate)]
+    assert [c.func for _, c in aggregate.aggregates] == ["sum", "opaque", "opaque", "opaque", "opaque"]
+    assert [c.label for _, c in aggregate.aggregates] == [
+        "sum",
+        "stddev",
+        "max_by",
+        "percentile_cont",
+        "first",
+    ]
+    printed = to_sql(parsed.plan)
+    for call in ("STDDEV(", "MAX_BY(", "WITHIN GROUP (ORDER BY amount DESC)", "FIRST(id) IGNORE NULLS"):
+        assert call in printed
+    # Only shown: what evaluates provenance never computes them.
+    (pruned,) = [n for n in prune_outputs(parsed.plan).walk() if isinstance(n, Aggregate)]
+    assert [c.func for _, c in pruned.aggregates] == ["sum"]
 
 
 def test_parameters_are_bound_as_typed_literals() -> None:
@@ -124,7 +150,18 @@ def test_params_round_trip_through_json() -> None:
             "SELECT id FROM s.sales x WHERE amount > (SELECT MAX(amount) FROM s.sales y WHERE y.id < x.id)",
             "a non-equality correlation in a scalar subquery",
         ),
-        ("SELECT STDDEV(amount) AS x FROM s.sales", "aggregate function STDDEV"),
+        # Other aggregate functions are shown as Spark computes them (tests/oracles), but one
+        # whose value Spark picks arbitrarily decides no rows, and one whose arguments would
+        # not print as written is refused.
+        (
+            "SELECT id, FIRST(amount) AS f FROM s.sales GROUP BY id ORDER BY f DESC LIMIT 3",
+            "FIRST in a condition, an order or a join",
+        ),
+        ("SELECT id, TRY_SUM(amount) AS s FROM s.sales GROUP BY id", "aggregate function TRY_SUM"),
+        (
+            "SELECT id, MAX_BY(day, amount, 2) AS d FROM s.sales GROUP BY id",
+            "aggregate function MAX_BY with these arguments",
+        ),
         # Values that change from run to run: the same text asks another query tomorrow.
         (
             "SELECT id, SUM(amount) AS s FROM s.sales WHERE day >= date_add(current_date(), -6) GROUP BY id",

@@ -96,6 +96,31 @@ def plan(sql: str, params: dict[str, object] | None = None):  # type: ignore[no-
             False,
         ),
         ("SELECT city FROM t.cities WHERE popden > 3000", "state", True),
+        # Aggregate functions the project does not evaluate: nothing is known of their value
+        # over part of a group, so a condition on one holds the same only on whole groups; a
+        # shown one decides nothing.
+        (
+            "SELECT state, STDDEV(popden) AS sd FROM t.cities GROUP BY state HAVING STDDEV(popden) > 900",
+            "state",
+            True,
+        ),
+        (
+            "SELECT state, STDDEV(popden) AS sd FROM t.cities GROUP BY state HAVING STDDEV(popden) > 900",
+            "city",
+            False,
+        ),
+        (
+            "SELECT state, MAX_BY(city, popden) AS densest FROM t.cities GROUP BY state "
+            "ORDER BY densest LIMIT 2",
+            "popden",
+            False,
+        ),
+        (
+            "SELECT state, COUNT(*) AS c, STDDEV(popden) AS sd, MAX_BY(city, popden) AS densest "
+            "FROM t.cities GROUP BY state HAVING COUNT(*) > 3",
+            "popden",
+            True,
+        ),
     ],
 )
 def test_safety(sql: str, attribute: str, safe: bool) -> None:

@@ -1,0 +1,31 @@
+"""The Spark SQL this project prints: sqlglot's Spark dialect, minus its rewrites for Spark 2.
+
+sqlglot's Spark generator inherits Spark 2's: it prints ``PERCENTILE_CONT(0.5) WITHIN GROUP
+(ORDER BY x)`` and ``PERCENTILE_DISC`` as ``PERCENTILE_APPROX(x, 0.5)`` (an approximation, and
+the order's direction dropped), and ``TO_CHAR(x, '999.00')`` as ``CAST(x AS STRING)`` (the
+format dropped). Spark 3.3 and later run both as written, so a report printed through sqlglot
+would silently return other values. Every text this project hands to Spark is printed with
+:data:`SPARK`, which keeps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.generators.spark import SparkGenerator
+
+
+class SparkSql(Spark):
+    """sqlglot's Spark dialect, printing ``WITHIN GROUP`` and ``TO_CHAR`` as written."""
+
+    class Generator(SparkGenerator):
+        TRANSFORMS: ClassVar[dict[type[exp.Expr], Callable[..., Any]]] = {
+            **{kind: how for kind, how in SparkGenerator.TRANSFORMS.items() if kind is not exp.WithinGroup},
+            exp.ToChar: lambda self, e: self.function_fallback_sql(e),
+        }
+
+
+SPARK = SparkSql()
