@@ -15,7 +15,11 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
-from sqlglot.generators.spark import SparkGenerator
+
+try:
+    from sqlglot.generators.spark import SparkGenerator
+except ImportError:  # sqlglot 30.0 nests it in the dialect (later 30.x define it apart)
+    SparkGenerator = Spark.Generator  # type: ignore[misc]
 
 
 class SparkSql(Spark):
