@@ -513,7 +513,10 @@ def _from_aliases(node: exp.Select) -> set[str]:
 
 
 def _windowed(node: exp.Expr) -> bool:
-    """Whether ``node`` is the function a window computes (``SUM(x)`` of ``SUM(x) OVER (...)``)."""
+    """Whether ``node`` is the function a window computes (``SUM(x)`` of ``SUM(x) OVER (...)``,
+    and ``LAG(x)`` of ``LAG(x) IGNORE NULLS OVER (...)``)."""
+    if isinstance(node.parent, _CALL_CLAUSES) and node.arg_key == "this":
+        node = node.parent
     return isinstance(node.parent, exp.Window) and node.arg_key == "this"
 
 
@@ -1156,16 +1159,20 @@ class _Builder:
         """``rel`` with a Window computing ``window``, and the column of its value."""
         function = window.this
         func = _WINDOW_FUNCTIONS.get(type(function))
-        if func is None or window.args.get("alias") or function.args.get("ignore_nulls"):
-            name = "a named window" if window.args.get("alias") else f"window function {function.key.upper()}"
-            raise UnsupportedQueryError(name, _where(window))
-        arg = function.this if func not in RANKING_FUNCTIONS else None
-        if isinstance(arg, exp.Distinct):
-            raise UnsupportedQueryError("DISTINCT in a window function", _where(window))
-        call = WindowCall(
-            func,
-            None if arg is None or isinstance(arg, exp.Star) else self._post(arg, scopes, agg_map, window),
-        )
+        if window.args.get("alias"):
+            raise UnsupportedQueryError("a named window", _where(window))
+        if func is None or function.args.get("ignore_nulls"):
+            call = self._opaque_window_call(window, scopes, agg_map)
+        else:
+            arg = function.this if func not in RANKING_FUNCTIONS else None
+            if isinstance(arg, exp.Distinct):
+                raise UnsupportedQueryError("DISTINCT in a window function", _where(window))
+            call = WindowCall(
+                func,
+                None
+                if arg is None or isinstance(arg, exp.Star)
+                else self._post(arg, scopes, agg_map, window),
+            )
         # Partition and order keys as columns: computed ones are projected first.
         extra: list[tuple[str, exp.Expr]] = []
 
@@ -1187,8 +1194,23 @@ class _Builder:
             rel = Project(rel, tuple((c, column(c)) for c in rel.columns) + tuple(extra))
         spec = window.args.get("spec")
         frame = spec.sql(dialect=SPARK) if spec is not None else None
-        name = self.names.fresh(func)
+        name = self.names.fresh(call.label)
         return Window(rel, partition, tuple(order), ((name, call),), frame), name
+
+    def _opaque_window_call(
+        self, window: exp.Window, scopes: Sequence[Scope], agg_map: Mapping[str, str]
+    ) -> WindowCall:
+        """Another window function (LAG, LEAD, NTILE, FIRST_VALUE, STDDEV, ...), kept whole for
+        Spark. Its value at a row depends on the row's partition, as every window function's
+        here: the row's provenance is the partition's (see ``rewrites.capture``), and on the
+        sketch's data its value is the same only where whole partitions are kept (see
+        ``analysis.safety``). Refused where printing it for Spark would change it."""
+        function = window.this
+        if isinstance(function, exp.Star) or any(isinstance(n, exp.Distinct) for n in function.walk()):
+            raise UnsupportedQueryError("DISTINCT in a window function", _where(window))
+        translated = self._post(function, scopes, agg_map, window, window=True)
+        _refuse_changed_in_print(function, translated, "window function", window)
+        return WindowCall("opaque", translated)
 
     def _select_values(
         self, node: exp.Select, ctes: Mapping[str, exp.Expr], scopes: Sequence[Scope], aggregated: bool
@@ -1214,11 +1236,18 @@ class _Builder:
         return node, values, joins
 
     def _post(
-        self, expression: exp.Expr, scopes: Sequence[Scope], agg_map: Mapping[str, str], where: exp.Expr
+        self,
+        expression: exp.Expr,
+        scopes: Sequence[Scope],
+        agg_map: Mapping[str, str],
+        where: exp.Expr,
+        *,
+        window: bool = False,
     ) -> exp.Expr:
-        """An expression evaluated after the aggregation: aggregates and groups become columns."""
+        """An expression evaluated after the aggregation: aggregates and groups become columns.
+        ``window``: it is a window's function, which may be any aggregate function."""
         if not agg_map:
-            return self.translate(expression, scopes, where)
+            return self.translate(expression, scopes, where, opaque=window)
         translated = self.translate(expression, scopes, where, opaque=True)
 
         def substitute(node: exp.Expr) -> exp.Expr:
@@ -1317,14 +1346,7 @@ class _Builder:
         ``rewrites.prune_outputs``). Refused when printing it for Spark would change it (an
         argument sqlglot drops, or another function's name)."""
         translated = self.translate(found, scopes, found, opaque=True)
-        try:
-            printed = translated.sql(dialect=SPARK, unsupported_level=ErrorLevel.RAISE)
-            same = type(sqlglot.parse_one(printed, read="spark")) is type(found)
-        except (SqlglotError, ValueError):
-            same = False
-        if not same:
-            name = _where(found).split("(", 1)[0]
-            raise UnsupportedQueryError(f"aggregate function {name} with these arguments", _where(found))
+        _refuse_changed_in_print(found, translated, "aggregate function", found)
         return AggCall("opaque", translated)
 
     def _order_limit(
@@ -1524,6 +1546,19 @@ _ARBITRARY_AGGREGATES = (
     exp.ApproxQuantile,
     exp.Mode,
 )
+
+
+def _refuse_changed_in_print(function: exp.Expr, translated: exp.Expr, what: str, where: exp.Expr) -> None:
+    """Refuse a function kept whole for Spark that sqlglot would print as something else (an
+    argument it drops, another function's name)."""
+    try:
+        printed = translated.sql(dialect=SPARK, unsupported_level=ErrorLevel.RAISE)
+        same = type(sqlglot.parse_one(printed, read="spark")) is type(function)
+    except (SqlglotError, ValueError):
+        same = False
+    if not same:
+        name = _where(function).split("(", 1)[0]
+        raise UnsupportedQueryError(f"{what} {name} with these arguments", _where(where))
 
 
 def _refuse_arbitrary_deciding(plan: Relation) -> None:

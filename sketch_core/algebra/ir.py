@@ -43,6 +43,12 @@ COMPARISON_OPERATORS: dict[type[exp.Expr], Callable[[Any, Any], Any]] = {
 }
 
 
+def _label(func: str, arg: exp.Expr | None) -> str:
+    if func == "opaque" and arg is not None:
+        return arg.sql(dialect=SPARK).split("(", 1)[0].lower()
+    return func
+
+
 def column(name: str) -> exp.Column:
     return exp.column(exp.to_identifier(name))
 
@@ -216,9 +222,7 @@ class AggCall:
     @property
     def label(self) -> str:
         """The function's name, in lower case: Spark's for an ``opaque`` call (``max_by``)."""
-        if self.func == "opaque" and self.arg is not None:
-            return self.arg.sql(dialect=SPARK).split("(", 1)[0].lower()
-        return self.func
+        return _label(self.func, self.arg)
 
 
 @dataclass(frozen=True, eq=False)
@@ -315,9 +319,21 @@ class Sort(Relation):
         return (self.child,)
 
 
-# Window functions users write; collect_set and union_sets only appear in capture plans.
+# Window functions users write; collect_set and union_sets only appear in capture plans. An
+# ``opaque`` call is any other (LAG, NTILE, FIRST_VALUE, STDDEV, ...): its ``arg`` is the whole
+# function, which Spark evaluates as written.
 WindowFunc = Literal[
-    "row_number", "rank", "dense_rank", "count", "sum", "avg", "min", "max", "collect_set", "union_sets"
+    "row_number",
+    "rank",
+    "dense_rank",
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "opaque",
+    "collect_set",
+    "union_sets",
 ]
 RANKING_FUNCTIONS: frozenset[str] = frozenset({"row_number", "rank", "dense_rank"})
 
@@ -332,6 +348,11 @@ class WindowCall:
             raise PlanError(f"{self.func} takes no argument")
         if self.func not in RANKING_FUNCTIONS and self.func != "count" and self.arg is None:
             raise PlanError(f"{self.func} needs an argument")
+
+    @property
+    def label(self) -> str:
+        """The function's name, in lower case: Spark's for an ``opaque`` call (``lag``)."""
+        return _label(self.func, self.arg)
 
 
 @dataclass(frozen=True, eq=False)

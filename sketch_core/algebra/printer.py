@@ -59,6 +59,9 @@ def aggregate_sql(call: AggCall) -> str:
 
 
 def _window_call(call: WindowCall, over: str) -> str:
+    if call.func == "opaque":  # the whole function as the user wrote it (over the plan's names)
+        assert call.arg is not None
+        return f"{_expr(call.arg)} OVER ({over})"
     if call.arg is None:
         return f"{'COUNT(*)' if call.func == 'count' else call.func.upper() + '()'} OVER ({over})"
     arg = _expr(call.arg)

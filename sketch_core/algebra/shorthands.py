@@ -5,6 +5,8 @@
   exactly the rows the filter keeps (and over none of them gives what the filter gives: NULL,
   or 0 for a count). ``COUNT(DISTINCT a, b)`` skips a row where any value is NULL, so each
   value is wrapped.
+- ``PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x) FILTER (WHERE c)`` (and ``PERCENTILE_DISC``,
+  ``LISTAGG``) orders ``CASE WHEN c THEN x END`` instead, for the same reason.
 - ``GROUP BY ALL`` (Spark 3.4) becomes a GROUP BY of every select-list expression without an
   aggregate, as Spark resolves it.
 - ``ORDER BY ALL`` (Spark 4) becomes an ORDER BY of every select-list position in turn, each in
@@ -50,6 +52,8 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     for found in list(tree.find_all(exp.Filter)):
         if isinstance(found.this, exp.AggFunc):
             found.replace(_filtered_aggregate(found.this, found.expression.this))
+        elif isinstance(found.this, exp.WithinGroup) and isinstance(found.this.expression, exp.Order):
+            found.replace(_filtered_within_group(found.this, found.expression.this))
     for count_if in list(tree.find_all(exp.CountIf)):
         kept = exp.Case(ifs=[exp.If(this=count_if.this.copy(), true=exp.Literal.number(1))])
         count_if.replace(exp.Count(this=kept))
@@ -116,6 +120,15 @@ def _filtered_aggregate(call: exp.AggFunc, condition: exp.Expr) -> exp.Expr:
         call.set("this", only_kept(argument))
     else:  # an aggregate with more arguments than its value (a percentile's share)
         raise UnsupportedQueryError("FILTER on this aggregate", call.sql(dialect=SPARK))
+    return call
+
+
+def _filtered_within_group(call: exp.WithinGroup, condition: exp.Expr) -> exp.Expr:
+    """``PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x) FILTER (WHERE c)``: the ordered values
+    kept only where ``c`` holds (the ordered-set aggregates skip NULLs, as FILTER skips rows)."""
+    call = call.copy()
+    for ordered in call.expression.expressions:
+        ordered.set("this", exp.Case(ifs=[exp.If(this=condition.copy(), true=ordered.this)]))
     return call
 
 

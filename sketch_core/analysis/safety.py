@@ -337,9 +337,13 @@ class _Checker:
                 f"the window's ORDER BY {[k.column for k in node.order]} may differ on the sketch's data"
             )
         for name, call in node.calls:
-            argument = self.full(call.arg) if call.arg is not None else None
+            opaque = call.func == "opaque"  # (nothing is known of it but on whole partitions)
+            argument = self.full(call.arg) if call.arg is not None and not opaque else None
             full, ps = self.value_vars(name, call.func, argument)
-            if whole or top:
+            if opaque:
+                if whole:
+                    facts.premises.append(ps == full)
+            elif whole or top:
                 facts.premises.append(ps == full)
             elif comparable and (bound := self.part_bound(facts, call.func, argument, full, ps)) is not None:
                 facts.premises.append(bound)

@@ -698,7 +698,7 @@ def _numeric(kind: pa.DataType) -> bool:
 
 def _window_refusal(call: WindowCall, schema: pa.Schema) -> str | None:
     """What of ``call`` the engine does not evaluate (see :mod:`.window`), or None."""
-    what = call.func.upper()
+    what = call.label.upper()
     if call.func not in WINDOW_IN_PROCESS:
         return what
     if call.arg is None:
@@ -1038,6 +1038,13 @@ class IncrementalSketch:
         """A window whose arguments are columns; one over expressions (``SUM(v * 2) OVER``) as
         the window over a projection that computes them, with those columns projected away.
         ``top``: the N of a top-N filter right above (a ranking function: no argument)."""
+        opaque = [c.label.upper() for _, c in node.calls if c.func == "opaque"]
+        if opaque:  # (its argument is the whole function: not an expression to lift below)
+            raise UnsupportedQueryError(
+                f"a window function ({', '.join(opaque)}) in incremental maintenance (not yet)",
+                ", ".join(opaque),
+                hint="maintain this sketch with strategy='full' (auto does)",
+            )
         lifted: list[tuple[str, exp.Expr]] = []
         calls = []
         for name, call in node.calls:

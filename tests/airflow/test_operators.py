@@ -116,7 +116,9 @@ def test_inline_unsupported_sql_is_refused_when_the_operator_is_built() -> None:
     assert raised.value.construct == "ROLLUP/CUBE/GROUPING SETS"
     # A report that runs without sketches may use any construct Spark has.
     plain = SketchedQueryOperator(
-        task_id="plain", sql="SELECT a, LAG(b) OVER (ORDER BY b) AS r FROM demo.facts", use_sketches=False
+        task_id="plain",
+        sql="SELECT a, LAG(b) OVER w AS r FROM demo.facts WINDOW w AS (ORDER BY b)",
+        use_sketches=False,
     )
     assert plain.use_sketches is False
 
@@ -125,8 +127,8 @@ def test_bad_input_at_run_time_fails_without_retry_and_transient_errors_propagat
     sketch_conn: str, tmp_path: Path
 ) -> None:
     templated = CaptureSketchOperator(task_id="late", sql="{{ params.sql }}", sketch_conn_id=sketch_conn)
-    templated.sql = "SELECT a, LAG(b) OVER (ORDER BY b) AS r FROM demo.facts"  # as rendered
-    with pytest.raises(AirflowFailException, match="window function"):
+    templated.sql = "SELECT a, LAG(b) OVER w AS r FROM demo.facts WINDOW w AS (ORDER BY b)"  # as rendered
+    with pytest.raises(AirflowFailException, match="WINDOW clause"):
         templated.execute({})
     define("sketch_down", host="127.0.0.1", port=1, login="x", schema="x", extra={"warehouse": str(tmp_path)})
     down = SketchedQueryOperator(

@@ -96,6 +96,21 @@ def test_other_aggregate_functions_are_printed_as_written_and_pruned_when_shown(
     assert [c.func for _, c in pruned.aggregates] == ["sum"]
 
 
+def test_other_window_functions_are_printed_as_written() -> None:
+    sql = (
+        "SELECT region, day, amount - LAG(amount, 1, 0) OVER (PARTITION BY region ORDER BY day) AS change, "
+        "NTILE(4) OVER (ORDER BY amount) AS quartile, "
+        "FIRST_VALUE(amount) IGNORE NULLS OVER (PARTITION BY region ORDER BY day) AS opening FROM s.sales"
+    )
+    parsed = to_ir(sql, SCHEMAS)
+    calls = [c for n in parsed.plan.walk() if isinstance(n, Window) for _, c in n.calls]
+    assert sorted(c.label for c in calls) == ["first_value", "lag", "ntile"]
+    assert {c.func for c in calls} == {"opaque"}
+    printed = to_sql(parsed.plan)
+    assert "LAG(amount, 1, 0) OVER (PARTITION BY" in printed and "NTILE(4) OVER (ORDER BY" in printed
+    assert "FIRST_VALUE(amount) IGNORE NULLS OVER (PARTITION BY" in printed
+
+
 def test_parameters_are_bound_as_typed_literals() -> None:
     sql = "SELECT id FROM s.sales WHERE day > :d AND region = :r"
     parsed = to_ir(sql, SCHEMAS, {"d": dt.date(2024, 1, 31), "r": "x' OR '1'='1"})
@@ -117,7 +132,7 @@ def test_params_round_trip_through_json() -> None:
     [
         ("SELECT id, x FROM s.sales LATERAL VIEW explode(array(1)) e AS x", "LATERAL VIEW"),
         ("SELECT id FROM s.sales LIMIT 3", "LIMIT without ORDER BY"),
-        ("SELECT id, LAG(id) OVER (ORDER BY id) AS n FROM s.sales", "window function LAG"),
+        ("SELECT id, LAG(id) OVER w AS n FROM s.sales WINDOW w AS (ORDER BY id)", "WINDOW clause"),
         ("SELECT id FROM s.sales ORDER BY id OFFSET 3", "OFFSET without LIMIT"),
         (
             "SELECT id FROM s.sales x WHERE id NOT IN "

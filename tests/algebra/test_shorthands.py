@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
+from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.shorthands import written_out
 from sketch_core.errors import UnsupportedQueryError
 
 
 def _out(sql: str) -> str:
-    return written_out(sqlglot.parse_one(sql, read="spark")).sql(dialect="spark")
+    return written_out(sqlglot.parse_one(sql, read="spark")).sql(dialect=SPARK)
 
 
 def test_aggregate_filters_become_conditional_arguments() -> None:
@@ -22,6 +23,12 @@ def test_aggregate_filters_become_conditional_arguments() -> None:
         "SELECT COUNT(CASE WHEN c = 1 THEN 1 END) AS n, SUM(CASE WHEN c > 2 THEN x END) AS s, "
         "COUNT(DISTINCT CASE WHEN c < 0 THEN x END, CASE WHEN c < 0 THEN y END) AS d FROM t"
     )
+
+
+def test_a_filter_on_an_ordered_set_aggregate_filters_its_ordered_values() -> None:
+    assert _out(
+        "SELECT PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY x DESC) FILTER (WHERE c > 1) AS m FROM t"
+    ) == ("SELECT PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY CASE WHEN c > 1 THEN x END DESC) AS m FROM t")
 
 
 def test_group_by_all_groups_by_the_items_without_aggregates() -> None:

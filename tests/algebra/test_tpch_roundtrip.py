@@ -59,9 +59,9 @@ def test_the_schema_free_check_agrees_with_the_front_end(number: int) -> None:
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("SELECT a, LAG(b) OVER (PARTITION BY a ORDER BY b) AS w FROM s.t", "window function LAG"),
+        ("SELECT a, LAG(b) OVER w AS w FROM s.t WINDOW w AS (PARTITION BY a ORDER BY b)", "WINDOW clause"),
         ("SELECT a, x FROM s.t LATERAL VIEW explode(b) e AS x", "LATERAL VIEW"),
-        ("SELECT a, NTILE(2) OVER (ORDER BY a) AS w FROM s.t", "window function NTILE"),
+        ("SELECT a, COUNT(DISTINCT b) OVER (ORDER BY a) AS w FROM s.t", "DISTINCT in a window function"),
         ("SELECT a, b FROM s.t GROUP BY ROLLUP (a, b)", "ROLLUP/CUBE/GROUPING SETS"),
         ("INSERT INTO s.t SELECT * FROM s.u", "Insert statement"),
     ],

@@ -115,6 +115,19 @@ def plan(sql: str, params: dict[str, object] | None = None):  # type: ignore[no-
             "popden",
             False,
         ),
+        # Other window functions: the same value only over whole partitions.
+        (
+            "SELECT city FROM (SELECT city, popden, LAG(popden) OVER (PARTITION BY state ORDER BY city) "
+            "AS prev FROM t.cities) WHERE popden > prev",
+            "state",
+            True,
+        ),
+        (
+            "SELECT city FROM (SELECT city, popden, LAG(popden) OVER (PARTITION BY state ORDER BY city) "
+            "AS prev FROM t.cities) WHERE popden > prev",
+            "city",
+            False,
+        ),
         (
             "SELECT state, COUNT(*) AS c, STDDEV(popden) AS sd, MAX_BY(city, popden) AS densest "
             "FROM t.cities GROUP BY state HAVING COUNT(*) > 3",

@@ -6,7 +6,8 @@ sketched path.
 sqlglot printed ``PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x [DESC])`` and
 ``PERCENTILE_DISC`` as ``PERCENTILE_APPROX(x, q)`` (approximate, direction dropped), and
 ``TO_CHAR(x, fmt)`` as a cast: the plain path returned other values than Spark. Aggregate
-functions the project does not compute (``STDDEV``, ``MAX_BY``, ...) were refused.
+and window functions the project does not compute (``STDDEV``, ``MAX_BY``, ``LAG``, ``NTILE``,
+...) were refused.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ REPORTS = {
     "percentile_cont_per_segment": """
         SELECT c_mktsegment, PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY c_acctbal) AS median_balance,
                PERCENTILE_DISC(0.9) WITHIN GROUP (ORDER BY c_acctbal DESC) AS low_decile,
+               PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY c_acctbal) FILTER (WHERE c_nationkey < 10) AS m,
                COUNT(*) AS n
         FROM {t}tpch.customer GROUP BY c_mktsegment""",
     "percentile_in_a_top_k": """
@@ -37,8 +39,16 @@ REPORTS = {
                MAX_BY(l_linenumber, l_extendedprice) AS priciest_line, MEDIAN(l_discount) AS md,
                APPROX_COUNT_DISTINCT(l_suppkey) AS suppliers, EVERY(l_quantity > 0) AS all_positive
         FROM {t}tpch.lineitem GROUP BY l_orderkey ORDER BY revenue DESC, l_orderkey LIMIT 10""",
+    "lag_per_customer": """
+        SELECT o_custkey, o_orderdate, o_totalprice - LAG(o_totalprice, 1, 0)
+                 OVER (PARTITION BY o_custkey ORDER BY o_orderdate, o_orderkey) AS change
+        FROM {t}tpch.orders WHERE o_custkey < 40""",
+    "top_decile": """
+        SELECT c_custkey, c_acctbal FROM (
+            SELECT c_custkey, c_acctbal, NTILE(10) OVER (ORDER BY c_acctbal DESC, c_custkey) AS decile
+            FROM {t}tpch.customer) WHERE decile = 1""",
 }
-SKETCHED = ("percentile_in_a_top_k", "shown_statistics_in_a_top_k")
+SKETCHED = ("percentile_in_a_top_k", "shown_statistics_in_a_top_k", "lag_per_customer")
 
 
 @pytest.mark.parametrize("label", sorted(REPORTS))
