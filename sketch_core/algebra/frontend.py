@@ -118,11 +118,28 @@ def parse_statement(sql: str) -> exp.Expr:
     return statements[0]
 
 
+def tables_read(tree: exp.Expr) -> list[exp.Table]:
+    """The table references of ``tree`` that read rows: not the names in optimizer hints
+    (``/*+ BROADCAST(c) */`` names an alias, which Spark resolves itself)."""
+    return [table for table in tree.find_all(exp.Table) if table.find_ancestor(exp.Hint) is None]
+
+
+def _without_hints(tree: exp.Expr) -> exp.Expr:
+    """``tree`` without its optimizer hints (a copy where it has any): the plan the IR prints
+    is Spark's to optimize, and a hint naming an alias would name nothing there."""
+    if tree.find(exp.Hint) is None:
+        return tree
+    tree = tree.copy()
+    for hint in list(tree.find_all(exp.Hint)):
+        hint.pop()
+    return tree
+
+
 def _name_identifier_tables(tree: exp.Expr) -> None:
     """``FROM IDENTIFIER('ns.table')`` (Spark's clause for table names built as strings) becomes
     ``FROM ns.table``, in place, so that the table is pinned and read like any other; a name
     given as a parameter is refused by name (the tables are pinned before parameters bind)."""
-    for table in list(tree.find_all(exp.Table)):
+    for table in tables_read(tree):
         call = table.this
         if not (isinstance(call, exp.Anonymous) and str(call.this).upper() == "IDENTIFIER"):
             continue
@@ -151,7 +168,7 @@ def _refuse_reads_of_other_states(tree: exp.Expr) -> None:
             _where(sample),
             hint="the service reads whole snapshots: sample in Spark itself, or drop TABLESAMPLE",
         )
-    for table in tree.find_all(exp.Table):
+    for table in tables_read(tree):
         if table.args.get("version") is not None:
             raise UnsupportedQueryError(
                 "time travel (VERSION AS OF / TIMESTAMP AS OF)",
@@ -1483,7 +1500,7 @@ def ir_from_tree(
     query: exp.Expr, schemas: TableSchemas, params: Mapping[str, Any] | None = None
 ) -> ParsedQuery:
     """:func:`to_ir` of a parsed query (left unchanged: parameters are bound into a copy)."""
-    tree = written_out(bind_parameters(query, params))
+    tree = written_out(_without_hints(bind_parameters(query, params)))
     _refuse_changing_values(tree)
     # Checked before anything else: a select list that is fine under ROLLUP is refused as not
     # grouped.

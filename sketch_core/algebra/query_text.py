@@ -21,7 +21,14 @@ import sqlglot
 from sqlglot import exp
 
 from sketch_core.algebra.dialect import SPARK
-from sketch_core.algebra.frontend import ParsedQuery, TableSchemas, as_query, ir_from_tree, parse_statement
+from sketch_core.algebra.frontend import (
+    ParsedQuery,
+    TableSchemas,
+    as_query,
+    ir_from_tree,
+    parse_statement,
+    tables_read,
+)
 from sketch_core.lru import LruMap
 from sketch_core.tables.names import normalize_table_name
 
@@ -44,7 +51,7 @@ class QueryText:
             sorted(
                 {
                     normalize_table_name(f"{t.db}.{t.name}")
-                    for t in self.statement.find_all(exp.Table)
+                    for t in tables_read(self.statement)
                     if t.db and t.name
                 }
             )
@@ -52,7 +59,7 @@ class QueryText:
         # The catalogs its table names are qualified with (``lake.ns.table``, as tools connected
         # to Spark print them): only the service's own can be read.
         self.catalogs: frozenset[str] = frozenset(
-            t.catalog for t in self.statement.find_all(exp.Table) if t.db and t.name and t.catalog
+            t.catalog for t in tables_read(self.statement) if t.db and t.name and t.catalog
         )
         self._template_key: str | None = None
         self._bound: LruMap[tuple[Any, ...], str] = LruMap(IR_PER_TEXT)
@@ -121,12 +128,14 @@ class QueryText:
         if found is not None:
             return found
         tree = self.statement.copy()
-        for table in list(tree.find_all(exp.Table)):
+        for table in tables_read(tree):
             if not (table.db and table.name):
                 continue
             name = normalize_table_name(f"{table.db}.{table.name}")
             replacement = relation(name, exp.TableAlias(this=exp.to_identifier(table.alias or table.name)))
             if replacement is not None:
+                if not table.alias:
+                    _name_columns_by_table(tree, name)
                 table.replace(replacement)
         bound = tree.sql(dialect=SPARK)
         self._bound.put(key, bound)  # a report is bound to the same views until they change
@@ -141,6 +150,16 @@ class QueryText:
             parsed = ir_from_tree(as_query(self.statement), schemas, params)
             self._ir.put(key, parsed)
         return parsed
+
+
+def _name_columns_by_table(tree: exp.Expr, name: str) -> None:
+    """Columns qualified with the table's full name (``ns.table.column``, as Metabase prints
+    them, or ``catalog.ns.table.column``) qualified with the table's name alone: the relation
+    that replaces the table is aliased by that name, so the full name resolves to nothing."""
+    for column in tree.find_all(exp.Column):
+        if column.args.get("db") and f"{column.db}.{column.table}".lower() == name:
+            column.set("db", None)
+            column.set("catalog", None)
 
 
 def _ir_key(schemas: TableSchemas, params: Mapping[str, Any] | None) -> _IrKey:

@@ -63,6 +63,38 @@ def test_binding_reads_the_views_and_keeps_aliases() -> None:
     assert bind_tables(SQL, {"s.sales": "v_sales", "s.regions": "v_regions"}) is bound
 
 
+def test_columns_named_with_the_full_table_name_read_the_bound_table() -> None:
+    # Metabase prints `ns`.`table`.`column`; Spark resolves it against the unaliased table only.
+    sql = (
+        "SELECT `s`.`sales`.`region`, lake.s.sales.amount, r.region FROM `s`.`sales` "
+        "JOIN s.regions r ON s.sales.region = r.region WHERE S.Sales.amount > 1"
+    )
+    bound = QueryText(sql).bound_to({"s.sales": "v_sales", "s.regions": "v_regions"})
+    assert "FROM v_sales AS sales" in bound and "v_regions AS r" in bound
+    assert "s.sales" not in bound.lower().replace("`", "") and "lake" not in bound.lower()
+    assert "sales.region = r.region" in bound and "`sales`.`region`" in bound
+    snapshot = QueryText(sql).bound_to_snapshots("lake", {"s.sales": 7, "s.regions": 8})
+    assert snapshot.count("VERSION AS OF") == 2 and "lake.s.sales VERSION AS OF 7 AS sales" in snapshot
+    assert "s.sales.amount" not in snapshot.lower()
+    # An aliased table's full name resolves to nothing in Spark either: left as written.
+    aliased = QueryText("SELECT s.sales.amount FROM s.sales x").bound_to({"s.sales": "v"})
+    assert "s.sales.amount" in aliased
+
+
+def test_optimizer_hints_name_aliases_not_tables() -> None:
+    sql = (
+        "SELECT /*+ BROADCAST(r), REPARTITION(4) */ r.region, SUM(x.amount) AS t "
+        "FROM s.sales x JOIN s.regions r ON x.region = r.region GROUP BY r.region"
+    )
+    text = QueryText(sql)
+    assert text.tables == ("s.regions", "s.sales")
+    bound = text.bound_to({"s.sales": "v_sales", "s.regions": "v_regions"})
+    assert "/*+ BROADCAST(r), REPARTITION(4) */" in bound  # the plain query keeps them for Spark
+    plain = to_ir(sql.replace("/*+ BROADCAST(r), REPARTITION(4) */ ", ""), SCHEMAS)
+    hinted = text.to_ir(SCHEMAS)
+    assert repr(hinted.plan) == repr(plain.plan)
+
+
 def test_the_cache_keeps_the_most_recently_used_texts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(module, "_texts", LruMap(2))
     first = query_text("SELECT 1 AS a FROM x.first")

@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from sketch_core.service import SketchService
+
 
 def rounded(rows: Iterable[Iterable[Any]]) -> list[tuple[Any, ...]]:
     return [tuple(round(v, 6) if isinstance(v, float) and math.isfinite(v) else v for v in r) for r in rows]
@@ -16,3 +18,22 @@ def rounded(rows: Iterable[Iterable[Any]]) -> list[tuple[Any, ...]]:
 def sorted_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     """The rows as a sorted list: equal results from plans that order ties differently compare equal."""
     return sorted(rounded(r.values() for r in table.to_pylist()), key=repr)
+
+
+def check_against_spark(svc: SketchService, report: str, name: str | None) -> None:
+    """``report`` (its table names prefixed with ``{t}``) answers through the service's plain
+    path, and with a sketch captured as ``name`` (None: not sketched) through its sketched
+    path, what Spark answers for the text as written over the catalog's tables."""
+    expected = sorted_rows(svc.spark.sql(report.format(t=f"{svc.settings.catalog_name}.")).toArrow())
+    assert expected, "the report returns nothing at this scale; the test would be vacuous"
+    sql = report.format(t="")
+    assert sorted_rows(svc.query(sql, use_sketches=False).table) == expected
+    if name is None:
+        return
+    svc.capture(sql, name=name, fragments=50)
+    try:
+        sketched = svc.query(sql, use_sketches="always")
+        assert sketched.sketch is not None and sketched.sketch[0] == name
+        assert sorted_rows(sketched.table) == expected
+    finally:
+        svc.drop_sketch(name)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from sketch_core.service import SketchService
-from tests.oracles.results import sorted_rows
+from tests.oracles.results import check_against_spark
 
 pytestmark = pytest.mark.spark
 
@@ -53,18 +53,4 @@ SKETCHED = ("percentile_in_a_top_k", "shown_statistics_in_a_top_k", "lag_per_cus
 
 @pytest.mark.parametrize("label", sorted(REPORTS))
 def test_plain_and_sketched_reports_return_what_spark_returns(tpch_svc: SketchService, label: str) -> None:
-    svc = tpch_svc
-    catalog = svc.settings.catalog_name
-    expected = sorted_rows(svc.spark.sql(REPORTS[label].format(t=f"{catalog}.")).toArrow())
-    assert expected, f"{label} returns nothing at SF0.01; the test would be vacuous"
-    sql = REPORTS[label].format(t="")
-    assert sorted_rows(svc.query(sql, use_sketches=False).table) == expected
-    if label in SKETCHED:
-        name = f"functions_{label}"
-        svc.capture(sql, name=name, fragments=50)
-        try:
-            sketched = svc.query(sql, use_sketches="always")
-            assert sketched.sketch is not None and sketched.sketch[0] == name
-            assert sorted_rows(sketched.table) == expected
-        finally:
-            svc.drop_sketch(name)
+    check_against_spark(tpch_svc, REPORTS[label], f"functions_{label}" if label in SKETCHED else None)

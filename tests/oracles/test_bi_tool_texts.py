@@ -1,0 +1,111 @@
+"""Reports as BI tools print them for Spark (Tableau, Superset, Metabase, Looker, Power BI, dbt
+models, hand-written texts with optimizer hints), checked against Spark's own answer for the
+text as written (over the catalog's tables, not through this project), through the service's
+plain path and the sketched one.
+
+Metabase qualifies columns with the full table name (`ns`.`table`.`column`): the plain path
+bound the table to a view and Spark could not resolve them. A hint naming an alias
+(``/*+ BROADCAST(c) */``) was taken for a table and the capture refused the text.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sketch_core.service import SketchService
+from tests.oracles.results import check_against_spark
+
+pytestmark = pytest.mark.spark
+
+# Looker's hash of a row's primary key, which makes SUM(DISTINCT ...) count each row once.
+_LOOKER_KEY = " + ".join(
+    f"CAST(CONV(SUBSTRING(MD5(CAST(customer.c_custkey AS STRING)), {start}, {length}), 16, 10)"
+    f" AS DECIMAL(38,0)){scale}"
+    for start, length, scale in ((1, 15, " * 100000000"), (16, 8, ""))
+)
+# {t}: the catalog prefix for Spark's own run ("lake."), nothing for the service's.
+REPORTS = {
+    # Tableau's Top N filter: an inner join with the top keys, null-safe.
+    "tableau_top_n": """
+        SELECT `orders`.`o_orderpriority` AS `o_orderpriority`,
+               SUM(`orders`.`o_totalprice`) AS `sum:o_totalprice:ok`
+        FROM {t}`tpch`.`orders` `orders`
+          INNER JOIN (
+          SELECT `orders`.`o_custkey` AS `o_custkey`, SUM(`orders`.`o_totalprice`) AS `$__alias__0`
+          FROM {t}`tpch`.`orders` `orders`
+          GROUP BY 1
+          ORDER BY `$__alias__0` DESC
+          LIMIT 10
+        ) `t0` ON (`orders`.`o_custkey` <=> `t0`.`o_custkey`)
+        GROUP BY 1""",
+    "tableau_count_distinct": """
+        SELECT `customer`.`c_nationkey` AS `c_nationkey`,
+               COUNT(DISTINCT `orders`.`o_orderkey`) AS `ctd:o_orderkey:ok`, SUM(1) AS `cnt:orders:ok`
+        FROM {t}`tpch`.`orders` `orders`
+          INNER JOIN {t}`tpch`.`customer` `customer` ON (`orders`.`o_custkey` = `customer`.`c_custkey`)
+        WHERE (`orders`.`o_orderpriority` IN ('1-URGENT', '2-HIGH'))
+        GROUP BY 1 HAVING (COUNT(1) > 0)""",
+    # Superset's time series with a series limit (the top groups joined back).
+    "superset_series_limit": """
+        SELECT DATE_TRUNC('month', o_orderdate) AS __timestamp, o_orderpriority AS o_orderpriority,
+               SUM(o_totalprice) AS `SUM(o_totalprice)`
+        FROM {t}tpch.orders
+        JOIN (SELECT o_orderpriority AS o_orderpriority__, SUM(o_totalprice) AS mme_inner__
+              FROM {t}tpch.orders WHERE o_orderdate >= TIMESTAMP '1995-01-01 00:00:00'
+              GROUP BY o_orderpriority ORDER BY mme_inner__ DESC LIMIT 3) AS anon_1
+          ON o_orderpriority = o_orderpriority__
+        WHERE o_orderdate >= TIMESTAMP '1995-01-01 00:00:00' AND o_orderdate < TIMESTAMP '1996-01-01 00:00:00'
+        GROUP BY DATE_TRUNC('month', o_orderdate), o_orderpriority
+        ORDER BY `SUM(o_totalprice)` DESC
+        LIMIT 10000""",
+    # Metabase: columns named with the full table name, a nested `source` query.
+    "metabase_nested": """
+        SELECT `source`.`c_mktsegment` AS `c_mktsegment`, `source`.`count` AS `count`
+        FROM (SELECT {t}`tpch`.`customer`.`c_mktsegment` AS `c_mktsegment`, count(*) AS `count`
+              FROM {t}`tpch`.`customer` WHERE {t}`tpch`.`customer`.`c_acctbal` > 9000
+              GROUP BY {t}`tpch`.`customer`.`c_mktsegment`
+              ORDER BY {t}`tpch`.`customer`.`c_mktsegment` ASC) `source`
+        ORDER BY `source`.`count` DESC LIMIT 1048575""",
+    "metabase_join": """
+        SELECT {t}`tpch`.`orders`.`o_orderpriority` AS `o_orderpriority`,
+               `Customer`.`c_mktsegment` AS `Customer__c_mktsegment`,
+               sum({t}`tpch`.`orders`.`o_totalprice`) AS `sum`
+        FROM {t}`tpch`.`orders`
+          LEFT JOIN {t}`tpch`.`customer` `Customer` ON {t}`tpch`.`orders`.`o_custkey` = `Customer`.`c_custkey`
+        WHERE {t}`tpch`.`orders`.`o_orderdate` >= date '1996-01-01'
+        GROUP BY {t}`tpch`.`orders`.`o_orderpriority`, `Customer`.`c_mktsegment`
+        ORDER BY `sum` DESC, {t}`tpch`.`orders`.`o_orderpriority` ASC LIMIT 5""",
+    # Looker's symmetric aggregate (a sum over a fanned-out join, made exact by hashing keys).
+    "looker_symmetric_aggregate": f"""
+        SELECT customer.c_mktsegment AS `customer.c_mktsegment`,
+            COALESCE(CAST((SUM(DISTINCT (CAST(FLOOR(COALESCE(customer.c_acctbal, 0) * (1000000 * 1.0))
+                AS DECIMAL(38,0))) + {_LOOKER_KEY}) - SUM(DISTINCT {_LOOKER_KEY})) AS DOUBLE)
+                / CAST((1000000 * 1.0) AS DOUBLE), 0) AS `customer.total_balance`,
+            COUNT(*) AS `orders.count`
+        FROM {{t}}tpch.orders AS orders
+        LEFT JOIN {{t}}tpch.customer AS customer ON orders.o_custkey = customer.c_custkey
+        WHERE ((( orders.o_orderdate ) >= ((TIMESTAMP '1995-01-01'))))
+        GROUP BY 1
+        ORDER BY 3 DESC
+        LIMIT 500""",
+    # Power BI: a derived table, dates compared with strings.
+    "power_bi_itbl": """
+        select `o_orderpriority`, `C1` from (
+          select `o_orderpriority`, sum(`o_totalprice`) as `C1` from {t}`tpch`.`orders`
+          where `o_orderdate` >= '1995-01-01' group by `o_orderpriority`) as `ITBL`
+        order by `C1` desc limit 1001""",
+    # Optimizer hints: one naming an alias, one naming the table (both left to Spark).
+    "hint_on_an_alias": """
+        SELECT /*+ BROADCAST(c) */ c.c_name, SUM(o.o_totalprice) AS t
+        FROM {t}tpch.orders o JOIN {t}tpch.customer c ON o.o_custkey = c.c_custkey
+        GROUP BY c.c_name ORDER BY t DESC, c.c_name LIMIT 5""",
+    "hints_on_a_table": """
+        SELECT /*+ BROADCAST(customer), REPARTITION(4) */ customer.c_name, SUM(orders.o_totalprice) AS t
+        FROM {t}tpch.orders JOIN {t}tpch.customer ON orders.o_custkey = customer.c_custkey
+        GROUP BY customer.c_name ORDER BY t DESC, customer.c_name LIMIT 5""",
+}
+
+
+@pytest.mark.parametrize("label", sorted(REPORTS))
+def test_bi_tool_reports_return_what_spark_returns(tpch_svc: SketchService, label: str) -> None:
+    check_against_spark(tpch_svc, REPORTS[label], f"bi_{label}")
