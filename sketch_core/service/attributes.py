@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -68,6 +68,21 @@ def _spelled_attribute(pin: PinnedSnapshot, attribute: str) -> str:
             hint=f"sketch a column of numbers, dates or strings: {cuttable}",
         )
     return spelled
+
+
+def _no_candidates(sketched: Sequence[str], estimates: AttributeEstimates | None) -> str:
+    """Why no table got a candidate attribute to check."""
+    if not sketched:
+        return "no table has enough data files to skip"
+    if estimates is None:
+        without_estimates = " (the attribute strategy is the heuristic)"
+    else:
+        without_estimates = "" if estimates.reason is None else f" ({estimates.reason})"
+    return (
+        f"no candidate attribute: {', '.join(sorted(sketched))} has no sort key recorded and the "
+        f"query groups by none of its columns a range partition can cut, and the estimates that "
+        f"rank its other columns did not run{without_estimates}"
+    )
 
 
 def _unsafe_because(result: SafetyResult) -> str | None:
@@ -374,9 +389,7 @@ class AttributeChooser:
             candidates, estimates, choice = self._pick(plan, statistics, strategy, pools, estimates)
         if not choice.chosen:
             reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
-            raise NoSafeAttributeError(
-                sorted(candidates), reasons or "no table has enough data files to skip"
-            )
+            raise NoSafeAttributeError(sorted(candidates), reasons or _no_candidates(sketched, estimates))
         if estimates is not None:
             estimates = replace(estimates, refused=choice.refused)
         return choice.chosen, estimates

@@ -2,8 +2,10 @@
 
 A pinned read lists the snapshot's Parquet files (planned once per snapshot by the table
 service, and pruned by a sketch's fragments) and hands exactly those to Spark's Parquet reader,
-which costs no manifest planning per query. A snapshot with merge-on-read deletes is read
-through Iceberg's Spark source at its snapshot id instead, which applies the deletes.
+which costs no manifest planning per query. A snapshot with merge-on-read deletes, or of a
+table whose files store some column under an escaped name (``Event Id``; see
+:mod:`sketch_core.tables.file_columns`), is read through Iceberg's Spark source at its snapshot
+id instead, which applies the deletes and finds columns by their field ids.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from sketch_core.errors import UnsupportedTableFeatureError
 from sketch_core.lru import LruMap
+from sketch_core.tables.file_columns import stored_as_named
 from sketch_core.tables.pinned import PinnedSnapshot
 
 
@@ -28,7 +31,9 @@ def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
     schema = from_arrow_schema(pinned.schema)
     if not pinned.files:
         return spark.createDataFrame([], schema)
-    if pinned.has_deletes:
+    if pinned.has_deletes or not stored_as_named(pinned.schema):
+        # Iceberg's source applies the deletes, and finds columns the files store under
+        # escaped names (see file_columns) by their field ids.
         return _iceberg_dataframe(spark, pinned)
     return spark.read.schema(schema).parquet(*[f.path for f in pinned.files])
 
@@ -36,9 +41,10 @@ def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
 def _iceberg_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
     catalog = pinned.catalog
     if catalog is None or spark.conf.get(f"spark.sql.catalog.{catalog}", None) is None:
+        why = "merge-on-read deletes" if pinned.has_deletes else "columns its files store under escaped names"
         raise UnsupportedTableFeatureError(
-            f"{pinned.table} has merge-on-read deletes at snapshot {pinned.snapshot_id}, and this "
-            f"Spark session has no Iceberg catalog {catalog or '(none named)'} to apply them",
+            f"{pinned.table} has {why} at snapshot {pinned.snapshot_id}, and this Spark session "
+            f"has no Iceberg catalog {catalog or '(none named)'} to read them",
             hint="build the session with sketch_core.spark.lake.configure_lake(builder, settings), "
             "or use the service's own session (svc.spark)",
         )

@@ -15,7 +15,7 @@ from the data file itself. Every read here drops a file's deleted positions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from sketch_core.arrow.files import read_arrow, write_arrow
 from sketch_core.arrow.plans import filter_table
 from sketch_core.tables.file_cache import FileCache
+from sketch_core.tables.file_columns import read_named, stored_as_named
 from sketch_core.tables.orphans import local_path
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.position_deletes import (
@@ -66,10 +67,10 @@ def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
     return schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
 
-def _read_columns(path: str, columns: list[str]) -> pa.Table:
-    """The file's ``columns`` (those it has: a file written before a column was added lacks it;
-    the caller's cast to the table's schema fills it with NULLs)."""
-    return pq.ParquetFile(local_path(path)).read(columns=columns)
+def _read_columns(schema: pa.Schema) -> Callable[[str, list[str]], pa.Table]:
+    """A reader of a file's ``columns`` of ``schema`` (those it has: a file written before a
+    column was added lacks it; the caller's cast to the table's schema fills it with NULLs)."""
+    return lambda path, columns: read_named(local_path(path), schema, columns)
 
 
 # Files up to this size are read whole and filtered in memory: a dataset scan that could skip
@@ -87,19 +88,22 @@ def read_files(
     """The rows of ``files`` (in order), as ``schema`` (or its ``columns``), filtered by
     ``row_filter``; Parquet skips the row groups whose statistics rule the filter out."""
     target = _projected(schema, columns)
+    # Columns stored under other names than the table's (see file_columns) are found by field
+    # id, which a filtered dataset read cannot do: such files are read whole.
+    by_name = stored_as_named(target)
     parts = []
     for info in files:
         if info.deletes:  # positions count from the file's first row: read it all, then filter
             part = without_positions(_whole_file(info, target), deleted_positions(info))
             part = filter_table(part, row_filter) if row_filter is not None else part
-        elif info.size_bytes <= _WHOLE_READ_BYTES:  # little to skip: read it all, filter in memory
+        elif info.size_bytes <= _WHOLE_READ_BYTES or not by_name:  # read it all, filter in memory
             part = _whole_file(info, target)
             part = filter_table(part, row_filter) if row_filter is not None else part
         else:
             try:
                 part = pq.read_table(local_path(info.path), columns=target.names, filters=row_filter)
             except pa.ArrowInvalid:  # a file written before a column was added lacks it
-                part = _with_missing(pq.ParquetFile(local_path(info.path)).read(columns=target.names), target)
+                part = _with_missing(read_named(local_path(info.path), target, target.names), target)
                 part = filter_table(part, row_filter) if row_filter is not None else part
         parts.append(_as_schema(part.select(target.names), target))
     return pa.concat_tables(parts) if parts else target.empty_table()
@@ -107,8 +111,7 @@ def read_files(
 
 def _whole_file(info: DataFileInfo, target: pa.Schema) -> pa.Table:
     """All rows of ``info``'s file in file order (deleted ones too), as ``target``'s columns."""
-    rows = pq.ParquetFile(local_path(info.path)).read(columns=target.names, use_threads=False)
-    return _with_missing(rows, target)
+    return _with_missing(read_named(local_path(info.path), target, target.names, use_threads=False), target)
 
 
 def read_positions(
@@ -261,9 +264,10 @@ def read_matching(
     # From memory: whole columns, read once per file, filtered here.
     target = _projected(pin.schema, columns)
     needed = list(dict.fromkeys([*target.names, *wanted]))
+    reader = _read_columns(pin.schema)
     parts = []
     for info in files:
-        part = cache.read(info.path, needed, _read_columns)
+        part = cache.read(info.path, needed, reader)
         mask = None
         for name, values in wanted.items():
             hit = cache.matching(info.path, part.column(name), name, values)

@@ -1,0 +1,61 @@
+"""Reading a data file's columns by the names the table gives them.
+
+Iceberg's writers (Spark's and PyIceberg's alike) store a column whose name is not a valid Avro
+name under an escaped one in the Parquet file: ``Event Id`` as ``Event_x20Id``, ``order-date``
+as ``order_x2Ddate``, ``1st`` as ``_1st``. Iceberg's readers find columns by the field id each
+file keeps beside the name; a read by the table's name finds nothing there, and a reader that
+fills missing columns with NULLs (as a file written before a column was added needs) returned
+NULLs for every row. So a table with such a name is read by field id: in-process with
+:func:`read_named`, and in Spark through Iceberg's source (see :func:`stored_as_named`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FIELD_ID = b"PARQUET:field_id"
+# A name Iceberg's writers store unchanged (conservatively ASCII: a name outside it is read by
+# field id, which is right whether or not a writer escaped it).
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def stored_as_named(schema: pa.Schema) -> bool:
+    """Whether each column of ``schema``, nested fields included, is stored in data files under
+    its own name, so that a read by name finds it."""
+    return all(_plain(field) for field in schema)
+
+
+def _plain(field: pa.Field) -> bool:
+    if not _PLAIN_NAME.match(field.name):
+        return False
+    kind = field.type
+    if pa.types.is_struct(kind):
+        return all(_plain(kind.field(i)) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _plain(kind.value_field)
+    if pa.types.is_map(kind):
+        return _plain(kind.key_field) and _plain(kind.item_field)
+    return True
+
+
+def read_named(path: str, target: pa.Schema, names: Sequence[str], *, use_threads: bool = True) -> pa.Table:
+    """``names`` (columns of ``target``) of the Parquet file at ``path``, named as ``target``
+    names them: found by field id where both the file and ``target`` carry one, else by name.
+    Columns the file lacks (written before they were added) are left out."""
+    file = pq.ParquetFile(path)
+    stored = file.schema_arrow
+    by_id = {f.metadata[FIELD_ID]: f.name for f in stored if f.metadata and FIELD_ID in f.metadata}
+    found: dict[str, str] = {}
+    for name in names:
+        metadata = target.field(name).metadata or {}
+        in_file = by_id.get(metadata[FIELD_ID]) if FIELD_ID in metadata else None
+        if in_file is None and name in stored.names:
+            in_file = name
+        if in_file is not None:
+            found[name] = in_file
+    rows = file.read(columns=list(found.values()), use_threads=use_threads)
+    return rows.select(list(found.values())).rename_columns(list(found))

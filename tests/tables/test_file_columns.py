@@ -1,0 +1,37 @@
+"""Columns a data file stores under escaped names (as Iceberg's writers store names that are
+not Avro names) are found by field id and named as the table names them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sketch_core.tables.file_columns import FIELD_ID, read_named, stored_as_named
+
+
+def _field(name: str, field_id: int) -> pa.Field:
+    return pa.field(name, pa.int64(), metadata={FIELD_ID: str(field_id).encode()})
+
+
+def test_columns_are_found_by_field_id_and_by_name_without_one(tmp_path: Path) -> None:
+    path = str(tmp_path / "part.parquet")
+    stored = pa.schema([_field("Event_x20Id", 1), _field("plain", 2), pa.field("no_id", pa.int64())])
+    pq.write_table(pa.table([[1, 2], [3, 4], [5, 6]], schema=stored), path)
+    table = pa.schema(
+        [_field("Event Id", 1), _field("plain", 2), pa.field("no_id", pa.int64()), _field("added", 9)]
+    )
+    rows = read_named(path, table, ["no_id", "Event Id", "added", "plain"])
+    assert rows.column_names == ["no_id", "Event Id", "plain"]  # a column added later: absent
+    assert rows.to_pydict() == {"no_id": [5, 6], "Event Id": [1, 2], "plain": [3, 4]}
+
+
+def test_names_a_reader_finds_by_name() -> None:
+    assert stored_as_named(pa.schema([_field("a_1", 1), _field("_b", 2)]))
+    for name in ("Event Id", "order-date", "1st", "Ünïcode"):
+        assert not stored_as_named(pa.schema([_field("a", 1), _field(name, 2)]))
+    nested = pa.struct([pa.field("ok", pa.int64()), pa.field("not ok", pa.int64())])
+    assert not stored_as_named(pa.schema([pa.field("s", nested)]))
+    assert not stored_as_named(pa.schema([pa.field("l", pa.list_(pa.field("x y", pa.int64())))]))
+    assert stored_as_named(pa.schema([pa.field("m", pa.map_(pa.string(), pa.int64()))]))
