@@ -405,15 +405,38 @@ def choose_attributes(
     return AttributeChoice(chosen, refused)
 
 
-def group_by_attributes(plan: Relation) -> dict[str, list[str]]:
-    """Per table, the columns its scans feed directly into a GROUP BY (PBDS Sec. 9.2's fallback)
-    or a window's PARTITION BY (a window is safe on its partition keys, as an aggregation on its
-    groups)."""
+def _scan_origins(plan: Relation) -> dict[str, tuple[str, str]]:
+    """Each scan output column -> (table, the table's column) (names are unique in a plan)."""
     origin: dict[str, tuple[str, str]] = {}
     for node in plan.walk():
         if isinstance(node, Scan):
             for source, name in zip(node.source_columns, node.names, strict=True):
                 origin[name] = (node.table, source)
+    return origin
+
+
+def ordering_attributes(plan: Relation) -> dict[str, list[str]]:
+    """Per table, the columns its scans feed directly into the ordering of a top-k over rows
+    (no aggregation or window below it): the heuristic's last resort where a table has no sort
+    key and no group-by column, as a report's top rows by a column sit at one end of its range."""
+    origin = _scan_origins(plan)
+    found: dict[str, list[str]] = {}
+    for node in plan.walk():
+        if not isinstance(node, TopK) or any(isinstance(n, Aggregate | Window) for n in node.child.walk()):
+            continue
+        for key in node.order:
+            if key.column in origin:
+                table, source = origin[key.column]
+                if source not in found.setdefault(table, []):
+                    found[table].append(source)
+    return found
+
+
+def group_by_attributes(plan: Relation) -> dict[str, list[str]]:
+    """Per table, the columns its scans feed directly into a GROUP BY (PBDS Sec. 9.2's fallback)
+    or a window's PARTITION BY (a window is safe on its partition keys, as an aggregation on its
+    groups)."""
+    origin = _scan_origins(plan)
     found: dict[str, list[str]] = {}
     for node in plan.walk():
         keys: list[exp.Expr] = []

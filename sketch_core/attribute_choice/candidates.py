@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from sketch_core.algebra.ir import Relation, positive_scans
-from sketch_core.analysis.safety import group_by_attributes
+from sketch_core.analysis.safety import group_by_attributes, ordering_attributes
 from sketch_core.attribute_choice.strategies import TableCandidates
 
 # (table, attribute) -> None when a sketch on it alone is safe for the query, else the reason.
@@ -25,7 +25,7 @@ def table_candidates(
     for scan in positive_scans(plan):
         used = read.setdefault(scan.table, [])
         used += [c for c in scan.source_columns if c not in used]
-    grouped = group_by_attributes(plan)
+    grouped, ordered = group_by_attributes(plan), ordering_attributes(plan)
     tables: dict[str, TableCandidates] = {}
     refused: dict[str, list[tuple[str, str]]] = {}
     for table, used in read.items():
@@ -41,5 +41,6 @@ def table_candidates(
             used=tuple(a for a in safe if a in used),
             group_by=tuple(a for a in safe if a in grouped.get(table, [])),
             key=tuple(a for a in sort_keys.get(table, ()) if a in safe),
+            ordered_by=tuple(a for a in safe if a in ordered.get(table, [])),
         )
     return tables, refused

@@ -36,6 +36,8 @@ class TableCandidates:
     used: tuple[str, ...]
     group_by: tuple[str, ...]
     key: tuple[str, ...]
+    # The columns a top-k over rows orders by (see safety.ordering_attributes).
+    ordered_by: tuple[str, ...] = ()
 
     def pool(self, kind: str) -> tuple[str, ...]:
         return {"all": self.all, "used": self.used, "group-by": self.group_by, "key": self.key}[kind]
@@ -68,7 +70,7 @@ def preferences(
     falling_back = set(heuristic_fallbacks(strategy, tables, estimates))
     for table, candidates in tables.items():
         if strategy == "heuristic" or table in falling_back:
-            pool = list(dict.fromkeys(candidates.key[:1] + candidates.group_by))
+            pool = list(dict.fromkeys(candidates.key[:1] + candidates.group_by + candidates.ordered_by))
         elif strategy.startswith("random-"):
             pool = list(candidates.pool(strategy.removeprefix("random-")))
             rng.shuffle(pool)

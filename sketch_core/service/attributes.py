@@ -21,6 +21,7 @@ from sketch_core.analysis.safety import (
     check_safety,
     choose_attributes,
     group_by_attributes,
+    ordering_attributes,
 )
 from sketch_core.attribute_choice.candidates import table_candidates
 from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES, Estimation
@@ -79,9 +80,9 @@ def _no_candidates(sketched: Sequence[str], estimates: AttributeEstimates | None
     else:
         without_estimates = "" if estimates.reason is None else f" ({estimates.reason})"
     return (
-        f"no candidate attribute: {', '.join(sorted(sketched))} has no sort key recorded and the "
-        f"query groups by none of its columns a range partition can cut, and the estimates that "
-        f"rank its other columns did not run{without_estimates}"
+        f"no candidate attribute: {', '.join(sorted(sketched))} has no sort key recorded, the "
+        f"query neither groups nor orders its rows by a column of it a range partition can cut, "
+        f"and the estimates that rank its other columns did not run{without_estimates}"
     )
 
 
@@ -366,7 +367,7 @@ class AttributeChooser:
         strategy = self.context.settings.attribute_strategy
         estimates: AttributeEstimates | None = None
         if strategy == "heuristic" or not sketched:  # (nothing to sketch: nothing to estimate)
-            grouped = group_by_attributes(plan)
+            grouped, ordered = group_by_attributes(plan), ordering_attributes(plan)
             keys = self.sort_keys(pins)
             cuttable = {t: set(_attributes(pins[t])) for t in sketched}
             pools = {
@@ -375,6 +376,7 @@ class AttributeChooser:
                     (),
                     tuple(a for a in grouped.get(t, []) if a in cuttable[t]),
                     tuple(a for a in keys[t][:1] if a in cuttable[t]),
+                    tuple(a for a in ordered.get(t, []) if a in cuttable[t]),
                 )
                 for t in sketched
             }

@@ -6,7 +6,7 @@ import pytest
 
 from sketch_core.algebra.frontend import to_ir
 from sketch_core.analysis.reuse import can_reuse
-from sketch_core.analysis.safety import check_safety, choose_attributes
+from sketch_core.analysis.safety import check_safety, choose_attributes, ordering_attributes
 
 CITIES = {"t.cities": [("popden", "bigint"), ("city", "string"), ("state", "string")]}
 # Population densities are positive (Iceberg min/max statistics).
@@ -240,3 +240,12 @@ def test_safety_of_outer_joins_and_windows(sql: str, attribute: str, unsafe_beca
     assert result.safe is (unsafe_because is None), result.reason
     if unsafe_because is not None:
         assert unsafe_because in (result.reason or "")
+
+
+def test_ordering_attributes_are_the_columns_a_top_k_over_rows_orders_by() -> None:
+    rows = plan("SELECT city, popden FROM t.cities WHERE state = 'CA' ORDER BY popden DESC, city LIMIT 5")
+    assert ordering_attributes(rows) == {"t.cities": ["popden", "city"]}
+    grouped = plan("SELECT state, MAX(popden) AS m FROM t.cities GROUP BY state ORDER BY state LIMIT 5")
+    assert ordering_attributes(grouped) == {}  # the ordering is over groups, not rows
+    assert ordering_attributes(plan("SELECT city FROM t.cities ORDER BY popden * 2 DESC LIMIT 5")) == {}
+    assert check_safety(rows, {"t.cities": "popden"}, STATS).safe

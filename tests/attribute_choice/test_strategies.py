@@ -28,6 +28,16 @@ def test_heuristic_prefers_the_sort_key_then_the_group_by_attributes() -> None:
     assert preferences("heuristic", CANDIDATES)[T] == ["id", "region", "day"]
 
 
+def test_heuristic_falls_back_to_the_columns_a_top_k_over_rows_orders_by() -> None:
+    ordered = TableCandidates(
+        all=("id", "amount"), used=("amount",), group_by=(), key=(), ordered_by=("amount",)
+    )
+    assert preferences("heuristic", {T: ordered})[T] == ["amount"]
+    keyed = TableCandidates(("id", "amount"), ("amount",), (), ("id",), ordered_by=("amount",))
+    assert preferences("heuristic", {T: keyed})[T] == ["id", "amount"]  # the sort key first
+    assert preferences("cost-all", {T: ordered}, None)[T] == ["amount"]  # (a top-k has no estimates)
+
+
 def test_cost_based_strategies_order_their_pool_by_the_estimates() -> None:
     assert preferences("cost-all", CANDIDATES, ESTIMATES)[T] == ["note", "day", "region", "amount", "id"]
     assert preferences("cost-group-by", CANDIDATES, ESTIMATES)[T] == ["day", "region"]

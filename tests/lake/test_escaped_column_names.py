@@ -61,11 +61,16 @@ def test_a_spark_table_with_escaped_names_is_read_sketched_and_maintained(
         assert maintained(svc, name) == fresh_fragments(svc, sql, name, sequence)
         assert sorted_rows(svc.query(sql, use_sketches="always").table) == _answers(svc, spark, sql, table)
 
-    # A top-k over rows, on a table with no sort key recorded: nothing to rank candidates by,
-    # and the refusal says so (it said the table had too few files).
+    # A top-k over rows, on a table with no sort key recorded: sketched on its ordering column
+    # (it was refused, said to have too few files); ordered by an expression, nothing to rank
+    # candidates by, and the refusal says so.
     top = f"SELECT `Event Id`, amount FROM {table} ORDER BY amount DESC, `Event Id` LIMIT 10"
+    version = svc.capture(top, name=f"{ns}_top")
+    assert version.partitions[table][0] == "amount"
+    assert sorted_rows(svc.query(top, use_sketches="always").table) == _answers(svc, spark, top, table)
+    expression = top.replace("ORDER BY amount DESC", "ORDER BY amount * 2 DESC")
     with pytest.raises(NoSafeAttributeError, match="no candidate attribute") as refused:
-        svc.capture(top, name=f"{ns}_top")
+        svc.capture(expression, name=f"{ns}_expression")
     assert "enough data files" not in str(refused.value)
 
 

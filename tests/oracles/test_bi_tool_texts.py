@@ -5,7 +5,8 @@ plain path and the sketched one.
 
 Metabase qualifies columns with the full table name (`ns`.`table`.`column`): the plain path
 bound the table to a view and Spark could not resolve them. A hint naming an alias
-(``/*+ BROADCAST(c) */``) was taken for a table and the capture refused the text.
+(``/*+ BROADCAST(c) */``) was taken for a table and the capture refused the text. ``ORDER BY
+ABS(x)`` or ``ORDER BY p * 2`` over a selected ``x`` or alias ``p`` could not be resolved.
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ REPORTS = {
           select `o_orderpriority`, sum(`o_totalprice`) as `C1` from {t}`tpch`.`orders`
           where `o_orderdate` >= '1995-01-01' group by `o_orderpriority`) as `ITBL`
         order by `C1` desc limit 1001""",
+    # ORDER BY expressions over select-list names (the front end could not resolve them).
+    "order_by_a_function_of_a_selected_column": """
+        SELECT o_custkey, o_totalprice FROM {t}tpch.orders
+        ORDER BY ABS(o_totalprice - 200000), o_custkey LIMIT 10""",
+    "order_by_an_expression_of_an_alias": """
+        SELECT o_orderkey, o_totalprice * 0.9 AS net FROM {t}tpch.orders
+        WHERE o_orderstatus = 'F' ORDER BY net * -1, o_orderkey LIMIT 10""",
     # Optimizer hints: one naming an alias, one naming the table (both left to Spark).
     "hint_on_an_alias": """
         SELECT /*+ BROADCAST(c) */ c.c_name, SUM(o.o_totalprice) AS t
