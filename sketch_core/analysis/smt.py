@@ -21,6 +21,10 @@ from sketch_core.algebra.ir import COMPARISON_OPERATORS
 from sketch_core.lru import LruMap
 
 _EPOCH = dt.date(1970, 1, 1)
+# IN lists longer than this are not translated (a BI tool's filter on thousands of values made
+# each safety check take seconds in the solver): unknown to the proofs, which then rest on its
+# columns being equal on the sketch's data and the full data, as for any predicate over rows.
+MAX_IN_OPTIONS = 64
 _EPOCH_TS = dt.datetime(1970, 1, 1)
 
 Term = Any  # a z3 expression
@@ -158,6 +162,8 @@ class Translator:
                 return None
             return z3.And(x >= low, x <= high)
         if isinstance(node, exp.In) and not node.args.get("query"):
+            if len(node.expressions) > MAX_IN_OPTIONS:
+                return None  # unknown: a weaker premise, and goals on its columns' equality
             x = self._term(node.this)
             options = [self._term(o) for o in node.expressions]
             if x is None or any(o is None or not _comparable(x, o) for o in options):
