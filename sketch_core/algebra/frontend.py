@@ -815,10 +815,25 @@ class _Builder:
                 # qualify() validated every column, so an unresolved one refers to the outer query.
                 exists: exp.Expr = _in_as_exists(inner, negated)
                 return self._subquery_join(rel, exp.Not(this=exists) if negated else exists, ctes, scopes)
-            if len(built.visible) != 1:
-                raise QueryError(f"an IN subquery must return one column: {_where(inner)[:200]!r}")
-            left = self.translate(inner.this, scopes, inner)
-            condition = exp.EQ(this=left, expression=column(built.rel.columns[0]))
+            # (a, b) IN (SELECT x, y ...): a semi join on both equalities.
+            values = inner.this.expressions if isinstance(inner.this, exp.Tuple) else [inner.this]
+            if len(built.visible) != len(values):
+                raise QueryError(
+                    f"an IN subquery must return as many columns as the values before IN "
+                    f"({len(values)}): {_where(inner)[:200]!r}"
+                )
+            if negated and len(values) > 1:
+                raise UnsupportedQueryError(
+                    "NOT IN with several columns",
+                    _where(inner),
+                    hint="write it as NOT EXISTS (SELECT 1 FROM ... WHERE x = a AND y = b), minding NULLs",
+                )
+            condition = exp.and_(
+                *[
+                    exp.EQ(this=self.translate(value, scopes, inner), expression=column(name))
+                    for value, name in zip(values, built.rel.columns, strict=True)
+                ]
+            )
             if negated:
                 return Join(rel, built.rel, "anti", condition, null_aware=True)
             return Join(rel, built.rel, "semi", condition)
@@ -1520,6 +1535,15 @@ def ir_from_tree(
     """:func:`to_ir` of a parsed query (left unchanged: parameters are bound into a copy)."""
     tree = written_out(_without_hints(bind_parameters(query, params)))
     _refuse_changing_values(tree)
+    for pivot in tree.find_all(exp.Pivot):  # (Spark runs it: the plain query is not refused)
+        unpivot = bool(pivot.args.get("unpivot"))
+        raise UnsupportedQueryError(
+            "UNPIVOT" if unpivot else "PIVOT",
+            _where(pivot),
+            hint="write it as a UNION ALL of one SELECT per column"
+            if unpivot
+            else "write each pivoted value as an aggregate of CASE WHEN (SUM(CASE WHEN k = 1 THEN v END))",
+        )
     # Checked before anything else: a select list that is fine under ROLLUP is refused as not
     # grouped.
     for group in tree.find_all(exp.Group):

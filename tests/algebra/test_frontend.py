@@ -31,6 +31,18 @@ SCHEMAS = {
 }
 
 
+def test_an_in_over_several_columns_is_a_semi_join_on_each() -> None:
+    plan = to_ir(
+        "SELECT id FROM s.sales WHERE (region, id) IN (SELECT region, LENGTH(country) FROM s.regions)",
+        SCHEMAS,
+    ).plan
+    joins = [n for n in plan.walk() if isinstance(n, Join)]
+    assert [j.kind for j in joins] == ["semi"] and joins[0].condition is not None
+    assert len(list(joins[0].condition.find_all(exp.EQ))) == 2
+    with pytest.raises(QueryError, match="as many columns"):
+        to_ir("SELECT id FROM s.sales WHERE (region, id) IN (SELECT region FROM s.regions)", SCHEMAS)
+
+
 def test_self_join_gets_unique_names_and_stars_expand() -> None:
     parsed = to_ir("SELECT * FROM s.regions a JOIN s.regions b ON a.region = b.country", SCHEMAS)
     names = [n for s in scans(parsed.plan) for n in s.names]
@@ -131,6 +143,16 @@ def test_params_round_trip_through_json() -> None:
     ("sql", "construct"),
     [
         ("SELECT id, x FROM s.sales LATERAL VIEW explode(array(1)) e AS x", "LATERAL VIEW"),
+        (
+            "SELECT * FROM (SELECT region, day, amount FROM s.sales) PIVOT (SUM(amount) FOR day IN (1, 2))",
+            "PIVOT",
+        ),
+        ("SELECT * FROM s.regions UNPIVOT (v FOR k IN (region, country))", "UNPIVOT"),
+        (
+            "SELECT id FROM s.sales WHERE (region, id) NOT IN "
+            "(SELECT region, LENGTH(country) FROM s.regions)",
+            "NOT IN with several columns",
+        ),
         ("SELECT id FROM s.sales LIMIT 3", "LIMIT without ORDER BY"),
         ("SELECT id, LAG(id) OVER w AS n FROM s.sales WINDOW w AS (ORDER BY id)", "WINDOW clause"),
         ("SELECT id FROM s.sales ORDER BY id OFFSET 3", "OFFSET without LIMIT"),

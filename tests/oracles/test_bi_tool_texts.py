@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import pytest
 
+from sketch_core.errors import UnsupportedQueryError
 from sketch_core.service import SketchService
-from tests.oracles.results import check_against_spark
+from tests.oracles.results import check_against_spark, sorted_rows
 
 pytestmark = pytest.mark.spark
 
@@ -117,3 +118,15 @@ REPORTS = {
 @pytest.mark.parametrize("label", sorted(REPORTS))
 def test_bi_tool_reports_return_what_spark_returns(tpch_svc: SketchService, label: str) -> None:
     check_against_spark(tpch_svc, REPORTS[label], f"bi_{label}")
+
+
+def test_a_pivot_runs_plain_by_default_and_its_capture_is_refused_by_name(tpch_svc: SketchService) -> None:
+    svc = tpch_svc
+    report = """SELECT * FROM (SELECT o_orderpriority, o_orderstatus, o_totalprice FROM {t}tpch.orders)
+        PIVOT (SUM(o_totalprice) FOR o_orderstatus IN ('F', 'O', 'P'))"""
+    expected = sorted_rows(svc.spark.sql(report.format(t=f"{svc.settings.catalog_name}.")).toArrow())
+    plain = svc.query(report.format(t=""))  # the default use: no sketch applies, so it runs plain
+    assert plain.sketch is None and sorted_rows(plain.table) == expected
+    with pytest.raises(UnsupportedQueryError) as refused:
+        svc.capture(report.format(t=""), name="bi_pivot")
+    assert refused.value.construct == "PIVOT"

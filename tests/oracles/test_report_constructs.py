@@ -1,11 +1,11 @@
 """Reports written with outer joins, JOIN ... USING, scalar subqueries (uncorrelated, and
-correlated through equalities), window functions (top-N per group, QUALIFY, running totals, explicit frames),
-OFFSET, uncorrelated EXISTS, EXISTS correlated beyond equalities and over aggregations,
-correlated IN and NOT IN, INTERSECT and EXCEPT (and their ALL forms), COUNT(DISTINCT) over
-several columns and DISTINCT aggregates beside plain ones, aggregate FILTER clauses and GROUP BY
-ALL, aggregate functions Spark computes and the project only shows (STDDEV, MAX_BY, ...), on
-generated tables with NULL join
-keys, duplicate keys and ties.
+correlated through equalities), window functions (top-N per group, QUALIFY, running totals,
+explicit frames), OFFSET, uncorrelated EXISTS, EXISTS correlated beyond equalities and over
+aggregations, correlated IN and NOT IN, IN over several columns, INTERSECT and EXCEPT (and their
+ALL forms), COUNT(DISTINCT) over several columns and DISTINCT aggregates beside plain ones,
+aggregate FILTER clauses and GROUP BY ALL, aggregate functions Spark computes and the project
+only shows (STDDEV, MAX_BY, ...), on generated tables with NULL join keys, duplicate keys and
+ties.
 
 The oracle is differential: captured with the default attribute choice, the query on its sketch
 (applied whatever it costs) equals the full query; after inserts and deletes, maintenance
@@ -86,6 +86,10 @@ CAPTURED = {
     "left_join_using": f"""
         SELECT k, COUNT(*) AS n, COUNT(name) AS named FROM {NS}.facts LEFT JOIN {NS}.dims USING (k)
         WHERE id < 20000 GROUP BY k HAVING COUNT(*) > 130""",
+    # IN over several columns: a semi join on each equality.
+    "tuple_in": f"""
+        SELECT f.g, COUNT(*) AS n, SUM(f.v) AS s FROM {NS}.facts f
+        WHERE (f.k, f.g % 5) IN (SELECT d.k, d.w FROM {NS}.dims d WHERE d.name < 'd30') GROUP BY f.g""",
     # Scalar subqueries: uncorrelated (one aggregated row) in WHERE, HAVING and the select list.
     "scalar_where": f"""
         SELECT g, COUNT(*) AS n FROM {NS}.facts WHERE v > (SELECT AVG(v) FROM {NS}.facts WHERE g < 10)
