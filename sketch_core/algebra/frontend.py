@@ -223,9 +223,12 @@ def bind_parameters(tree: exp.Expr, params: Mapping[str, Any] | None) -> exp.Exp
 
     def bind(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Placeholder):
-            name = node.name
+            name = node.args.get("this")  # (sqlglot names a positional ? "?")
             if not name:
-                raise QueryError("positional ? parameters are not supported", hint="use :name placeholders")
+                raise QueryError(
+                    "positional ? parameters are not supported",
+                    hint="name each placeholder (:day) and pass params={'day': ...}",
+                )
             if name not in params:
                 raise MissingParameterError(name)
             return literal(params[name])

@@ -134,6 +134,12 @@ def test_parameters_are_bound_as_typed_literals() -> None:
     assert info.value.name == "r"
 
 
+def test_a_positional_parameter_is_refused_with_named_ones_as_the_fix() -> None:
+    with pytest.raises(QueryError, match="positional") as refused:
+        to_ir("SELECT id FROM s.sales WHERE region = ?", SCHEMAS, {"region": "EU"})
+    assert "params={'day'" in (refused.value.hint or "")
+
+
 def test_params_round_trip_through_json() -> None:
     params = {"d": dt.date(2024, 1, 1), "t": dt.datetime(2024, 1, 1, 3), "n": -5, "s": "a"}
     assert decode_params(encode_params(params)) == params
