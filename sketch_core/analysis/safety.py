@@ -49,7 +49,6 @@ from sketch_core.algebra.ir import (
     TopK,
     Union,
     Window,
-    column,
     conjuncts,
     referenced,
 )
@@ -405,48 +404,44 @@ def choose_attributes(
     return AttributeChoice(chosen, refused)
 
 
-def _scan_origins(plan: Relation) -> dict[str, tuple[str, str]]:
-    """Each scan output column -> (table, the table's column) (names are unique in a plan)."""
+def _table_columns(plan: Relation, names: Iterable[str]) -> dict[str, list[str]]:
+    """Per table, the columns (in first-seen order, once each) behind those of ``names`` that
+    are scan outputs (names are unique in a plan)."""
     origin: dict[str, tuple[str, str]] = {}
     for node in plan.walk():
         if isinstance(node, Scan):
             for source, name in zip(node.source_columns, node.names, strict=True):
                 origin[name] = (node.table, source)
-    return origin
+    found: dict[str, list[str]] = {}
+    for name in names:
+        if name in origin:
+            table, source = origin[name]
+            if source not in found.setdefault(table, []):
+                found[table].append(source)
+    return found
 
 
 def ordering_attributes(plan: Relation) -> dict[str, list[str]]:
     """Per table, the columns its scans feed directly into the ordering of a top-k over rows
     (no aggregation or window below it): the heuristic's last resort where a table has no sort
     key and no group-by column, as a report's top rows by a column sit at one end of its range."""
-    origin = _scan_origins(plan)
-    found: dict[str, list[str]] = {}
-    for node in plan.walk():
-        if not isinstance(node, TopK) or any(isinstance(n, Aggregate | Window) for n in node.child.walk()):
-            continue
-        for key in node.order:
-            if key.column in origin:
-                table, source = origin[key.column]
-                if source not in found.setdefault(table, []):
-                    found[table].append(source)
-    return found
+    keys = [
+        key.column
+        for node in plan.walk()
+        if isinstance(node, TopK) and not any(isinstance(n, Aggregate | Window) for n in node.child.walk())
+        for key in node.order
+    ]
+    return _table_columns(plan, keys)
 
 
 def group_by_attributes(plan: Relation) -> dict[str, list[str]]:
     """Per table, the columns its scans feed directly into a GROUP BY (PBDS Sec. 9.2's fallback)
     or a window's PARTITION BY (a window is safe on its partition keys, as an aggregation on its
     groups)."""
-    origin = _scan_origins(plan)
-    found: dict[str, list[str]] = {}
+    keys: list[str] = []
     for node in plan.walk():
-        keys: list[exp.Expr] = []
         if isinstance(node, Aggregate):
-            keys = [expression for _, expression in node.groups]
+            keys += [expression.name for _, expression in node.groups if isinstance(expression, exp.Column)]
         elif isinstance(node, Window):
-            keys = [column(c) for c in node.partition]
-        for expression in keys:
-            if isinstance(expression, exp.Column) and expression.name in origin:
-                table, source = origin[expression.name]
-                if source not in found.setdefault(table, []):
-                    found[table].append(source)
-    return found
+            keys += list(node.partition)
+    return _table_columns(plan, keys)
