@@ -129,9 +129,11 @@ class _Printer:
             return self.project(node, [(c, _ident(c)) for c in node.columns])
         if isinstance(node, Union):
             first, *rest = node.inputs
-            parts = [
-                self.project(first, [(n, _ident(c)) for n, c in zip(node.names, first.columns, strict=True)])
-            ]
+            renames = [(n, _ident(c)) for n, c in zip(node.names, first.columns, strict=True)]
+            head = self.project(first, renames)
+            # A branch's own ORDER BY and LIMIT (a top-k per branch) cannot precede UNION ALL
+            # in Spark's grammar: the branch becomes a subquery.
+            parts = [f"SELECT * FROM ({head}) AS {self.alias()}" if isinstance(first, TopK | Sort) else head]
             parts += [f"SELECT * FROM ({self.sql(other)}) AS {self.alias()}" for other in rest]
             return f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS {self.alias()}"
         if isinstance(node, Distinct):

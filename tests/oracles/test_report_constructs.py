@@ -221,6 +221,11 @@ CAPTURED = {
             SELECT g, id, v, LAG(v) OVER (PARTITION BY g ORDER BY id) AS prev,
                    NTILE(4) OVER (PARTITION BY g ORDER BY v, id) AS quartile
             FROM {NS}.facts WHERE g < 4) WHERE quartile = 1 AND v > prev""",
+    # A top-k per branch of a UNION ALL, each branch in parentheses as BI tools print it (the
+    # capture's printed plan put a branch's ORDER BY before UNION ALL, which Spark cannot parse).
+    "union_of_top_ks": f"""
+        (SELECT id, v FROM {NS}.facts WHERE g = 1 ORDER BY v DESC, id LIMIT 3)
+        UNION ALL (SELECT id, v FROM {NS}.facts WHERE g = 2 ORDER BY v DESC, id LIMIT 3)""",
     "deciding_stddev": f"""
         SELECT g, STDDEV(v) AS sd, COUNT(*) AS n FROM {NS}.facts GROUP BY g HAVING STDDEV(v) > 29.0""",
 }
