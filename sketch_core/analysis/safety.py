@@ -91,8 +91,10 @@ class _Checker:
         self.ps_vars: dict[str, Term] = {}
         # Aggregate values' NULL flags on the full data and on the sketch's (see ``aggregate``).
         self.nulls: dict[str, tuple[Term, Term]] = {}
-        self.full = Translator(self.full_var, lambda name: self.nulls.get(name, (None, None))[0])
-        self.ps = Translator(self.ps_var, lambda name: self.nulls.get(name, (None, None))[1])
+        self.full = Translator(
+            self.full_var, lambda n: self.nulls.get(n, (None, None))[0], unknown_nulls=True
+        )
+        self.ps = Translator(self.ps_var, lambda n: self.nulls.get(n, (None, None))[1], unknown_nulls=True)
 
     def full_var(self, name: str) -> Term:
         if name not in self.full_vars:
@@ -120,7 +122,10 @@ class _Checker:
         if full is not None and ps is not None:
             self.sorts.setdefault(name, full.sort())
             facts.premises += [self.full_var(name) == full, self.ps_var(name) == ps]
-        elif self.all_equal(facts, referenced(expression)):
+            if expression.find(exp.Coalesce) is None:
+                return
+        # Equal columns give equal values (a COALESCE's terms hold an unknown choice each side).
+        if self.all_equal(facts, referenced(expression)):
             facts.premises.append(self.ps_var(name) == self.full_var(name))
 
     def implied(self, facts: _Facts, condition: exp.Expr, what: str) -> None:

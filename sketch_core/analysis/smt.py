@@ -94,12 +94,20 @@ class Translator:
     """Translates expressions over columns named by :meth:`var` (a name -> z3 constant map)."""
 
     def __init__(
-        self, var: Callable[[str], Term | None], null: Callable[[str], Term | None] | None = None
+        self,
+        var: Callable[[str], Term | None],
+        null: Callable[[str], Term | None] | None = None,
+        *,
+        unknown_nulls: bool = False,
     ) -> None:
         self.var = var
         # A column's NULL flag, where the caller models one (an aggregate's value): then
         # COALESCE(column, fallback) translates; elsewhere values are taken as non-NULL.
         self.null = null
+        # COALESCE over values without a NULL flag: one of its arguments, which one unknown (a
+        # fresh flag per translation). Only for callers that fall back to comparing such an
+        # expression by its columns: two translations of one text are not provably equal.
+        self.unknown_nulls = unknown_nulls
 
     def __call__(self, node: exp.Expr) -> Term | None:
         try:
@@ -179,15 +187,23 @@ class Translator:
 
     def _coalesce(self, node: exp.Coalesce) -> Term | None:
         """``COALESCE(column, fallback)`` over a column with a NULL flag: the fallback where the
-        flag holds (Looker prints every measure as ``COALESCE(SUM(x), 0)``)."""
-        fallbacks = node.expressions
-        if self.null is None or not isinstance(node.this, exp.Column) or len(fallbacks) != 1:
+        flag holds (Looker prints every measure as ``COALESCE(SUM(x), 0)``). Elsewhere one of
+        the arguments, which one unknown (a fresh flag per argument): ``IFNULL(x, 0) >= 0``
+        follows from ``x >= 0``, as a SUM over it needs (BI tools print ``SUM(IFNULL(x, 0))``)."""
+        arguments = [node.this, *node.expressions]
+        terms = [self._term(a) for a in arguments]
+        if any(t is None for t in terms) or not all(_comparable(terms[0], t) for t in terms[1:]):
             return None
-        flag = self.null(node.this.name)
-        value, fallback = self._term(node.this), self._term(fallbacks[0])
-        if flag is None or value is None or fallback is None or not _comparable(value, fallback):
+        column = node.this.name if isinstance(node.this, exp.Column) else None
+        flag = self.null(column) if self.null is not None and column is not None else None
+        if flag is not None and len(terms) == 2:
+            return _branches(flag, terms[1], terms[0])
+        if not self.unknown_nulls:
             return None
-        return _branches(flag, fallback, value)
+        result = terms[-1]
+        for term in reversed(terms[:-1]):
+            result = _branches(z3.FreshBool("null"), result, term)
+        return result
 
     def _case(self, branches: Iterable[tuple[exp.Expr, exp.Expr]], default: exp.Expr | None) -> Term | None:
         if default is None:

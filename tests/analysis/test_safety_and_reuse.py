@@ -81,6 +81,24 @@ def plan(sql: str, params: dict[str, object] | None = None):  # type: ignore[no-
             "city",
             False,
         ),
+        # SUM(IFNULL(x, 0)) / SUM(COALESCE(x, y, 0)): each row's value is one of the
+        # arguments, all non-negative, so a partial sum is smaller; a negative fallback is not.
+        (
+            "SELECT state, SUM(IFNULL(popden, 0)) AS a FROM t.cities GROUP BY state ORDER BY a DESC LIMIT 1",
+            "city",
+            True,
+        ),
+        (
+            "SELECT state, SUM(COALESCE(popden, popden * 2, 0)) AS a FROM t.cities GROUP BY state "
+            "HAVING SUM(COALESCE(popden, popden * 2, 0)) > 5000",
+            "city",
+            True,
+        ),
+        (
+            "SELECT state, SUM(NVL(popden, -1)) AS a FROM t.cities GROUP BY state ORDER BY a DESC LIMIT 1",
+            "city",
+            False,
+        ),
         # Tableau's SUM(CAST(x AS BIGINT)) keeps x's sign: a partial sum of positive values
         # is smaller, of negative ones larger.
         (
