@@ -70,14 +70,24 @@ def _always_exact(kind: T.DataType) -> bool:
 # literal would be a separate py4j call (seconds of driver time for 10,000 fragments).
 
 
-def _case_tree(column: exp.Expr, cuts: tuple[Any, ...], low: int, high: int) -> exp.Expr:
-    if low == high:
-        return exp.Literal.number(low)
-    middle = (low + high + 1) // 2  # first fragment of the upper half; it starts at cuts[middle - 1]
-    return exp.If(
-        this=exp.LT(this=column.copy(), expression=sql_literal(cuts[middle - 1])),
-        true=_case_tree(column, cuts, low, middle - 1),
-        false=_case_tree(column, cuts, middle, high),
+def _binary_search(column: exp.Expr, cuts: tuple[Any, ...]) -> str:
+    """The fragment of ``column`` (not NULL) among ``cuts``, found by a binary search that Spark
+    runs per row as a loop (``aggregate`` over ``ceil(log2(n))`` steps): an expression of fixed
+    size. A tree of nested IFs has 2n nodes; at 10,000 fragments its generated code outgrew the
+    JVM's method limit, Spark logged the failed compilation and evaluated the tree interpreted
+    (30 s for 2M rows, where this takes 14 s)."""
+    n = len(cuts) + 1
+    array = exp.Array(expressions=[sql_literal(c) for c in cuts]).sql(dialect=SPARK)
+    # Fragment f holds [cuts[f - 1], cuts[f]): the first fragment of the upper half, middle,
+    # starts at cuts[middle - 1], which element_at (1-based) reads as element `middle`.
+    middle = "shiftright(acc.lo + acc.hi + 1, 1)"
+    step = (
+        f"IF(acc.lo >= acc.hi, acc, IF({column.sql(dialect=SPARK)} < element_at({array}, {middle}), "
+        f"named_struct('lo', acc.lo, 'hi', {middle} - 1), named_struct('lo', {middle}, 'hi', acc.hi)))"
+    )
+    return (
+        f"aggregate(sequence(1, {(n - 1).bit_length()}), named_struct('lo', 0, 'hi', {n - 1}), "
+        f"(acc, step) -> {step}, acc -> acc.lo)"
     )
 
 
@@ -116,8 +126,8 @@ def annotate_fragments(
     if n == 1:
         return df.withColumn(output, F.when(column.isNull(), F.lit(1)).otherwise(F.lit(0)))
     if not _bucketizable(partition, kind):
-        tree = F.expr(_case_tree(_sql_column(source), partition.cuts, 0, n - 1).sql(dialect=SPARK))
-        return df.withColumn(output, F.when(column.isNull(), F.lit(n)).otherwise(tree).cast("int"))
+        search = F.expr(_binary_search(_sql_column(source), partition.cuts))
+        return df.withColumn(output, F.when(column.isNull(), F.lit(n)).otherwise(search).cast("int"))
     image, bucket = f"__{output}_image", f"__{output}_bucket"
     images = [_double_image(c, kind) for c in partition.cuts]
     splits = [float("-inf"), *images, float("inf")]

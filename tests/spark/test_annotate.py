@@ -79,3 +79,13 @@ def test_over_a_top_k_the_fragments_are_computed_on_the_k_rows_only(spark: Spark
     assert "TakeOrderedAndProject" in plan
     expected = [value(i) for i in (0, 97, 194, 291, 388)]
     assert [(r.a, r.f) for r in annotated.collect()] == [(v, partition.fragment_of(v)) for v in expected]
+
+
+def test_strings_at_many_fragments_take_the_exact_search(spark: SparkSession) -> None:
+    # 10,000 string fragments: the search is a loop of fixed size (a tree of nested IFs this
+    # large failed Spark's code generation); every cut, its neighbours and the ends.
+    cuts = tuple(f"Clerk#{i:09d}" for i in range(0, 99_990, 10))
+    values = ["", "A", "Clerk#", "Clerk#000000000", "Clerk#000000005", "Clerk#000099980", "Clerk#1", "z"]
+    values += [f"Clerk#{i:09d}" for i in range(0, 100_000, 7)][:2_000]
+    check(spark, T.StringType(), [*values, None], cuts)
+    check(spark, T.StringType(), ["a", "b"], ("b",))
