@@ -97,7 +97,9 @@ class SampleStore:
             kept = self._loaded.get(record.path)
             if kept is None:
                 kept = self._keep(StoredSample(self._load(record), record.path, drawn=False))
-            return replace(kept, drawn=False)
+            # Drawn before a column was renamed or added (no rows changed): drawn again.
+            if set(pinned.schema.names) <= set(kept.sample.rows.column_names):
+                return replace(kept, drawn=False)
         record, sample = self._draw(pinned, columns, rate)
         return self._keep(StoredSample(sample, record.path, drawn=True))
 

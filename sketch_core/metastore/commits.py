@@ -192,6 +192,15 @@ _BEFORE_UNRECORDED = schema.table_commits.c.seq < func.coalesce(_FIRST_UNRECORDE
 _ANY_UNRECORDED = (
     select(schema.catalog_commits.c.seq).where(schema.catalog_commits.c.recorded.is_(False)).limit(1)
 )
+# With it, the newest catalog commit: schema and property changes are catalog commits that
+# record no table commit (they change no rows), but a table loaded before one is stale.
+_UNRECORDED_AND_NEWEST = select(
+    _ANY_UNRECORDED.scalar_subquery(), select(func.max(schema.catalog_commits.c.seq)).scalar_subquery()
+)
+_CATALOG = schema.catalog_commits.c
+_CATALOG_COMMITS_AFTER = select(_CATALOG.seq, _CATALOG.table_namespace, _CATALOG.table_name).where(
+    _CATALOG.seq > bindparam("through")
+)
 
 # What refreshing the window asks on every read about recent commits; built once (building it
 # costs about as much as running it).
@@ -219,6 +228,10 @@ class CommitLog:
         # A question's key holds the window's start and where the name's current table begins
         # in it, so a drop or a new window asks again.
         self._older: LruMap[tuple[Any, ...], Any] = LruMap(_OLDER_ANSWERS_KEPT)
+        # Per table (lower-case ns.table), the newest catalog commit seen of it, and the newest
+        # catalog commit of any table read so far (None: not yet asked).
+        self._catalog_seen: dict[str, int] = {}
+        self._catalog_through: int | None = None
 
     # -- writing (inside the caller's transaction) -----------------------------------------
     @staticmethod
@@ -377,6 +390,24 @@ class CommitLog:
             record = window.newest(name, None) if window is not None else None
         return record.seq if record is not None else None
 
+    def catalog_seen(self, name: str) -> int:
+        """The newest catalog commit of table ``name`` this log has seen (0: none), schema and
+        property changes included, without asking the database."""
+        with self._lock:
+            return self._catalog_seen.get(name.lower(), 0)
+
+    def _see_catalog_commits(self, conn: Connection, newest: int | None) -> None:
+        """Note which tables the catalog commits since the last refresh changed (the first
+        refresh only notes where it starts: tables load after it)."""
+        if newest is None or newest == self._catalog_through:
+            return
+        if self._catalog_through is not None:
+            after = {"through": self._catalog_through}
+            for seq, namespace, table in conn.execute(_CATALOG_COMMITS_AFTER, after):
+                name = f"{namespace}.{table}".lower()
+                self._catalog_seen[name] = max(self._catalog_seen.get(name, 0), int(seq))
+        self._catalog_through = int(newest)
+
     def superseded(self, name: str, table_id: int) -> bool:
         """Whether the commits this log has seen show registration ``table_id`` no longer bears
         ``name`` (dropped, or dropped and created again), without asking the database."""
@@ -417,9 +448,11 @@ class CommitLog:
             window = None  # start a new window rather than grow without bound
         c = schema.table_commits.c
         with reading(self.engine) as conn:
-            if self.ingest is not None and conn.execute(_ANY_UNRECORDED).first() is not None:
+            unrecorded, newest_catalog = conn.execute(_UNRECORDED_AND_NEWEST).one()
+            if self.ingest is not None and unrecorded is not None:
                 conn.rollback()  # no transaction held open over the ingester's file reads
                 self.ingest()
+            self._see_catalog_commits(conn, newest_catalog)
             if window is None:
                 newest = (
                     _commit_query()

@@ -3,9 +3,10 @@
 A pinned read lists the snapshot's Parquet files (planned once per snapshot by the table
 service, and pruned by a sketch's fragments) and hands exactly those to Spark's Parquet reader,
 which costs no manifest planning per query. A snapshot with merge-on-read deletes, or of a
-table whose files store some column under an escaped name (``Event Id``; see
-:mod:`sketch_core.tables.file_columns`), is read through Iceberg's Spark source at its snapshot
-id instead, which applies the deletes and finds columns by their field ids.
+table whose files store some column under an escaped name (``Event Id``) or under a name it
+had before a rename (see :mod:`sketch_core.tables.file_columns`), is read through Iceberg's
+Spark source at its snapshot id instead, which applies the deletes and finds columns by their
+field ids.
 """
 
 from __future__ import annotations
@@ -52,14 +53,17 @@ def _iceberg_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame
         f"{catalog}.{pinned.iceberg_name}"
     )
     # A snapshot is read with its own schema; the pin's is the table's current one (columns added
-    # since read as NULLs, as the Parquet path does).
+    # since read as NULLs, as the Parquet path does; renamed ones under their names then).
     present = set(frame.columns)
-    return frame.select(
-        *[
-            F.col(field.name) if field.name in present else F.lit(None).cast(field.dataType).alias(field.name)
-            for field in from_arrow_schema(pinned.schema).fields
-        ]
-    )
+    names = pinned.snapshot_names
+    columns = []
+    for field in from_arrow_schema(pinned.schema).fields:
+        source = field.name if names is None else names.get(field.name)
+        if source is not None and source in present:
+            columns.append(F.col("`" + source.replace("`", "``") + "`").alias(field.name))
+        else:
+            columns.append(F.lit(None).cast(field.dataType).alias(field.name))
+    return frame.select(*columns)
 
 
 # The temp views this module made, per session, least recently used first, with what each was
@@ -82,7 +86,10 @@ def _views_of(spark: SparkSession) -> LruMap[str, object]:
 def register_view(spark: SparkSession, pinned: PinnedSnapshot, *, name: str | None = None) -> str:
     """A temp view over exactly ``pinned``'s files (default name: :attr:`PinnedSnapshot.view_name`)."""
     view = name or pinned.view_name
-    contents = (tuple((f.path, f.deletes) for f in pinned.files), pinned.schema)
+    # (The schema's metadata too: the same names can stand for other field ids after a drop.)
+    names = tuple(sorted((pinned.snapshot_names or {}).items()))
+    files = tuple((f.path, f.deletes) for f in pinned.files)
+    contents = (files, pinned.schema, pinned.schema.metadata, names)
     reusable = _views_of(spark).get(view) == contents
     if reusable and spark.catalog.tableExists(view):
         return view

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from sketch_core.arrow.files import read_arrow, write_arrow
 from sketch_core.arrow.plans import filter_table
 from sketch_core.tables.file_cache import FileCache
-from sketch_core.tables.file_columns import read_named, stored_as_named
+from sketch_core.tables.file_columns import names_changed_in, read_named, stored_as_named
 from sketch_core.tables.orphans import local_path
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 from sketch_core.tables.position_deletes import (
@@ -64,7 +64,9 @@ class TableDelta:
 
 
 def _projected(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
-    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    if columns is None:
+        return schema
+    return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
 
 def _read_columns(schema: pa.Schema) -> Callable[[str, list[str]], pa.Table]:
@@ -259,7 +261,9 @@ def read_matching(
         if name in with_nulls:
             condition = condition | pc.field(name).is_null()
         row_filter = condition if row_filter is None else row_filter & condition
-    if cache is None:
+    # (The cache keeps columns by name: after a name went to another column, by field id, it
+    # could hand out the old column's values.)
+    if cache is None or names_changed_in(pin.schema):
         return read_files(files, pin.schema, columns, row_filter)
     # From memory: whole columns, read once per file, filtered here.
     target = _projected(pin.schema, columns)

@@ -6,7 +6,8 @@ as ``order_x2Ddate``, ``1st`` as ``_1st``. Iceberg's readers find columns by the
 file keeps beside the name; a read by the table's name finds nothing there, and a reader that
 fills missing columns with NULLs (as a file written before a column was added needs) returned
 NULLs for every row. So a table with such a name is read by field id: in-process with
-:func:`read_named`, and in Spark through Iceberg's source (see :func:`stored_as_named`).
+:func:`read_named`, and in Spark through Iceberg's source (see :func:`stored_as_named`). So is a
+table whose column names changed over its history (see :mod:`.schema_history`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 FIELD_ID = b"PARQUET:field_id"
+# Schema metadata of a table whose column names changed over its history (a rename, a name
+# given to a new column after a drop; see schema_history): its files are read by field id.
+NAMES_CHANGED = b"sketch:names_changed"
 # A name Iceberg's writers store unchanged (conservatively ASCII: a name outside it is read by
 # field id, which is right whether or not a writer escaped it).
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -26,7 +30,12 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 def stored_as_named(schema: pa.Schema) -> bool:
     """Whether each column of ``schema``, nested fields included, is stored in data files under
     its own name, so that a read by name finds it."""
-    return all(_plain(field) for field in schema)
+    return not names_changed_in(schema) and all(_plain(field) for field in schema)
+
+
+def names_changed_in(schema: pa.Schema) -> bool:
+    """Whether ``schema`` is of a table whose column names changed over its history."""
+    return NAMES_CHANGED in (schema.metadata or {})
 
 
 def _plain(field: pa.Field) -> bool:
@@ -45,15 +54,18 @@ def _plain(field: pa.Field) -> bool:
 def read_named(path: str, target: pa.Schema, names: Sequence[str], *, use_threads: bool = True) -> pa.Table:
     """``names`` (columns of ``target``) of the Parquet file at ``path``, named as ``target``
     names them: found by field id where both the file and ``target`` carry one, else by name.
-    Columns the file lacks (written before they were added) are left out."""
+    Columns the file lacks (written before they were added) are left out: a file with field ids
+    lacks a column whose id it does not hold, whatever names it holds (a dropped column's name
+    given to a new one)."""
     file = pq.ParquetFile(path)
     stored = file.schema_arrow
     by_id = {f.metadata[FIELD_ID]: f.name for f in stored if f.metadata and FIELD_ID in f.metadata}
     found: dict[str, str] = {}
     for name in names:
         metadata = target.field(name).metadata or {}
-        in_file = by_id.get(metadata[FIELD_ID]) if FIELD_ID in metadata else None
-        if in_file is None and name in stored.names:
+        with_id = FIELD_ID in metadata and bool(by_id)
+        in_file = by_id.get(metadata[FIELD_ID]) if with_id else None
+        if not with_id and name in stored.names:
             in_file = name
         if in_file is not None:
             found[name] = in_file

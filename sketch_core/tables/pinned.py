@@ -47,6 +47,10 @@ class PinnedSnapshot:
     schema: pa.Schema
     catalog: str | None = None
     catalog_table: str | None = None
+    # Where column names changed over the table's history (see schema_history): each column of
+    # ``schema`` with its name in the snapshot's own schema (None: added since), which a read of
+    # the snapshot through Iceberg's source returns. None: the names never changed.
+    snapshot_names: Mapping[str, str | None] | None = None
 
     @property
     def iceberg_name(self) -> str:

@@ -73,6 +73,7 @@ from sketch_core.tables.file_changes import (
     read_snapshot_files,
     summary_count,
 )
+from sketch_core.tables.file_columns import NAMES_CHANGED, names_changed_in
 from sketch_core.tables.ingest import CommitIngester
 from sketch_core.tables.locations import location_taken, new_table_location, purge_location
 from sketch_core.tables.names import normalize_table_name, split_table_name
@@ -86,6 +87,7 @@ from sketch_core.tables.row_level_changes import (
     never_partitioned,
     read_row_level_changes,
 )
+from sketch_core.tables.schema_history import names_changed, names_in
 from sketch_core.tables.spark_writes import (
     conform_frame,
     frame_schema,
@@ -152,6 +154,14 @@ def _require_pyiceberg_writable(name: str, table: Table) -> None:
 _OTHER_FORMATS = (".orc", ".avro")
 
 
+def _snapshot_names(table: Table, snapshot_id: int | None) -> dict[str, str | None]:
+    """The current columns' names in the snapshot's own schema (its files' and Spark's read of it)."""
+    snapshot = table.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    schema_id = snapshot.schema_id if snapshot is not None else None
+    schema = table.metadata.schema_by_id(schema_id) if schema_id is not None else None
+    return names_in(schema or table.schema(), table.schema())
+
+
 def _refuse_other_formats(name: str, files: tuple[DataFileInfo, ...]) -> None:
     other = next((f.path for f in files if f.path.endswith(_OTHER_FORMATS)), None)
     if other is not None:
@@ -203,7 +213,8 @@ class TableService:
         self.file_cache = FileCache(settings.file_cache_bytes) if settings.file_cache_bytes else None
         self._pinned_files = snapshot_files.SHARED  # planned file lists, shared in the process
         self._recent_deltas = RecentDeltas()
-        self._loaded: dict[str, tuple[int, Table]] = {}  # name -> (newest commit seen, table)
+        # name -> (newest commit seen, newest catalog commit seen, table) when it was loaded
+        self._loaded: dict[str, tuple[int, int, Table]] = {}
         self._arrow_schemas: dict[tuple[str, int], pa.Schema] = {}
         # How a write opens its transaction (a benchmark compares PyIceberg's own).
         self.new_transaction: Callable[[Table], Transaction] = transaction
@@ -400,10 +411,11 @@ class TableService:
         schema; pins always read with the table's current schema). Files written before keep
         their columns: readers give NULL for a column a file lacks and cast a widened one.
 
-        Renaming and dropping columns are refused: data files are read by column name here,
-        so a renamed column would read as NULL in every file written before the rename.
-        Sketches on the table adapt: an added column changes nothing they read; a sketch whose
-        table had a column widened is recaptured once (its operator state holds the old type).
+        Renaming and dropping columns are Spark's (``ALTER TABLE ... RENAME COLUMN``): the
+        table's files are then read by field id, and the sketches whose query reads the old
+        name stop (``ColumnsDroppedError``). Sketches on the table adapt: an added column
+        changes nothing they read; a sketch whose table had a column widened is recaptured once
+        (its operator state holds the old type).
         """
         name, _, table = self._open(name, fresh=True)
         _require_pyiceberg_writable(name, table)
@@ -417,7 +429,7 @@ class TableService:
             raise InvalidDataError(
                 f"cannot evolve the schema of {name}: {'; '.join(problems) or 'no change asked'}",
                 hint="add new nullable columns, or widen int32 to int64 and float to double; to rename "
-                "or drop a column, write a new table (columns are read by name)",
+                "or drop a column, use ALTER TABLE in Spark (sketches reading it stop)",
             )
         converted = self.catalog._convert_schema_if_needed(
             pa.schema([pa.field(c, k) for c, k in {**(add or {}), **(widen or {})}.items()])
@@ -610,14 +622,16 @@ class TableService:
                 raise SnapshotExpiredError(name, sequence if sequence is not None else commit.seq)
         files = () if commit.snapshot_id is None else self._snapshot_files(name, table, commit)
         _refuse_other_formats(name, files)
+        schema = self._arrow_schema(name, table)
         return PinnedSnapshot(
             name,
             commit.seq,
             commit.snapshot_id,
             files,
-            self._arrow_schema(name, table),
+            schema,
             catalog=self.settings.catalog_name,
             catalog_table=spelled if (spelled := iceberg_name(table)) != name else None,
+            snapshot_names=_snapshot_names(table, commit.snapshot_id) if names_changed_in(schema) else None,
         )
 
     def retains(self, name: str, sequence: int) -> bool:
@@ -637,7 +651,10 @@ class TableService:
         key = (str(table.metadata.table_uuid), table.metadata.current_schema_id)
         schema = self._arrow_schemas.get(key)
         if schema is None:
-            schema = self._arrow_schemas[key] = table.schema().as_arrow()
+            schema = table.schema().as_arrow()
+            if names_changed(table.schema(), table.metadata.schemas):
+                schema = schema.with_metadata({**(schema.metadata or {}), NAMES_CHANGED: b"1"})
+            self._arrow_schemas[key] = schema
         return schema
 
     def _snapshot_files(self, name: str, table: Table, commit: CommitRecord) -> tuple[DataFileInfo, ...]:
@@ -907,9 +924,11 @@ class TableService:
             self.commit_log.latest_sequence()
         record = self._require(name)
         seen = self.commit_log.newest_seen(record.name)
+        # A schema change (another engine's rename) is a catalog commit that records no commit.
+        catalog_seen = self.commit_log.catalog_seen(record.name)
         loaded = self._loaded.get(record.name)
-        if not fresh and loaded is not None and seen is not None and loaded[0] == seen:
-            return record.name, record, loaded[1]
+        if not fresh and loaded is not None and seen is not None and loaded[:2] == (seen, catalog_seen):
+            return record.name, record, loaded[2]
         try:
             table = self.catalog.load_table(record.name)
         except NoSuchTableError as exc:
@@ -917,7 +936,7 @@ class TableService:
         except FileNotFoundError as exc:
             raise WarehouseMismatchError(record.name, str(exc)) from exc
         if seen is not None:
-            self._loaded[record.name] = (seen, table)
+            self._loaded[record.name] = (seen, catalog_seen, table)
         return record.name, record, table
 
     def _commit_at(self, name: str, sequence: int | None) -> CommitRecord:

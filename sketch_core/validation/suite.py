@@ -131,12 +131,14 @@ class TableSuite:
         return replace(self, columns=tuple(columns))
 
     def adapted_to(self, schema: pa.Schema) -> TableSuite:
-        """The suite for the table after a schema evolution (``svc.tables.evolve_schema``):
-        columns added get a rule with no domain yet, widened columns their new type with the
-        domain kept. Columns that vanished or changed in any other way stay as they were, so
-        batches fail on them, as they should."""
+        """The suite for the table after a schema evolution (``svc.tables.evolve_schema``, or
+        another engine's ``ALTER TABLE``): columns added get a rule with no domain yet, widened
+        columns their new type with the domain kept, and the rules of columns the table dropped
+        go (a rename is a drop and an add). A column whose type changed in any other way keeps
+        its rule, so batches fail on it, as they should. (Batches are read in the table's
+        schema: a column missing from ``schema`` is missing from the table, not from a batch.)"""
         known = {c.name: c for c in self.columns}
-        columns = list(self.columns)
+        columns = [c for c in self.columns if c.name in schema.names]
         for f in schema:
             rule = known.get(f.name)
             if rule is None:

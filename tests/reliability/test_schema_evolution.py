@@ -1,6 +1,6 @@
 """Schema evolution of a table under a sketch: an added column is adapted to (nothing the
 sketch reads changed), a widened column makes maintenance recapture once (its stored state
-holds the old type) and says why, renames and drops are refused (columns are read by name).
+holds the old type) and says why, renames and drops are refused (Spark's ALTER TABLE does them).
 Reports stay equal to the plain query throughout."""
 
 from __future__ import annotations

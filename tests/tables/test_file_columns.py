@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sketch_core.tables.file_columns import FIELD_ID, read_named, stored_as_named
+from sketch_core.tables.file_columns import FIELD_ID, NAMES_CHANGED, read_named, stored_as_named
 
 
 def _field(name: str, field_id: int) -> pa.Field:
@@ -35,3 +35,21 @@ def test_names_a_reader_finds_by_name() -> None:
     assert not stored_as_named(pa.schema([pa.field("s", nested)]))
     assert not stored_as_named(pa.schema([pa.field("l", pa.list_(pa.field("x y", pa.int64())))]))
     assert stored_as_named(pa.schema([pa.field("m", pa.map_(pa.string(), pa.int64()))]))
+
+
+def test_a_renamed_column_is_found_and_a_reused_name_is_not(tmp_path: Path) -> None:
+    # Written as (v: 2, note: 3); since then v was renamed amount, and note dropped and added
+    # again (a new field id): the new note is not in the file, whatever name it holds.
+    path = str(tmp_path / "part.parquet")
+    pq.write_table(
+        pa.table(
+            [[1, 2], [10, 20], [7, 8]], schema=pa.schema([_field("id", 1), _field("v", 2), _field("note", 3)])
+        ),
+        path,
+    )
+    table = pa.schema(
+        [_field("id", 1), _field("amount", 2), _field("note", 4)], metadata={NAMES_CHANGED: b"1"}
+    )
+    rows = read_named(path, table, ["id", "amount", "note"])
+    assert rows.to_pydict() == {"id": [1, 2], "amount": [10, 20]}
+    assert not stored_as_named(table), "a table whose names changed is read by field id"

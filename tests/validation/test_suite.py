@@ -123,3 +123,17 @@ def test_identifiers_are_told_from_measures_and_get_no_domain() -> None:
     jumped = suite.widened(pa.table({"id": pa.array([10**9], pa.int64())}))
     assert {c.name: c.domain for c in jumped.columns}["id"] is None, "ids never learn a range"
     assert TableSuite.from_json(suite.to_json()) == suite
+
+
+def test_the_suite_follows_columns_added_widened_dropped_and_renamed() -> None:
+    suite = learn_suite("n.t", SCHEMA, {"key": (0, 2999), "price": (1.5, 9.5)})
+    # Another engine renamed price to amount, dropped name and added region.
+    evolved = pa.schema(
+        [("key", pa.int64()), ("amount", pa.float64()), ("day", pa.date32()), ("region", pa.string())]
+    )
+    adapted = suite.adapted_to(evolved)
+    assert adapted.column_names == ["key", "amount", "day", "region"]
+    assert {c.name: c.domain for c in adapted.columns}["key"] == Domain(0, 2999), (
+        "kept rules keep their domain"
+    )
+    assert {c.name: c.domain for c in adapted.columns}["amount"] is None, "a renamed column starts over"
