@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from sketch_core.algebra.ir import Scan
 from sketch_core.incremental.engine import Frontier, RowDelta
@@ -30,6 +29,7 @@ from sketch_core.partitions import RangePartition
 from sketch_core.rewrites.capture import FRAGMENT_COLUMN
 from sketch_core.spark.annotate import annotate_fragments
 from sketch_core.spark.state_init import signed_partials
+from sketch_core.spark.views import spark_schema
 
 Source = Callable[[Scan], str]
 SCRATCH_DIRECTORY = "_sketch_scratch"  # under the warehouse: one directory per run
@@ -72,7 +72,7 @@ class _DeltaViews:
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 pq.write_table(rows, path)
-            frame = self.spark.read.schema(from_arrow_schema(rows.schema)).parquet(str(path))
+            frame = self.spark.read.schema(spark_schema(rows.schema)).parquet(str(path))
             if annotated:
                 frame = annotate_fragments(frame, self.partitions[table], FRAGMENT_COLUMN)
             name = f"__delta_{self._tag}_{table.replace('.', '__')}_{kind}{'_ann' if annotated else ''}"

@@ -15,9 +15,11 @@ import threading
 from collections.abc import Mapping
 from weakref import WeakKeyDictionary
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 from sketch_core.errors import UnsupportedTableFeatureError
 from sketch_core.lru import LruMap
@@ -25,11 +27,18 @@ from sketch_core.tables.file_columns import stored_as_named
 from sketch_core.tables.pinned import PinnedSnapshot
 
 
+def spark_schema(schema: pa.Schema) -> StructType:
+    """``schema`` as Spark reads it: Iceberg's ``timestamp`` (no zone, an Arrow timestamp without
+    one) as TIMESTAMP_NTZ, ``timestamptz`` as TIMESTAMP, as Spark's Iceberg source reads them
+    (read as TIMESTAMP, a report's timestamps came back zoned where Spark's are not)."""
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
 def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
     """The rows of ``pinned``. A pin whose files a sketch pruned is read with that sketch's range
     conditions (every caller does): through Iceberg's source, which reads the whole snapshot,
     the conditions alone leave exactly the rows of the kept files that hold them."""
-    schema = from_arrow_schema(pinned.schema)
+    schema = spark_schema(pinned.schema)
     if not pinned.files:
         return spark.createDataFrame([], schema)
     if pinned.has_deletes or not stored_as_named(pinned.schema):
@@ -57,7 +66,7 @@ def _iceberg_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame
     present = set(frame.columns)
     names = pinned.snapshot_names
     columns = []
-    for field in from_arrow_schema(pinned.schema).fields:
+    for field in spark_schema(pinned.schema).fields:
         source = field.name if names is None else names.get(field.name)
         if source is not None and source in present:
             columns.append(F.col("`" + source.replace("`", "``") + "`").alias(field.name))
@@ -116,6 +125,6 @@ def kept_views(spark: SparkSession) -> list[str]:
 def table_schemas(pins: Mapping[str, PinnedSnapshot]) -> dict[str, list[tuple[str, str]]]:
     """Each pinned table's columns with their Spark SQL types, as the SQL front end wants them."""
     return {
-        name: [(f.name, f.dataType.simpleString()) for f in from_arrow_schema(pin.schema).fields]
+        name: [(f.name, f.dataType.simpleString()) for f in spark_schema(pin.schema).fields]
         for name, pin in pins.items()
     }
