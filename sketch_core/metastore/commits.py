@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, Select, bindparam, exists, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
 
 from sketch_core.errors import TableError
@@ -198,8 +198,11 @@ _UNRECORDED_AND_NEWEST = select(
     _ANY_UNRECORDED.scalar_subquery(), select(func.max(schema.catalog_commits.c.seq)).scalar_subquery()
 )
 _CATALOG = schema.catalog_commits.c
-_CATALOG_COMMITS_AFTER = select(_CATALOG.seq, _CATALOG.table_namespace, _CATALOG.table_name).where(
-    _CATALOG.seq > bindparam("through")
+# Those that recorded no table commit (a table commit makes readers reload the table already;
+# one more load per commit would cost every write's next read).
+_METADATA_COMMITS_AFTER = select(_CATALOG.seq, _CATALOG.table_namespace, _CATALOG.table_name).where(
+    _CATALOG.seq > bindparam("through"),
+    ~exists().where(schema.table_commits.c.seq == _CATALOG.seq),
 )
 
 # What refreshing the window asks on every read about recent commits; built once (building it
@@ -228,8 +231,8 @@ class CommitLog:
         # A question's key holds the window's start and where the name's current table begins
         # in it, so a drop or a new window asks again.
         self._older: LruMap[tuple[Any, ...], Any] = LruMap(_OLDER_ANSWERS_KEPT)
-        # Per table (lower-case ns.table), the newest catalog commit seen of it, and the newest
-        # catalog commit of any table read so far (None: not yet asked).
+        # Per table (lower-case ns.table), the newest metadata-only catalog commit seen of it,
+        # and the newest catalog commit of any table read so far (None: not yet asked).
         self._catalog_seen: dict[str, int] = {}
         self._catalog_through: int | None = None
 
@@ -391,8 +394,9 @@ class CommitLog:
         return record.seq if record is not None else None
 
     def catalog_seen(self, name: str) -> int:
-        """The newest catalog commit of table ``name`` this log has seen (0: none), schema and
-        property changes included, without asking the database."""
+        """The newest catalog commit of table ``name`` that changed its metadata only (a schema
+        or property change, which records no table commit) this log has seen (0: none), without
+        asking the database."""
         with self._lock:
             return self._catalog_seen.get(name.lower(), 0)
 
@@ -403,7 +407,7 @@ class CommitLog:
             return
         if self._catalog_through is not None:
             after = {"through": self._catalog_through}
-            for seq, namespace, table in conn.execute(_CATALOG_COMMITS_AFTER, after):
+            for seq, namespace, table in conn.execute(_METADATA_COMMITS_AFTER, after):
                 name = f"{namespace}.{table}".lower()
                 self._catalog_seen[name] = max(self._catalog_seen.get(name, 0), int(seq))
         self._catalog_through = int(newest)
