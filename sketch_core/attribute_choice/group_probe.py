@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sketch_core.tables.file_columns import stored_as_named
 from sketch_core.tables.orphans import local_path
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -36,7 +37,9 @@ def more_groups_than(
     being a group of its own), from at most ``max_rows`` rows of its first files. False means
     the probe cannot tell, not that the groups are fewer."""
     columns = list(group_columns)
-    if not columns or not pinned.files:
+    # (Files read by name: where names are not what the files hold, the probe could count
+    # another column's values.)
+    if not columns or not pinned.files or not stored_as_named(pinned.schema):
         return False
     types = [pinned.schema.field(c).type for c in columns if c in pinned.schema.names]
     if len(types) < len(columns) or any(pa.types.is_floating(t) for t in types):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sketch_core.attribute_choice.group_probe import more_groups_than
+from sketch_core.tables.file_columns import NAMES_CHANGED
 from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
 
 
@@ -67,3 +69,11 @@ def test_a_file_written_before_the_column_was_added_is_passed_over(tmp_path: Pat
     table = pinned(tmp_path, old, new)
     table = PinnedSnapshot(table.table, 1, 1, table.files, new.schema)
     assert more_groups_than(table, ["g"], 2_999)
+
+
+def test_a_table_whose_names_changed_is_left_to_spark(tmp_path: Path) -> None:
+    # Files read by name would find a dropped column's values under a name given to a new one.
+    table = pinned(tmp_path, keys(np.arange(3_000)))
+    assert more_groups_than(table, ["g"], 100)
+    renamed = dataclasses.replace(table, schema=table.schema.with_metadata({NAMES_CHANGED: b"1"}))
+    assert not more_groups_than(renamed, ["g"], 100)
