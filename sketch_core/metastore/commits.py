@@ -192,17 +192,20 @@ _BEFORE_UNRECORDED = schema.table_commits.c.seq < func.coalesce(_FIRST_UNRECORDE
 _ANY_UNRECORDED = (
     select(schema.catalog_commits.c.seq).where(schema.catalog_commits.c.recorded.is_(False)).limit(1)
 )
-# With it, the newest catalog commit: schema and property changes are catalog commits that
-# record no table commit (they change no rows), but a table loaded before one is stale.
-_UNRECORDED_AND_NEWEST = select(
-    _ANY_UNRECORDED.scalar_subquery(), select(func.max(schema.catalog_commits.c.seq)).scalar_subquery()
-)
 _CATALOG = schema.catalog_commits.c
-# Those that recorded no table commit (a table commit makes readers reload the table already;
-# one more load per commit would cost every write's next read).
+# Catalog commits after "through" that recorded no table commit: schema and property changes
+# (they change no rows), after which a table loaded before is stale. (A table commit makes
+# readers reload the table already; one more load per commit would cost every write's next read.)
 _METADATA_COMMITS_AFTER = select(_CATALOG.seq, _CATALOG.table_namespace, _CATALOG.table_name).where(
     _CATALOG.seq > bindparam("through"),
     ~exists().where(schema.table_commits.c.seq == _CATALOG.seq),
+)
+# What a refresh asks first, in one statement: an unrecorded commit, the newest catalog commit,
+# and whether there are metadata-only ones to read.
+_REFRESH_QUESTIONS = select(
+    _ANY_UNRECORDED.scalar_subquery(),
+    select(func.max(_CATALOG.seq)).scalar_subquery(),
+    exists(_METADATA_COMMITS_AFTER),
 )
 
 # What refreshing the window asks on every read about recent commits; built once (building it
@@ -400,12 +403,12 @@ class CommitLog:
         with self._lock:
             return self._catalog_seen.get(name.lower(), 0)
 
-    def _see_catalog_commits(self, conn: Connection, newest: int | None) -> None:
-        """Note which tables the catalog commits since the last refresh changed (the first
-        refresh only notes where it starts: tables load after it)."""
+    def _see_catalog_commits(self, conn: Connection, newest: int | None, metadata_only: bool) -> None:
+        """Note which tables the metadata-only catalog commits since the last refresh changed
+        (the first refresh only notes where it starts: tables load after it)."""
         if newest is None or newest == self._catalog_through:
             return
-        if self._catalog_through is not None:
+        if self._catalog_through is not None and metadata_only:
             after = {"through": self._catalog_through}
             for seq, namespace, table in conn.execute(_METADATA_COMMITS_AFTER, after):
                 name = f"{namespace}.{table}".lower()
@@ -452,11 +455,15 @@ class CommitLog:
             window = None  # start a new window rather than grow without bound
         c = schema.table_commits.c
         with reading(self.engine) as conn:
-            unrecorded, newest_catalog = conn.execute(_UNRECORDED_AND_NEWEST).one()
+            through = self._catalog_through if self._catalog_through is not None else _MAX_BIGINT
+            unrecorded, newest_catalog, metadata_only = conn.execute(
+                _REFRESH_QUESTIONS, {"through": through}
+            ).one()
             if self.ingest is not None and unrecorded is not None:
                 conn.rollback()  # no transaction held open over the ingester's file reads
                 self.ingest()
-            self._see_catalog_commits(conn, newest_catalog)
+                metadata_only = True  # (the ingester may have recorded some: read them)
+            self._see_catalog_commits(conn, newest_catalog, metadata_only)
             if window is None:
                 newest = (
                     _commit_query()
