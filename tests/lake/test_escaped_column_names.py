@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from sketch_core.errors import NoSafeAttributeError
 from sketch_core.service.facade import SketchService
-from tests.oracles.results import sorted_rows
+from tests.oracles.results import sorted_rows, spark_answer
 from tests.service.test_maintain import fresh_fragments, maintained
 
 pytestmark = pytest.mark.spark
@@ -27,8 +27,8 @@ REPORTS = {
 
 
 def _answers(svc: SketchService, spark: SparkSession, sql: str, table: str) -> list[tuple[object, ...]]:
-    expected = sorted_rows(spark.sql(sql.replace(f"FROM {table}", f"FROM lake.{table}")).toArrow())
-    assert expected and all(None not in row for row in expected), "the oracle must see the values"
+    expected = spark_answer(spark, sql, table)
+    assert all(None not in row for row in expected), "the oracle must see the values"
     return expected
 
 

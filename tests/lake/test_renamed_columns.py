@@ -12,16 +12,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from sketch_core.service.facade import SketchService
-from tests.oracles.results import sorted_rows
+from tests.oracles.results import sorted_rows, spark_answer
 from tests.service.test_maintain import fresh_fragments, maintained
 
 pytestmark = pytest.mark.spark
-
-
-def _spark_answer(spark: SparkSession, sql: str, table: str) -> list[tuple[object, ...]]:
-    rows = sorted_rows(spark.sql(sql.replace(f"FROM {table}", f"FROM lake.{table}")).toArrow())
-    assert rows, "the oracle must return rows"
-    return rows
 
 
 def test_renamed_and_reused_column_names_read_by_field_id(
@@ -40,26 +34,22 @@ def test_renamed_and_reused_column_names_read_by_field_id(
     spark.sql(f"ALTER TABLE lake.{table} RENAME COLUMN v TO amount")
     renamed = report.replace("SUM(v)", "SUM(amount)")
     # A schema change commits no snapshot: the table is read under its new names all the same.
-    assert sorted_rows(svc.query(renamed, use_sketches=False).table) == _spark_answer(spark, renamed, table)
+    assert sorted_rows(svc.query(renamed, use_sketches=False).table) == spark_answer(spark, renamed, table)
     spark.sql(f"ALTER TABLE lake.{table} DROP COLUMN note")
     spark.sql(f"ALTER TABLE lake.{table} ADD COLUMN note STRING")  # a new column: NULL in older files
     spark.sql(f"INSERT INTO lake.{table} SELECT id + 50000, CAST(id % 300 AS INT), 5000, 'x' FROM range(50)")
     notes = f"SELECT note, COUNT(*) AS n, SUM(amount) AS s FROM {table} GROUP BY note"
     for sql in (renamed, notes):
-        assert sorted_rows(svc.query(sql, use_sketches=False).table) == _spark_answer(spark, sql, table)
+        assert sorted_rows(svc.query(sql, use_sketches=False).table) == spark_answer(spark, sql, table)
 
     name = f"{ns}_renamed"
     version = svc.capture(renamed, name=name, fragments=30)
     assert version.fragments
-    assert sorted_rows(svc.query(renamed, use_sketches="always").table) == _spark_answer(
-        spark, renamed, table
-    )
+    assert sorted_rows(svc.query(renamed, use_sketches="always").table) == spark_answer(spark, renamed, table)
     spark.sql(f"DELETE FROM lake.{table} WHERE id % 97 = 3")
     spark.sql(f"INSERT INTO lake.{table} SELECT id + 60000, CAST(id % 300 AS INT), 7000, 'y' FROM range(40)")
     (run,) = svc.maintain(name)
     assert run.strategy == "incremental"
     assert maintained(svc, name) == fresh_fragments(svc, renamed, name, svc.latest_sequence())
-    assert sorted_rows(svc.query(renamed, use_sketches="always").table) == _spark_answer(
-        spark, renamed, table
-    )
-    assert sorted_rows(svc.query(notes, use_sketches=False).table) == _spark_answer(spark, notes, table)
+    assert sorted_rows(svc.query(renamed, use_sketches="always").table) == spark_answer(spark, renamed, table)
+    assert sorted_rows(svc.query(notes, use_sketches=False).table) == spark_answer(spark, notes, table)

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from sketch_core.service.facade import SketchService
-from tests.oracles.results import sorted_rows
+from tests.oracles.results import sorted_rows, spark_answer
 from tests.service.test_maintain import fresh_fragments, maintained
 
 pytestmark = pytest.mark.spark
@@ -40,16 +40,13 @@ def test_timestamps_with_and_without_zone_answer_as_spark(
         "GROUP BY at HAVING COUNT(*) > 12",
     }
 
-    def spark_answer(sql: str) -> list[tuple[object, ...]]:
-        return sorted_rows(spark.sql(sql.replace(f"FROM {table}", f"FROM lake.{table}")).toArrow())
-
     plain = svc.query(reports["local_at"], use_sketches=False).table
     assert plain.schema.field("local_at").type == pa.timestamp("us"), "no zone, as in Spark"
     for column, sql in reports.items():
-        assert sorted_rows(svc.query(sql, use_sketches=False).table) == spark_answer(sql)
+        assert sorted_rows(svc.query(sql, use_sketches=False).table) == spark_answer(spark, sql, table)
         name = f"{ns}_{column}"
         svc.capture(sql, name=name, attributes={table: column}, fragments=40)
-        assert sorted_rows(svc.query(sql, use_sketches="always").table) == spark_answer(sql)
+        assert sorted_rows(svc.query(sql, use_sketches="always").table) == spark_answer(spark, sql, table)
     spark.sql(f"DELETE FROM lake.{table} WHERE id % 53 = 1")
     spark.sql(
         f"""INSERT INTO lake.{table} SELECT id + 50000, TIMESTAMP_NTZ'2024-01-01 03:00:00',
@@ -59,4 +56,4 @@ def test_timestamps_with_and_without_zone_answer_as_spark(
         name = f"{ns}_{column}"
         svc.maintain(name)
         assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
-        assert sorted_rows(svc.query(sql, use_sketches="always").table) == spark_answer(sql)
+        assert sorted_rows(svc.query(sql, use_sketches="always").table) == spark_answer(spark, sql, table)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 
 from sketch_core.service import SketchService
 
@@ -37,3 +38,11 @@ def check_against_spark(svc: SketchService, report: str, name: str | None) -> No
         assert sorted_rows(sketched.table) == expected
     finally:
         svc.drop_sketch(name)
+
+
+def spark_answer(spark: SparkSession, sql: str, table: str) -> list[tuple[Any, ...]]:
+    """The sorted rows Spark answers for ``sql`` over the catalog's ``table`` (named ``lake.``
+    ``table`` there), which must be some: an empty answer makes an oracle vacuous."""
+    rows = sorted_rows(spark.sql(sql.replace(f"FROM {table}", f"FROM lake.{table}")).toArrow())
+    assert rows, "the oracle must return rows"
+    return rows
