@@ -93,6 +93,26 @@ class ParsedQuery:
     plan: Relation
     output_names: tuple[str, ...]
     sql: str  # the bound SQL the plan came from
+    # The whole query's LIMIT without ORDER BY (``LIMIT 2000``, as Metabase caps every
+    # question), left out of the plan: such a limit returns any rows of the answer, so any rows
+    # of the plan's answer over a sketch's data are an answer, and the plan's sketch serves it.
+    row_cap: RowCap | None = None
+
+    def runnable(self, plan_sql: str) -> str:
+        """The printed plan (this plan, or one instrumented from it) with the query's row cap."""
+        return plan_sql if self.row_cap is None else self.row_cap.applied(plan_sql)
+
+
+@dataclass(frozen=True)
+class RowCap:
+    """``LIMIT limit OFFSET offset`` over rows in no particular order."""
+
+    limit: int
+    offset: int = 0
+
+    def applied(self, sql: str) -> str:
+        skipped = f" OFFSET {self.offset}" if self.offset else ""
+        return f"SELECT * FROM ({sql}) LIMIT {self.limit}{skipped}"
 
 
 # -- parsing and parameters -------------------------------------------------------------------
@@ -587,6 +607,7 @@ class _Builder:
         self.refs = refs
         self.names = _Names()
         self.placeholders = 0  # numbers the scopes of scalar subqueries' and windows' values
+        self.row_cap: RowCap | None = None  # the whole query's LIMIT without ORDER BY
 
     # -- expressions --------------------------------------------------------------------------
     def translate(
@@ -629,6 +650,12 @@ class _Builder:
             return self.set_difference(node, ctes, top=top, outer=outer)
         if isinstance(node, exp.Select):
             return self.select(node, ctes, top=top, outer=outer)
+        if isinstance(node, exp.Table) and node.args.get("joins"):  # (a first one is written out)
+            raise UnsupportedQueryError(
+                "a join in parentheses on a join's right side",
+                _where(node),
+                hint="join the tables one after another without the parentheses",
+            )
         raise UnsupportedQueryError(f"{type(node).__name__} as a query", _where(node))
 
     def _with(self, node: exp.Expr, ctes: Mapping[str, exp.Expr]) -> dict[str, exp.Expr]:
@@ -1389,14 +1416,19 @@ class _Builder:
     ) -> _Built:
         order = node.args.get("order")
         limit = node.args.get("limit")
+        if limit is not None and _limits_nothing(limit):
+            limit = None
         if node.args.get("offset") is not None and limit is None:
             raise UnsupportedQueryError("OFFSET without LIMIT", _where(node), hint="add a LIMIT")
         if limit is not None and order is None:
-            raise UnsupportedQueryError(
-                "LIMIT without ORDER BY",
-                _where(node),
-                hint="add an ORDER BY that makes the rows deterministic",
-            )
+            if not top:  # which rows it keeps decides the query's answer
+                raise UnsupportedQueryError(
+                    "LIMIT without ORDER BY in a subquery",
+                    _where(node),
+                    hint="add an ORDER BY that makes the rows deterministic",
+                )
+            self.row_cap = RowCap(*_limit_and_offset(node, limit))
+            return built
         if order is None:
             return built
         rel = built.rel
@@ -1427,14 +1459,7 @@ class _Builder:
             assert isinstance(rel, Project)
             rel = Project(rel.child, rel.outputs + tuple(hidden))
         if limit is not None:
-            count = limit.expression
-            if not isinstance(count, exp.Literal) or count.is_string:
-                raise UnsupportedQueryError("a LIMIT that is not a number", _where(limit))
-            skip = node.args.get("offset")
-            skipped = skip.expression if skip is not None else exp.Literal.number(0)
-            if not isinstance(skipped, exp.Literal) or skipped.is_string:
-                raise UnsupportedQueryError("an OFFSET that is not a number", _where(skip or node))
-            rel = TopK(rel, tuple(keys), int(count.name), int(skipped.name))
+            rel = TopK(rel, tuple(keys), *_limit_and_offset(node, limit))
         elif top:
             rel = Sort(rel, tuple(keys))
         else:
@@ -1442,6 +1467,23 @@ class _Builder:
         if hidden:
             rel = Project(rel, tuple((n, column(n)) for n in built.rel.columns))
         return _Built(rel, built.visible)
+
+
+def _limits_nothing(limit: exp.Expr) -> bool:
+    """``LIMIT ALL``: every row."""
+    count = limit.expression
+    return isinstance(count, exp.Var) and count.name.upper() == "ALL"
+
+
+def _limit_and_offset(node: exp.Expr, limit: exp.Expr) -> tuple[int, int]:
+    count = limit.expression
+    if not isinstance(count, exp.Literal) or count.is_string:
+        raise UnsupportedQueryError("a LIMIT that is not a number", _where(limit))
+    skip = node.args.get("offset")
+    skipped = skip.expression if skip is not None else exp.Literal.number(0)
+    if not isinstance(skipped, exp.Literal) or skipped.is_string:
+        raise UnsupportedQueryError("an OFFSET that is not a number", _where(skip or node))
+    return int(count.name), int(skipped.name)
 
 
 def _select_aliases_expanded(target: exp.Expr, node: exp.Expr) -> exp.Expr:
@@ -1573,7 +1615,7 @@ def ir_from_tree(
     builder = _Builder(lowered, _column_refs(qualified))
     built = builder.query(qualified, {}, top=True)
     _refuse_arbitrary_deciding(built.rel)
-    return ParsedQuery(built.rel, built.visible, tree.sql(dialect=SPARK))
+    return ParsedQuery(built.rel, built.visible, tree.sql(dialect=SPARK), builder.row_cap)
 
 
 # Spark aggregate functions sqlglot reads as unknown scalar functions (so not as aggregates).

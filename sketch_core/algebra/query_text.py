@@ -29,6 +29,7 @@ from sketch_core.algebra.frontend import (
     parse_statement,
     tables_read,
 )
+from sketch_core.errors import UnsupportedQueryError
 from sketch_core.lru import LruMap
 from sketch_core.tables.names import normalize_table_name
 
@@ -136,6 +137,7 @@ class QueryText:
             if replacement is not None:
                 if not table.alias:
                     _name_columns_by_table(tree, name)
+                _carry_clauses(table, replacement)
                 table.replace(replacement)
         bound = tree.sql(dialect=SPARK)
         self._bound.put(key, bound)  # a report is bound to the same views until they change
@@ -150,6 +152,27 @@ class QueryText:
             parsed = ir_from_tree(as_query(self.statement), schemas, params)
             self._ir.put(key, parsed)
         return parsed
+
+
+# What a table reference holds besides its name: the joins of a parenthesized join
+# (``FROM (a JOIN b ON ...) JOIN c``), a PIVOT or LATERAL VIEW written after the table.
+_NAMING_ARGS = frozenset({"this", "db", "catalog", "alias", "version"})
+
+
+def _carry_clauses(table: exp.Table, replacement: exp.Expression) -> None:
+    """``replacement`` given the clauses ``table`` holds besides its name: replacing the table
+    alone dropped them (a parenthesized join lost its inner join, so the query read one table
+    where it joined two)."""
+    for key, value in table.args.items():
+        if key in _NAMING_ARGS or not value:
+            continue
+        if key not in replacement.arg_types:
+            raise UnsupportedQueryError(
+                f"{key.upper()} on a table reference",
+                table.sql(dialect=SPARK)[:200],
+                hint="read the table in a subquery and apply it there",
+            )
+        replacement.set(key, value)
 
 
 def _name_columns_by_table(tree: exp.Expr, name: str) -> None:

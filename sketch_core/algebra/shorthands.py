@@ -22,6 +22,9 @@
   ``CUME_DIST()`` becomes the count of rows up to the current one's peers (a ``RANGE`` frame)
   over the partition's count, both as doubles: Spark's own definitions, in the window
   functions the front end reads.
+- A parenthesized join first in a FROM, ``FROM (a JOIN b ON p) JOIN c ON q`` (as Access-style
+  generators nest joins), becomes ``FROM a JOIN b ON p JOIN c ON q``: joins associate to the
+  left, so the parentheses there change nothing.
 
 They are printed by report tools and dbt models; Spark runs them, so a sketch must take them.
 """
@@ -42,10 +45,13 @@ def written_out(tree: exp.Expr) -> exp.Expr:
         or _distribution_window(node)
         or (isinstance(node, exp.Group) and node.args.get("all"))
         or _orders_by_all(node)
+        or _leading_join_group(node) is not None
         for node in tree.walk()
     ):
         return tree
     tree = tree.copy()
+    for select in list(tree.find_all(exp.Select)):
+        _unnest_leading_join_group(select)
     for anonymous in list(tree.find_all(exp.Anonymous)):
         if (kind := _aggregate_alias(anonymous)) is not None:
             anonymous.replace(kind(this=anonymous.expressions[0].copy()))
@@ -67,6 +73,35 @@ def written_out(tree: exp.Expr) -> exp.Expr:
         if _orders_by_all(order):
             _order_by_all(order)
     return tree
+
+
+def _join_group(node: exp.Expr) -> tuple[exp.Table, list[exp.Join]] | None:
+    """``(a JOIN b ON ...)``, parentheses nested or not, as its first table and its joins in
+    order; None for anything else (a derived table among them: ``(SELECT ...)`` or ``(...) AS x``)."""
+    if isinstance(node, exp.Table) and node.args.get("joins"):
+        return node, list(node.args["joins"])
+    if isinstance(node, exp.Subquery) and {k for k, v in node.args.items() if v} <= {"this", "joins"}:
+        inner = _join_group(node.this)
+        if inner is not None:
+            return inner[0], [*inner[1], *(node.args.get("joins") or [])]
+    return None
+
+
+def _leading_join_group(node: exp.Expr) -> tuple[exp.Table, list[exp.Join]] | None:
+    if not isinstance(node, exp.Select) or node.args.get("from_") is None:
+        return None
+    return _join_group(node.args["from_"].this)
+
+
+def _unnest_leading_join_group(select: exp.Select) -> None:
+    group = _leading_join_group(select)
+    if group is None:
+        return
+    first, joins = group
+    first = first.copy()
+    first.set("joins", None)
+    select.args["from_"].set("this", first)
+    select.set("joins", [j.copy() for j in joins] + [j for j in select.args.get("joins") or []])
 
 
 # Spark's other names of aggregate functions sqlglot knows (one argument each).

@@ -411,7 +411,9 @@ class QueryRunner:
 
         log.info("sketched frame with %s version %d", usable.record.name, usable.record.version)
         with spark_job("the sketched query"):
-            return ctx.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names)), usable
+            return ctx.spark.sql(
+                parsed.runnable(to_sql(plan, source=source, output_names=parsed.output_names))
+            ), usable
 
     def _record_query(
         self,
@@ -584,7 +586,9 @@ class QueryRunner:
                 views[key] = register_view(self.context.spark, pin, name=name)
             return views[key]
 
-        frame = self.context.spark.sql(to_sql(plan, source=source, output_names=parsed.output_names))
+        frame = self.context.spark.sql(
+            parsed.runnable(to_sql(plan, source=source, output_names=parsed.output_names))
+        )
         read_in_full = {table for table, use_pruned in views if not use_pruned}
         files_read = sum(
             len(pin.files) if table in read_in_full or table not in pruned else len(pruned[table].files)

@@ -159,8 +159,16 @@ def test_params_round_trip_through_json() -> None:
             "(SELECT region, LENGTH(country) FROM s.regions)",
             "NOT IN with several columns",
         ),
-        ("SELECT id FROM s.sales LIMIT 3", "LIMIT without ORDER BY"),
+        (
+            "SELECT region FROM s.regions WHERE region IN (SELECT region FROM s.sales LIMIT 3)",
+            "LIMIT without ORDER BY in a subquery",
+        ),
         ("SELECT id, LAG(id) OVER w AS n FROM s.sales WINDOW w AS (ORDER BY id)", "WINDOW clause"),
+        (
+            "SELECT a.id FROM s.sales a JOIN (s.regions b JOIN s.regions c ON b.region = c.region) "
+            "ON a.region = b.region",
+            "a join in parentheses on a join's right side",
+        ),
         ("SELECT id FROM s.sales ORDER BY id OFFSET 3", "OFFSET without LIMIT"),
         (
             "SELECT id FROM s.sales x WHERE id NOT IN "
@@ -286,3 +294,19 @@ def test_windows_intersect_and_offset_have_plans() -> None:
     paged = to_ir("SELECT id FROM s.sales ORDER BY id LIMIT 5 OFFSET 10", SCHEMAS).plan
     (top,) = [n for n in paged.walk() if isinstance(n, TopK)]
     assert (top.limit, top.offset, top.reach) == (5, 10, 15)
+
+
+def test_the_whole_querys_limit_without_order_is_a_row_cap_outside_the_plan() -> None:
+    """As Metabase caps every question (``LIMIT 2000``): any rows of the answer are an answer,
+    so the plan is the query without it, and its sketch serves the capped query."""
+    plain = to_ir("SELECT region, SUM(amount) AS s FROM s.sales GROUP BY region", SCHEMAS)
+    capped = to_ir("SELECT region, SUM(amount) AS s FROM s.sales GROUP BY region LIMIT 2000", SCHEMAS)
+    assert to_sql(capped.plan) == to_sql(plain.plan) and plain.row_cap is None
+    assert capped.row_cap is not None and (capped.row_cap.limit, capped.row_cap.offset) == (2000, 0)
+    assert capped.runnable("SELECT 1") == "SELECT * FROM (SELECT 1) LIMIT 2000"
+    paged = to_ir("SELECT id FROM s.sales LIMIT 5 OFFSET 10", SCHEMAS)
+    assert paged.runnable("q") == "SELECT * FROM (q) LIMIT 5 OFFSET 10"
+    # LIMIT ALL limits nothing: ordered, it is the ORDER BY alone.
+    everything = to_ir("SELECT id FROM s.sales ORDER BY id LIMIT ALL", SCHEMAS)
+    assert everything.row_cap is None and not any(isinstance(n, TopK) for n in everything.plan.walk())
+    assert to_ir("SELECT id FROM s.sales LIMIT ALL", SCHEMAS).row_cap is None

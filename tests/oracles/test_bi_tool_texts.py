@@ -68,6 +68,14 @@ REPORTS = {
               GROUP BY {t}`tpch`.`customer`.`c_mktsegment`
               ORDER BY {t}`tpch`.`customer`.`c_mktsegment` ASC) `source`
         ORDER BY `source`.`count` DESC LIMIT 1048575""",
+    # Metabase caps a question without a sort at 2000 rows: a LIMIT without ORDER BY.
+    "metabase_capped_question": """
+        SELECT `source`.`o_custkey` AS `o_custkey`, `source`.`sum` AS `sum`
+        FROM (SELECT {t}`tpch`.`orders`.`o_custkey` AS `o_custkey`,
+                     SUM({t}`tpch`.`orders`.`o_totalprice`) AS `sum`
+              FROM {t}`tpch`.`orders` GROUP BY {t}`tpch`.`orders`.`o_custkey`
+              ORDER BY {t}`tpch`.`orders`.`o_custkey` ASC) `source`
+        WHERE `source`.`sum` > 500000 LIMIT 2000""",
     "metabase_join": """
         SELECT {t}`tpch`.`orders`.`o_orderpriority` AS `o_orderpriority`,
                `Customer`.`c_mktsegment` AS `Customer__c_mktsegment`,
@@ -96,6 +104,18 @@ REPORTS = {
           select `o_orderpriority`, sum(`o_totalprice`) as `C1` from {t}`tpch`.`orders`
           where `o_orderdate` >= '1995-01-01' group by `o_orderpriority`) as `ITBL`
         order by `C1` desc limit 1001""",
+    # Joins nested in parentheses, as Access-style generators print them: the plain path read
+    # the first table alone (the inner join's second table was dropped with the parentheses).
+    "parenthesized_joins": """
+        SELECT n.n_name, SUM(o.o_totalprice) AS s
+        FROM (({t}tpch.orders o JOIN {t}tpch.customer c ON o.o_custkey = c.c_custkey)
+          JOIN {t}tpch.nation n ON c.c_nationkey = n.n_nationkey)
+        GROUP BY n.n_name ORDER BY s DESC LIMIT 3""",
+    "parenthesized_join_read_through_one_side": """
+        SELECT o.o_orderpriority, COUNT(*) AS n
+        FROM ({t}tpch.orders o JOIN {t}tpch.customer c
+          ON o.o_custkey = c.c_custkey AND c.c_mktsegment = 'BUILDING')
+        GROUP BY o.o_orderpriority HAVING COUNT(*) > 10""",
     # ORDER BY expressions over select-list names (the front end could not resolve them).
     "order_by_a_function_of_a_selected_column": """
         SELECT o_custkey, o_totalprice FROM {t}tpch.orders
@@ -120,13 +140,35 @@ def test_bi_tool_reports_return_what_spark_returns(tpch_svc: SketchService, labe
     check_against_spark(tpch_svc, REPORTS[label], f"bi_{label}")
 
 
+def test_a_cap_below_the_answers_size_returns_that_many_of_its_rows(tpch_svc: SketchService) -> None:
+    """A LIMIT without ORDER BY returns any rows of the answer: the sketched query returns as
+    many as the cap, each one a row of the full answer."""
+    svc, name = tpch_svc, "bi_capped_below"
+    report = "SELECT o_custkey, COUNT(*) AS n FROM tpch.orders GROUP BY o_custkey HAVING COUNT(*) > 5"
+    full = sorted_rows(svc.query(report, use_sketches=False).table)
+    assert len(full) > 7, "the cap must cut the answer"
+    for capped in (f"{report} LIMIT 7", f"{report} LIMIT 7 OFFSET 3"):
+        svc.capture(capped, name=name, fragments=50)
+        try:
+            sketched = svc.query(capped, use_sketches="always")
+            assert sketched.sketch is not None and sketched.sketch[0] == name
+            rows = sorted_rows(sketched.table)
+            assert len(rows) == 7 and set(rows) <= set(full)
+        finally:
+            svc.drop_sketch(name)
+
+
 def test_a_pivot_runs_plain_by_default_and_its_capture_is_refused_by_name(tpch_svc: SketchService) -> None:
     svc = tpch_svc
     report = """SELECT * FROM (SELECT o_orderpriority, o_orderstatus, o_totalprice FROM {t}tpch.orders)
         PIVOT (SUM(o_totalprice) FOR o_orderstatus IN ('F', 'O', 'P'))"""
-    expected = sorted_rows(svc.spark.sql(report.format(t=f"{svc.settings.catalog_name}.")).toArrow())
-    plain = svc.query(report.format(t=""))  # the default use: no sketch applies, so it runs plain
-    assert plain.sketch is None and sorted_rows(plain.table) == expected
+    # The PIVOT straight after the table: the plain path dropped it and returned the table's rows.
+    on_the_table = """SELECT * FROM {t}tpch.customer
+        PIVOT (SUM(c_acctbal) FOR c_mktsegment IN ('BUILDING', 'MACHINERY'))"""
+    for text in (report, on_the_table):
+        expected = sorted_rows(svc.spark.sql(text.format(t=f"{svc.settings.catalog_name}.")).toArrow())
+        plain = svc.query(text.format(t=""))  # the default use: no sketch applies, so it runs plain
+        assert plain.sketch is None and sorted_rows(plain.table) == expected
     with pytest.raises(UnsupportedQueryError) as refused:
         svc.capture(report.format(t=""), name="bi_pivot")
     assert refused.value.construct == "PIVOT"

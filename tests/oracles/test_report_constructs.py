@@ -226,6 +226,10 @@ CAPTURED = {
     "union_of_top_ks": f"""
         (SELECT id, v FROM {NS}.facts WHERE g = 1 ORDER BY v DESC, id LIMIT 3)
         UNION ALL (SELECT id, v FROM {NS}.facts WHERE g = 2 ORDER BY v DESC, id LIMIT 3)""",
+    # A LIMIT without ORDER BY over the whole query caps the rows (as Metabase caps questions):
+    # the sketch is the uncapped query's.
+    "row_cap": f"""
+        SELECT g, SUM(v) AS s FROM {NS}.facts GROUP BY g HAVING SUM(v) > 50000 LIMIT 2000""",
     "deciding_stddev": f"""
         SELECT g, STDDEV(v) AS sd, COUNT(*) AS n FROM {NS}.facts GROUP BY g HAVING STDDEV(v) > 29.0""",
 }
