@@ -250,6 +250,12 @@ class ExpressionTranslator:
             if isinstance(node, exp.Mul):
                 return self.multiply(left, right)
             a, b = self.type_of(left), self.type_of(right)
+            if isinstance(node, exp.Add) and pa.types.is_integer(a) and pa.types.is_date(b):
+                left, right, a, b = right, left, b, a
+            if pa.types.is_date(a) and pa.types.is_integer(b):  # Spark's date_add / date_sub
+                days = right.cast(pa.int32())
+                shift = "add_checked" if isinstance(node, exp.Add) else "subtract_checked"
+                return pc.Expression._call(shift, [left.cast(pa.int32()), days]).cast(pa.date32())
             if pa.types.is_decimal(a) and pa.types.is_decimal(b):
                 digits = max(a.precision - a.scale, b.precision - b.scale) + 1
                 if digits + max(a.scale, b.scale) > 38:  # Spark would cut the scale: not modelled

@@ -79,6 +79,11 @@ EXPRESSIONS = [
     "t >= DATE '1996-02-29' - INTERVAL 2 YEARS",
     "t <= DATE '1998-12-01' - INTERVAL '90' DAY",
     "t > DATE '1993-12-24' + INTERVAL 1 WEEK",
+    # A date plus or minus days (Spark's date_add and date_sub), as reports shift dates.
+    "t - 1",
+    "t + CAST(j AS INT)",
+    "7 + t",
+    "t - CAST(i AS SMALLINT) > DATE '1994-01-01'",
     "YEAR(t)",
     "EXTRACT(YEAR FROM t)",
     "SUBSTRING(s, 1, 2)",
