@@ -310,6 +310,10 @@ class UnsupportedQueryError(QueryError):
         )
 
 
+class UnqualifiedTableError(QueryError):
+    """A table is named without its namespace: the service reads ``ns.table`` names only."""
+
+
 class MissingParameterError(QueryError):
     def __init__(self, name: str) -> None:
         self.name = name

@@ -59,7 +59,13 @@ from sketch_core.algebra.ir import (
     conjuncts,
 )
 from sketch_core.algebra.shorthands import written_out
-from sketch_core.errors import MissingParameterError, QueryError, TableNotFoundError, UnsupportedQueryError
+from sketch_core.errors import (
+    MissingParameterError,
+    QueryError,
+    TableNotFoundError,
+    UnqualifiedTableError,
+    UnsupportedQueryError,
+)
 from sketch_core.recursive.query import split_recursive
 from sketch_core.rewrites.prune_outputs import prune_outputs
 
@@ -773,7 +779,7 @@ class _Builder:
         # A catalog qualifier (`lake.ns.table`) is checked by the service, which knows its own
         # catalog's name: here the table is its `ns.table`.
         if not node.args.get("db"):
-            raise QueryError(
+            raise UnqualifiedTableError(
                 f"table {node.sql(dialect='spark')} must be named as ns.table",
                 hint="qualify it with its namespace",
             )
@@ -1598,11 +1604,15 @@ def ir_from_tree(
     lowered = {name.lower(): cols for name, cols in schemas.items()}
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
+        if isinstance(table.this, exp.Func):  # range(10), explode(...): rows of no table
+            raise UnsupportedQueryError(
+                f"table-valued function {table.this.sql(dialect=SPARK)}", _where(table)
+            )
         if table.args.get("db") and f"{table.db}.{table.name}".lower() not in lowered:
             raise TableNotFoundError(f"{table.db}.{table.name}".lower())
         if not table.args.get("db") and table.name and table.name.lower() not in ctes:
             # Named here, before the names resolve: else its columns are what fails to resolve.
-            raise QueryError(
+            raise UnqualifiedTableError(
                 f"table {table.sql(dialect='spark')} must be named as ns.table",
                 hint=f"qualify it with its namespace (e.g. myns.{table.name})",
             )

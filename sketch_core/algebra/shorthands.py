@@ -75,10 +75,10 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
-def _join_group(node: exp.Expr) -> tuple[exp.Table, list[exp.Join]] | None:
-    """``(a JOIN b ON ...)``, parentheses nested or not, as its first table and its joins in
-    order; None for anything else (a derived table among them: ``(SELECT ...)`` or ``(...) AS x``)."""
-    if isinstance(node, exp.Table) and node.args.get("joins"):
+def _join_group(node: exp.Expr) -> tuple[exp.Expr, list[exp.Join]] | None:
+    """``(a JOIN b ON ...)``, parentheses nested or not, as its first relation (a table or a
+    derived table ``(SELECT ...) AS x``) and its joins in order; None for anything else."""
+    if node.args.get("joins") and (isinstance(node, exp.Table) or _derived_table(node)):
         return node, list(node.args["joins"])
     if isinstance(node, exp.Subquery) and {k for k, v in node.args.items() if v} <= {"this", "joins"}:
         inner = _join_group(node.this)
@@ -87,7 +87,11 @@ def _join_group(node: exp.Expr) -> tuple[exp.Table, list[exp.Join]] | None:
     return None
 
 
-def _leading_join_group(node: exp.Expr) -> tuple[exp.Table, list[exp.Join]] | None:
+def _derived_table(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Subquery) and node.alias != "" and isinstance(node.this, exp.Query)
+
+
+def _leading_join_group(node: exp.Expr) -> tuple[exp.Expr, list[exp.Join]] | None:
     if not isinstance(node, exp.Select) or node.args.get("from_") is None:
         return None
     return _join_group(node.args["from_"].this)

@@ -30,9 +30,12 @@ from sketch_core.costs.choose import Choice
 from sketch_core.costs.use import ScanFootprint, timed_use_choice, untimed_use_choice
 from sketch_core.errors import (
     DeltaQuarantinedError,
+    MissingParameterError,
     NoSafeAttributeError,
+    QueryError,
     SketchBusyError,
     SketchNotFoundError,
+    UnqualifiedTableError,
     UnsupportedQueryError,
 )
 from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
@@ -455,10 +458,17 @@ class QueryRunner:
         parsed: ParsedQuery | None = None
         try:
             parsed = text.to_ir(table_schemas(pins), params)
+        except (MissingParameterError, UnqualifiedTableError):
+            raise  # the plain query cannot run either: these say why
         except UnsupportedQueryError as exc:
             if not self._recursive(text):
                 log.info("running without sketches: %s", exc)
                 return None, None
+        except QueryError as exc:
+            # The front end could not read a text that parsed (a name it does not resolve as
+            # Spark does): Spark runs it plain, and names the fault if the text has one.
+            log.info("running without sketches (the sketch front end could not read it): %s", exc)
+            return None, None
         sql, template = text.sql, text.template_key
         plan = parsed.plan if parsed is not None else None
         usable = self._usable_sketch(template, params, plan, pins, sequence, aside)

@@ -164,6 +164,7 @@ def test_params_round_trip_through_json() -> None:
             "LIMIT without ORDER BY in a subquery",
         ),
         ("SELECT id, LAG(id) OVER w AS n FROM s.sales WINDOW w AS (ORDER BY id)", "WINDOW clause"),
+        ("SELECT r.id FROM range(3) r JOIN s.sales s ON r.id = s.id", "table-valued function RANGE(3)"),
         (
             "SELECT a.id FROM s.sales a JOIN (s.regions b JOIN s.regions c ON b.region = c.region) "
             "ON a.region = b.region",

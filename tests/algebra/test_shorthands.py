@@ -80,3 +80,18 @@ def test_percent_rank_and_cume_dist_become_ranks_and_counts_over_the_partition()
     )
     named = "SELECT PERCENT_RANK() OVER w AS pr FROM t WINDOW w AS (ORDER BY b)"
     assert _out(named) == sqlglot.parse_one(named, read="spark").sql(dialect="spark")  # left as is
+
+
+def test_a_leading_parenthesized_join_is_written_out_flat() -> None:
+    assert _out(
+        "SELECT 1 FROM ((a x JOIN b y ON x.k = y.k) LEFT JOIN c z ON y.k = z.k) JOIN d ON d.k = x.k"
+    ) == ("SELECT 1 FROM a AS x JOIN b AS y ON x.k = y.k LEFT JOIN c AS z ON y.k = z.k JOIN d ON d.k = x.k")
+    # A derived table first in the parentheses stays a derived table.
+    assert _out("SELECT 1 FROM ((SELECT k FROM a) s JOIN b ON s.k = b.k) WHERE s.k > 1") == (
+        "SELECT 1 FROM (SELECT k FROM a) AS s JOIN b ON s.k = b.k WHERE s.k > 1"
+    )
+    # Parentheses around one derived table, or on a join's right side, are not a leading group.
+    assert _out("SELECT 1 FROM (SELECT 1 AS k) s") == "SELECT 1 FROM (SELECT 1 AS k) AS s"
+    assert _out("SELECT 1 FROM a JOIN (b JOIN c ON b.k = c.k) ON a.k = b.k") == (
+        "SELECT 1 FROM a JOIN (b JOIN c ON b.k = c.k) ON a.k = b.k"
+    )

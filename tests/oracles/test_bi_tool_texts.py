@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from sketch_core.errors import UnsupportedQueryError
+from sketch_core.errors import QueryError, UnsupportedQueryError
 from sketch_core.service import SketchService
 from tests.oracles.results import check_against_spark, sorted_rows
 
@@ -156,6 +156,22 @@ def test_a_cap_below_the_answers_size_returns_that_many_of_its_rows(tpch_svc: Sk
             assert len(rows) == 7 and set(rows) <= set(full)
         finally:
             svc.drop_sketch(name)
+
+
+def test_a_text_the_sketch_front_end_cannot_read_runs_plain_by_default(tpch_svc: SketchService) -> None:
+    """Spark names ``COUNT(*)``'s column ``count(1)``, and a tool may order by that name: the
+    front end does not resolve it, so the default query failed with a QueryError where Spark
+    answers. It runs plain now; capturing it is what fails, and says why."""
+    svc = tpch_svc
+    report = (
+        "SELECT o_custkey, COUNT(*) FROM {t}tpch.orders GROUP BY o_custkey "
+        "ORDER BY `count(1)` DESC, o_custkey LIMIT 5"
+    )
+    expected = sorted_rows(svc.spark.sql(report.format(t=f"{svc.settings.catalog_name}.")).toArrow())
+    plain = svc.query(report.format(t=""))
+    assert plain.sketch is None and sorted_rows(plain.table) == expected
+    with pytest.raises(QueryError, match="count\\(1\\)"):
+        svc.capture(report.format(t=""), name="bi_unresolved")
 
 
 def test_a_pivot_runs_plain_by_default_and_its_capture_is_refused_by_name(tpch_svc: SketchService) -> None:
