@@ -29,6 +29,7 @@ from sketch_core.algebra.frontend import (
     parse_statement,
     tables_read,
 )
+from sketch_core.algebra.ir import PlanError
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.lru import LruMap
 from sketch_core.tables.names import normalize_table_name
@@ -149,7 +150,14 @@ class QueryText:
         key = _ir_key(schemas, params)
         parsed = self._ir.get(key)
         if parsed is None:
-            parsed = ir_from_tree(as_query(self.statement), schemas, params)
+            try:
+                parsed = ir_from_tree(as_query(self.statement), schemas, params)
+            except PlanError as exc:  # a front-end bug the text found: typed, so the query runs plain
+                raise UnsupportedQueryError(
+                    f"a plan the sketch front end could not build ({exc})",
+                    self.statement.sql(dialect=SPARK),
+                    hint="run it without sketches (the default query does), and report the text",
+                ) from exc
             self._ir.put(key, parsed)
         return parsed
 

@@ -7,6 +7,7 @@ import pytest
 
 from sketch_core.algebra import query_text as module
 from sketch_core.algebra.frontend import to_ir
+from sketch_core.algebra.ir import PlanError
 from sketch_core.algebra.query_text import QueryText, bind_tables, query_text, referenced_tables, template_key
 from sketch_core.errors import QueryError, UnsupportedQueryError
 from sketch_core.lru import LruMap
@@ -169,3 +170,16 @@ def test_a_table_named_by_identifier_is_that_table() -> None:
     assert "v_sales" in text.bound_to({"s.sales": "v_sales", "s.regions": "v_regions"})
     with pytest.raises(UnsupportedQueryError, match="IDENTIFIER"):
         QueryText("SELECT a FROM IDENTIFIER(:t)")
+
+
+def test_a_plan_the_front_end_fails_to_build_is_a_typed_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A front-end bug a text finds (an IR invariant broken) is an UnsupportedQueryError, which
+    the default query answers by running plain, never a ValueError out of the public API."""
+
+    def broken(*_: object, **__: object) -> None:
+        raise PlanError("two columns named x")
+
+    monkeypatch.setattr("sketch_core.algebra.query_text.ir_from_tree", broken)
+    with pytest.raises(UnsupportedQueryError, match="two columns named x") as refused:
+        QueryText("SELECT region FROM s.sales").to_ir(SCHEMAS)
+    assert refused.value.hint and "without sketches" in refused.value.hint
