@@ -1422,8 +1422,6 @@ class _Builder:
     ) -> _Built:
         order = node.args.get("order")
         limit = node.args.get("limit")
-        if limit is not None and _limits_nothing(limit):
-            limit = None
         if node.args.get("offset") is not None and limit is None:
             raise UnsupportedQueryError("OFFSET without LIMIT", _where(node), hint="add a LIMIT")
         if limit is not None and order is None:
@@ -1473,12 +1471,6 @@ class _Builder:
         if hidden:
             rel = Project(rel, tuple((n, column(n)) for n in built.rel.columns))
         return _Built(rel, built.visible)
-
-
-def _limits_nothing(limit: exp.Expr) -> bool:
-    """``LIMIT ALL``: every row."""
-    count = limit.expression
-    return isinstance(count, exp.Var) and count.name.upper() == "ALL"
 
 
 def _limit_and_offset(node: exp.Expr, limit: exp.Expr) -> tuple[int, int]:

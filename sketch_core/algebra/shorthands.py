@@ -22,6 +22,7 @@
   ``CUME_DIST()`` becomes the count of rows up to the current one's peers (a ``RANGE`` frame)
   over the partition's count, both as doubles: Spark's own definitions, in the window
   functions the front end reads.
+- ``LIMIT ALL`` is dropped: it limits nothing.
 - A parenthesized join first in a FROM, ``FROM (a JOIN b ON p) JOIN c ON q`` (as Access-style
   generators nest joins), becomes ``FROM a JOIN b ON p JOIN c ON q``: joins associate to the
   left, so the parentheses there change nothing.
@@ -46,10 +47,14 @@ def written_out(tree: exp.Expr) -> exp.Expr:
         or (isinstance(node, exp.Group) and node.args.get("all"))
         or _orders_by_all(node)
         or _leading_join_group(node) is not None
+        or _limits_nothing(node)
         for node in tree.walk()
     ):
         return tree
     tree = tree.copy()
+    for limit in list(tree.find_all(exp.Limit)):
+        if _limits_nothing(limit):
+            limit.pop()
     for select in list(tree.find_all(exp.Select)):
         _unnest_leading_join_group(select)
     for anonymous in list(tree.find_all(exp.Anonymous)):
@@ -73,6 +78,16 @@ def written_out(tree: exp.Expr) -> exp.Expr:
         if _orders_by_all(order):
             _order_by_all(order)
     return tree
+
+
+def _limits_nothing(node: exp.Expr) -> bool:
+    """``LIMIT ALL`` (read as a keyword, or by older sqlglot as a column named ``all``)."""
+    if not isinstance(node, exp.Limit):
+        return False
+    count = node.expression
+    if isinstance(count, exp.Column) and not count.table and not count.this.quoted:
+        return count.name.upper() == "ALL"
+    return isinstance(count, exp.Var) and count.name.upper() == "ALL"
 
 
 def _join_group(node: exp.Expr) -> tuple[exp.Expr, list[exp.Join]] | None:
