@@ -58,6 +58,7 @@ from sketch_core.algebra.ir import (
     column,
     conjuncts,
 )
+from sketch_core.algebra.printer import Source, to_sql
 from sketch_core.algebra.shorthands import written_out
 from sketch_core.errors import (
     MissingParameterError,
@@ -104,8 +105,10 @@ class ParsedQuery:
     # of the plan's answer over a sketch's data are an answer, and the plan's sketch serves it.
     row_cap: RowCap | None = None
 
-    def runnable(self, plan_sql: str) -> str:
-        """The printed plan (this plan, or one instrumented from it) with the query's row cap."""
+    def runnable(self, plan: Relation, source: Source) -> str:
+        """``plan`` (this plan, or one instrumented from it) printed over ``source``'s relations
+        with the names the user sees and the query's row cap."""
+        plan_sql = to_sql(plan, source=source, output_names=self.output_names)
         return plan_sql if self.row_cap is None else self.row_cap.applied(plan_sql)
 
 

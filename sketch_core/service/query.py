@@ -22,7 +22,6 @@ from sketch_core import faults
 from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.frontend import ParsedQuery, decode_params, encode_params
 from sketch_core.algebra.ir import Relation, Scan, scans_below_joins
-from sketch_core.algebra.printer import to_sql
 from sketch_core.algebra.query_text import QueryText, query_text, referenced_tables
 from sketch_core.analysis.reuse import can_reuse
 from sketch_core.analysis.safety import Statistics
@@ -414,9 +413,7 @@ class QueryRunner:
 
         log.info("sketched frame with %s version %d", usable.record.name, usable.record.version)
         with spark_job("the sketched query"):
-            return ctx.spark.sql(
-                parsed.runnable(to_sql(plan, source=source, output_names=parsed.output_names))
-            ), usable
+            return ctx.spark.sql(parsed.runnable(plan, source)), usable
 
     def _record_query(
         self,
@@ -596,9 +593,7 @@ class QueryRunner:
                 views[key] = register_view(self.context.spark, pin, name=name)
             return views[key]
 
-        frame = self.context.spark.sql(
-            parsed.runnable(to_sql(plan, source=source, output_names=parsed.output_names))
-        )
+        frame = self.context.spark.sql(parsed.runnable(plan, source))
         read_in_full = {table for table, use_pruned in views if not use_pruned}
         files_read = sum(
             len(pin.files) if table in read_in_full or table not in pruned else len(pruned[table].files)

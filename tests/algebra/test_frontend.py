@@ -60,6 +60,10 @@ def test_in_and_exists_become_semi_and_anti_joins() -> None:
     assert sorted(kinds) == ["anti", "semi"]
     # The NOT EXISTS side is never sketched.
     assert [s.table for s in positive_scans(plan)].count("s.sales") == 1
+    # Spark's higher-order EXISTS(array, lambda) is a condition on the row, not a subquery.
+    plan = to_ir("SELECT id FROM s.sales WHERE NOT EXISTS(ARRAY(amount, 1), x -> x > 1)", SCHEMAS).plan
+    assert not any(isinstance(n, Join) for n in plan.walk())
+    assert "NOT EXISTS(ARRAY(amount, 1), x -> x > 1)" in to_sql(plan)
 
 
 def test_scans_below_joins_are_those_a_join_reads() -> None:
@@ -304,9 +308,11 @@ def test_the_whole_querys_limit_without_order_is_a_row_cap_outside_the_plan() ->
     capped = to_ir("SELECT region, SUM(amount) AS s FROM s.sales GROUP BY region LIMIT 2000", SCHEMAS)
     assert to_sql(capped.plan) == to_sql(plain.plan) and plain.row_cap is None
     assert capped.row_cap is not None and (capped.row_cap.limit, capped.row_cap.offset) == (2000, 0)
-    assert capped.runnable("SELECT 1") == "SELECT * FROM (SELECT 1) LIMIT 2000"
+    printed = to_sql(plain.plan, source=str, output_names=plain.output_names)
+    assert plain.runnable(plain.plan, str) == printed
+    assert capped.runnable(capped.plan, str) == f"SELECT * FROM ({printed}) LIMIT 2000"
     paged = to_ir("SELECT id FROM s.sales LIMIT 5 OFFSET 10", SCHEMAS)
-    assert paged.runnable("q") == "SELECT * FROM (q) LIMIT 5 OFFSET 10"
+    assert paged.row_cap is not None and paged.row_cap.applied("q") == "SELECT * FROM (q) LIMIT 5 OFFSET 10"
     # LIMIT ALL limits nothing: ordered, it is the ORDER BY alone.
     everything = to_ir("SELECT id FROM s.sales ORDER BY id LIMIT ALL", SCHEMAS)
     assert everything.row_cap is None and not any(isinstance(n, TopK) for n in everything.plan.walk())
