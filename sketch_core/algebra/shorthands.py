@@ -23,6 +23,9 @@
   over the partition's count, both as doubles: Spark's own definitions, in the window
   functions the front end reads.
 - ``LIMIT ALL`` is dropped: it limits nothing.
+- ``EXISTS(array, x -> p)``, Spark's higher-order function (true when ``p`` holds for an
+  element), becomes a call of a function named ``exists``: sqlglot reads it as an EXISTS
+  subquery, which the front end then refused as a subquery it cannot read.
 - A parenthesized join first in a FROM, ``FROM (a JOIN b ON p) JOIN c ON q`` (as Access-style
   generators nest joins), becomes ``FROM a JOIN b ON p JOIN c ON q``: joins associate to the
   left, so the parentheses there change nothing.
@@ -48,6 +51,7 @@ def written_out(tree: exp.Expr) -> exp.Expr:
         or _orders_by_all(node)
         or _leading_join_group(node) is not None
         or _limits_nothing(node)
+        or _higher_order_exists(node)
         for node in tree.walk()
     ):
         return tree
@@ -55,6 +59,9 @@ def written_out(tree: exp.Expr) -> exp.Expr:
     for limit in list(tree.find_all(exp.Limit)):
         if _limits_nothing(limit):
             limit.pop()
+    for exists in list(tree.find_all(exp.Exists)):
+        if _higher_order_exists(exists):
+            exists.replace(exp.Anonymous(this="exists", expressions=[exists.this, exists.expression]))
     for select in list(tree.find_all(exp.Select)):
         _unnest_leading_join_group(select)
     for anonymous in list(tree.find_all(exp.Anonymous)):
@@ -85,9 +92,12 @@ def _limits_nothing(node: exp.Expr) -> bool:
     if not isinstance(node, exp.Limit):
         return False
     count = node.expression
-    if isinstance(count, exp.Column) and not count.table and not count.this.quoted:
-        return count.name.upper() == "ALL"
-    return isinstance(count, exp.Var) and count.name.upper() == "ALL"
+    bare_column = isinstance(count, exp.Column) and not count.table and not count.this.quoted
+    return (bare_column or isinstance(count, exp.Var)) and count.name.upper() == "ALL"
+
+
+def _higher_order_exists(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Exists) and isinstance(node.expression, exp.Lambda)
 
 
 def _join_group(node: exp.Expr) -> tuple[exp.Expr, list[exp.Join]] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import sqlglot
+from sqlglot import exp
 
 from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.shorthands import written_out
@@ -95,3 +96,15 @@ def test_a_leading_parenthesized_join_is_written_out_flat() -> None:
     assert _out("SELECT 1 FROM a JOIN (b JOIN c ON b.k = c.k) ON a.k = b.k") == (
         "SELECT 1 FROM a JOIN (b JOIN c ON b.k = c.k) ON a.k = b.k"
     )
+
+
+def test_the_higher_order_exists_is_a_function_not_a_subquery() -> None:
+    tree = sqlglot.parse_one(
+        "SELECT a FROM t WHERE EXISTS(xs, x -> x > 1) AND EXISTS (SELECT 1 FROM u WHERE u.b = t.a)",
+        read="spark",
+    )
+    out = written_out(tree)
+    (subquery,) = out.find_all(exp.Exists)  # the subquery stays one
+    assert isinstance(subquery.this, exp.Select)
+    (function,) = [f for f in out.find_all(exp.Anonymous) if f.name.lower() == "exists"]
+    assert function.sql(dialect=SPARK) == "EXISTS(xs, x -> x > 1)"

@@ -123,6 +123,13 @@ REPORTS = {
     "order_by_an_expression_of_an_alias": """
         SELECT o_orderkey, o_totalprice * 0.9 AS net FROM {t}tpch.orders
         WHERE o_orderstatus = 'F' ORDER BY net * -1, o_orderkey LIMIT 10""",
+    # Spark's higher-order functions, EXISTS among them (it was read as an EXISTS subquery).
+    "higher_order_functions": """
+        SELECT o_orderpriority, COUNT(*) AS n FROM {t}tpch.orders
+        WHERE exists(split(o_comment, ' '), w -> w = 'final')
+          AND forall(array(o_totalprice, o_shippriority), x -> x >= 0)
+          AND NOT exists(array(o_custkey), c -> c % 7 = 0)
+        GROUP BY o_orderpriority ORDER BY n DESC, o_orderpriority LIMIT 3""",
     # Optimizer hints: one naming an alias, one naming the table (both left to Spark).
     "hint_on_an_alias": """
         SELECT /*+ BROADCAST(c) */ c.c_name, SUM(o.o_totalprice) AS t
