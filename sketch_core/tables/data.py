@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,21 @@ _PORTABLE_TYPES: dict[pa.DataType, pa.DataType] = {
 
 
 # Column type changes Iceberg allows in a schema evolution (and Parquet readers cast), by Arrow
-# type name: int to long, float to double.
+# type name: int to long, float to double; and a decimal's precision raised at the same scale.
 TYPE_WIDENINGS = frozenset({("int32", "int64"), ("float", "double")})
+_DECIMAL = re.compile(r"decimal(?:128|256)\((\d+), (\d+)\)")
+
+
+def is_type_widening(old: str, new: str) -> bool:
+    """Whether a column may go from Arrow type ``old`` to ``new`` (by name) in a schema
+    evolution: Iceberg allows it (Spark's ``ALTER COLUMN ... TYPE``), and the files written
+    before read as the new type."""
+    if (old, new) in TYPE_WIDENINGS:
+        return True
+    before, after = _DECIMAL.fullmatch(old), _DECIMAL.fullmatch(new)
+    return (
+        before is not None and after is not None and before[2] == after[2] and int(after[1]) > int(before[1])
+    )
 
 
 def to_arrow(data: Any) -> pa.Table:

@@ -56,7 +56,7 @@ from sketch_core.layout.simulation import Layout
 from sketch_core.metastore.commits import CommitLog, CommitRecord, TableRecord
 from sketch_core.tables import snapshot_files
 from sketch_core.tables.catalog import PendingCommit, RecordingSqlCatalog, recording
-from sketch_core.tables.data import TYPE_WIDENINGS, conform, portable, sort_rows, to_arrow
+from sketch_core.tables.data import conform, is_type_widening, portable, sort_rows, to_arrow
 from sketch_core.tables.deltas import (
     RecordedRows,
     TableDelta,
@@ -405,11 +405,12 @@ class TableService:
         add: Mapping[str, pa.DataType] | None = None,
         widen: Mapping[str, pa.DataType] | None = None,
     ) -> int:
-        """Add nullable columns and widen column types (int32 to int64, float32 to float64),
-        atomically. Like expiring snapshots it changes metadata only: the rows stay, so it
-        takes no commit sequence number (returned: the latest, from which on reads see the new
-        schema; pins always read with the table's current schema). Files written before keep
-        their columns: readers give NULL for a column a file lacks and cast a widened one.
+        """Add nullable columns and widen column types (int32 to int64, float32 to float64, a
+        decimal's precision at the same scale), atomically. Like expiring snapshots it changes
+        metadata only: the rows stay, so it takes no commit sequence number (returned: the
+        latest, from which on reads see the new schema; pins always read with the table's
+        current schema). Files written before keep their columns: readers give NULL for a
+        column a file lacks and cast a widened one.
 
         Renaming and dropping columns are Spark's (``ALTER TABLE ... RENAME COLUMN``): the
         table's files are then read by field id, and the sketches whose query reads the old
@@ -423,13 +424,13 @@ class TableService:
         problems = [f"{c} exists already" for c in add or {} if c in current.names]
         problems += [f"{c} is not a column" for c in widen or {} if c not in current.names]
         for column, kind in (widen or {}).items():
-            if column in current.names and (str(current.field(column).type), str(kind)) not in TYPE_WIDENINGS:
+            if column in current.names and not is_type_widening(str(current.field(column).type), str(kind)):
                 problems.append(f"{column} cannot go from {current.field(column).type} to {kind}")
         if problems or not (add or widen):
             raise InvalidDataError(
                 f"cannot evolve the schema of {name}: {'; '.join(problems) or 'no change asked'}",
-                hint="add new nullable columns, or widen int32 to int64 and float to double; to rename "
-                "or drop a column, use ALTER TABLE in Spark (sketches reading it stop)",
+                hint="add new nullable columns, or widen int32 to int64, float to double or a decimal's "
+                "precision; to rename or drop a column, use ALTER TABLE in Spark (sketches reading it stop)",
             )
         converted = self.catalog._convert_schema_if_needed(
             pa.schema([pa.field(c, k) for c, k in {**(add or {}), **(widen or {})}.items()])

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sketch_core.tables.data import TYPE_WIDENINGS
+from sketch_core.tables.data import is_type_widening
 
 # Kinds of column whose domain is a range of numbers: values are compared as numbers (dates as
 # days since the epoch, timestamps as microseconds).
@@ -143,7 +143,7 @@ class TableSuite:
             rule = known.get(f.name)
             if rule is None:
                 columns.append(ColumnRule(f.name, str(f.type)))
-            elif rule.type != str(f.type) and (rule.type, str(f.type)) in TYPE_WIDENINGS:
+            elif rule.type != str(f.type) and is_type_widening(rule.type, str(f.type)):
                 columns[columns.index(rule)] = replace(rule, type=str(f.type))
         order = {name: i for i, name in enumerate(schema.names)}
         columns.sort(key=lambda c: order.get(c.name, len(order)))

@@ -5,6 +5,8 @@ Reports stay equal to the plain query throughout."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pyarrow as pa
 import pytest
 
@@ -95,3 +97,19 @@ def test_changes_other_than_adding_and_widening_are_refused(
         svc.tables.evolve_schema(table, **change)
     assert says in str(info.value) and "rename" in str(info.value)
     assert svc.tables.schema(table) == before and svc.sketch(name).version == 1
+
+
+def test_a_decimals_precision_is_widened_at_its_scale(spark_svc: SketchService, ns: str) -> None:
+    svc, table = spark_svc, f"{ns}.priced"
+    svc.tables.create(
+        table, pa.table({"id": [1, 2], "amt": pa.array([Decimal("1.25"), None], pa.decimal128(9, 2))})
+    )
+    svc.tables.evolve_schema(table, widen={"amt": pa.decimal128(14, 2)})
+    assert svc.tables.schema(table).field("amt").type == pa.decimal128(14, 2)
+    svc.tables.append(
+        table, pa.table({"id": [3], "amt": pa.array([Decimal("123456789.99")], pa.decimal128(14, 2))})
+    )
+    total = svc.query(f"SELECT SUM(amt) AS s FROM {table}", use_sketches=False).table
+    assert total.column("s").to_pylist() == [Decimal("123456791.24")]
+    with pytest.raises(InvalidDataError, match="amt cannot go from decimal128"):
+        svc.tables.evolve_schema(table, widen={"amt": pa.decimal128(16, 4)})  # another scale

@@ -143,3 +143,21 @@ def test_the_arrow_screen_passes_only_what_great_expectations_passes(
     if certainly_passes(suite, table, required, stated, slack=1.0):
         assert gx_failures == [], f"the screen passed a batch that fails: {gx_failures}"
     assert validate_batch(suite, table, required, stated, slack=1.0) == gx_failures
+
+
+def test_a_batch_of_a_widened_decimal_passes_once_the_suite_follows_the_schema() -> None:
+    """Spark's ``ALTER COLUMN ... TYPE DECIMAL(14, 2)`` on a DECIMAL(9, 2) column: the batches
+    after it have the new type, which is no failure (it was quarantined as a changed type)."""
+    history = pa.table(
+        {"key": pa.array([0, 1], pa.int64()), "amt": pa.array([Decimal("1.00")] * 2, pa.decimal128(9, 2))}
+    )
+    suite = learn_suite("n.t", history.schema, {"key": (0, 1), "amt": (Decimal("1.00"), Decimal("9.00"))})
+    widened = pa.table(
+        {"key": pa.array([2], pa.int64()), "amt": pa.array([Decimal("5.00")], pa.decimal128(14, 2))}
+    )
+    assert [f.expectation for f in great_expectations_failures(suite, widened, [], 1, 0.1)] == [
+        "expect_column_type"
+    ]
+    adapted = suite.adapted_to(widened.schema)
+    assert validate_batch(adapted, widened, [], 1, 0.1) == []
+    assert great_expectations_failures(adapted, widened, [], 1, 0.1) == []

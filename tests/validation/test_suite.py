@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -137,3 +138,19 @@ def test_the_suite_follows_columns_added_widened_dropped_and_renamed() -> None:
         "kept rules keep their domain"
     )
     assert {c.name: c.domain for c in adapted.columns}["amount"] is None, "a renamed column starts over"
+
+
+def test_a_decimal_widened_by_another_engine_keeps_its_rule_with_the_new_type() -> None:
+    """Spark's ``ALTER COLUMN amount TYPE DECIMAL(14, 2)`` on a DECIMAL(9, 2): Iceberg allows a
+    decimal's precision to grow at the same scale, so batches of the new type pass."""
+    schema = pa.schema([("key", pa.int64()), ("amount", pa.decimal128(9, 2))])
+    suite = learn_suite("n.t", schema, {"key": (0, 99), "amount": (Decimal("1.00"), Decimal("99.00"))})
+    widened = suite.adapted_to(pa.schema([("key", pa.int64()), ("amount", pa.decimal128(14, 2))]))
+    rule = {c.name: c for c in widened.columns}["amount"]
+    assert (
+        rule.type == "decimal128(14, 2)"
+        and rule.domain == {c.name: c for c in suite.columns}["amount"].domain
+    )
+    # A changed scale is not a widening: the rule keeps the old type, and batches fail on it.
+    rescaled = suite.adapted_to(pa.schema([("key", pa.int64()), ("amount", pa.decimal128(14, 4))]))
+    assert {c.name: c.type for c in rescaled.columns}["amount"] == "decimal128(9, 2)"
