@@ -121,6 +121,22 @@ class QueryText:
         key = ("@snapshots", catalog, *sorted(snapshots.items()), *sorted((spelled or {}).items()))
         return self._bound_with(key, snapshot_of)
 
+    def inlined(self, relations: Mapping[str, exp.Subquery]) -> str:
+        """The text with the ``ns.table`` references named in ``relations`` reading those derived
+        tables instead (aliases kept): the catalog views it reads, written in."""
+
+        def relation_of(name: str, alias: exp.TableAlias) -> exp.Expression | None:
+            found = relations.get(name)
+            if found is None:
+                return None
+            named = found.args.get("alias")
+            if named is not None and named.columns and not alias.columns:  # the relation's own names
+                alias.set("columns", [c.copy() for c in named.columns])
+            return exp.Subquery(this=found.this.copy(), alias=alias)
+
+        key = ("@relations", *sorted((name, r.sql(dialect=SPARK)) for name, r in relations.items()))
+        return self._bound_with(key, relation_of)
+
     def _bound_with(
         self, key: tuple[Any, ...], relation: Callable[[str, exp.TableAlias], exp.Expression | None]
     ) -> str:

@@ -117,7 +117,7 @@ class AttributeChooser:
     ) -> tuple[Relation, dict[str, PinnedSnapshot], Statistics]:
         """The query's plan, its tables pinned at ``snapshot`` (default: the latest), and their
         column bounds (for safety checks)."""
-        sql = checked_sql(sql)
+        sql = self.context.views_inlined(checked_sql(sql))
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
         ctx = self.context
         pins = ctx.pin_query(sql, ctx.sequence(checked_snapshot(snapshot)))

@@ -135,7 +135,7 @@ class Capturer:
         materialize: str | None = None,
     ) -> SketchVersion:
         """See :meth:`SketchService.capture` (``materialize``: :meth:`SketchService.materialize`)."""
-        sql = checked_sql(sql)
+        sql = self.context.views_inlined(checked_sql(sql))
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
         attributes = checked_mapping("attributes", attributes, "{'ns.table': 'column'}")
         fragments = checked_fragments(fragments)

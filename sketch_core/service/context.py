@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping
 
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
+from sqlglot import exp
 
 from sketch_core.algebra.ir import Scan
 from sketch_core.algebra.query_text import query_text, referenced_tables
+from sketch_core.algebra.views import MAX_VIEW_DEPTH, view_relation
 from sketch_core.arrow.pool import use_arrow_memory_pool
 from sketch_core.attribute_choice.store import SampleStore
 from sketch_core.config import Settings
@@ -39,6 +41,7 @@ from sketch_core.spark.lake import ensure_lake
 from sketch_core.spark.session import build_session
 from sketch_core.spark.views import register_view
 from sketch_core.tables.catalog import RecordingSqlCatalog
+from sketch_core.tables.catalog_views import CatalogViews
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
 from sketch_core.validation.gate import DeltaGate
@@ -90,6 +93,9 @@ class ServiceContext:
         )
         self.validations = ValidationRepository(engine)
         self.gate = DeltaGate(self.tables, self.commit_log, self.validations, settings.validation_slack)
+        self.views = CatalogViews(catalog.engine, catalog.name)
+        # Names known to be tables: a report's text is looked up for views once, not every run.
+        self._known_tables: set[str] = set()
 
     @property
     def spark(self) -> SparkSession:
@@ -125,6 +131,29 @@ class ServiceContext:
         if not 0 < sequence <= latest:
             raise SequenceOutOfRangeError(sequence, latest)
         return sequence
+
+    def views_inlined(self, sql: str) -> str:
+        """``sql`` with the catalog views it reads written in as derived tables (views within
+        views too: see :mod:`sketch_core.algebra.views`); ``sql`` itself when it reads none."""
+        for _ in range(MAX_VIEW_DEPTH):
+            text = query_text(sql)
+            relations: dict[str, exp.Subquery] = {}
+            for name in text.tables:
+                if name in self._known_tables:
+                    continue
+                if self.commit_log.get_table(name) is not None:
+                    self._known_tables.add(name)
+                    continue
+                view = self.views.definition(name)
+                if view is not None:  # else an unknown table, which pinning names
+                    relations[name] = view_relation(view, self.settings.catalog_name)
+            if not relations:
+                return sql
+            sql = text.inlined(relations)
+        raise QueryError(
+            f"the query reads views nested more than {MAX_VIEW_DEPTH} deep",
+            hint="a view that reads itself cannot be expanded; check the views' definitions in Spark",
+        )
 
     def pin_query(self, sql: str, sequence: int) -> dict[str, PinnedSnapshot]:
         """Every table ``sql`` reads, pinned as of commit ``sequence``."""

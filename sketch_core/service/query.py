@@ -338,7 +338,7 @@ class QueryRunner:
     ) -> tuple[QueryText, Mapping[str, Any] | None, str | None, int, dict[str, PinnedSnapshot]]:
         """A query's arguments checked, its text parsed (once: every later step reads this
         parse), the sequence it reads fixed and its tables pinned there."""
-        sql = checked_sql(sql)
+        sql = self.context.views_inlined(checked_sql(sql))
         params = checked_mapping("params", params, "{'day': date(1995, 3, 15)}")
         how = checked_sketch_use(use_sketches, self.context.settings.sketch_use)
         text = query_text(sql)
