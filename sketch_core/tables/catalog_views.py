@@ -50,12 +50,18 @@ class CatalogViews:
             ).scalar()
         if location is None:
             return None
-        return parse_view_metadata(f"{namespace}.{view}", _read_metadata(location))
+        return parse_view_metadata(f"{namespace}.{view}", read_view_metadata(location))
 
 
-def _read_metadata(location: str) -> dict[str, Any]:
-    raw = load_file_io(location=location).new_input(location).open().read()
-    data: dict[str, Any] = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+def read_view_metadata(location: str) -> dict[str, Any]:
+    try:
+        raw = load_file_io(location=location).new_input(location).open().read()
+        data: dict[str, Any] = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (OSError, ValueError) as exc:  # missing, unreadable, not gzip or not JSON
+        raise QueryError(
+            f"the view's metadata file {location} cannot be read: {exc}",
+            hint="check the view in Spark (DESCRIBE EXTENDED), or recreate it",
+        ) from exc
     return data
 
 

@@ -4,6 +4,8 @@ it) read as its current version."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlglot import exp
 
@@ -11,7 +13,7 @@ from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.query_text import QueryText
 from sketch_core.algebra.views import ViewDefinition, view_relation
 from sketch_core.errors import QueryError
-from sketch_core.tables.catalog_views import parse_view_metadata
+from sketch_core.tables.catalog_views import parse_view_metadata, read_view_metadata
 
 
 def view(
@@ -90,3 +92,10 @@ def test_a_views_metadata_is_read_as_its_current_version() -> None:
     with pytest.raises(QueryError, match="no current version"):
         parse_view_metadata("vw.x", {**metadata, "current-version-id": 9})
     assert isinstance(view_relation(found, "lake").this, exp.Select)
+
+
+def test_a_views_unreadable_metadata_file_is_a_query_error(tmp_path: Path) -> None:
+    broken = tmp_path / "00001.gz.metadata.json"
+    broken.write_bytes(b"\x1f\x8bnot gzip")
+    with pytest.raises(QueryError, match="cannot be read"):
+        read_view_metadata(str(broken))
