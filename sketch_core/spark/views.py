@@ -30,8 +30,15 @@ from sketch_core.tables.pinned import PinnedSnapshot
 def spark_schema(schema: pa.Schema) -> StructType:
     """``schema`` as Spark reads it: Iceberg's ``timestamp`` (no zone, an Arrow timestamp without
     one) as TIMESTAMP_NTZ, ``timestamptz`` as TIMESTAMP, as Spark's Iceberg source reads them
-    (read as TIMESTAMP, a report's timestamps came back zoned where Spark's are not)."""
-    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+    (read as TIMESTAMP, a report's timestamps came back zoned where Spark's are not); ``uuid``
+    (an Arrow extension type PySpark cannot convert) as STRING, as that source reads it."""
+    fields = [pa.field(f.name, pa.string(), f.nullable) if is_uuid(f.type) else f for f in schema]
+    return from_arrow_schema(pa.schema(fields), prefer_timestamp_ntz=True)
+
+
+def is_uuid(kind: pa.DataType) -> bool:
+    """Iceberg's ``uuid``, as PyIceberg gives it to Arrow."""
+    return isinstance(kind, pa.BaseExtensionType) and kind.extension_name == "arrow.uuid"
 
 
 def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
@@ -41,9 +48,14 @@ def pinned_dataframe(spark: SparkSession, pinned: PinnedSnapshot) -> DataFrame:
     schema = spark_schema(pinned.schema)
     if not pinned.files:
         return spark.createDataFrame([], schema)
-    if pinned.has_deletes or not stored_as_named(pinned.schema):
-        # Iceberg's source applies the deletes, and finds columns the files store under
-        # escaped names (see file_columns) by their field ids.
+    if (
+        pinned.has_deletes
+        or not stored_as_named(pinned.schema)
+        or any(is_uuid(f.type) for f in pinned.schema)
+    ):
+        # Iceberg's source applies the deletes, finds columns the files store under escaped
+        # names (see file_columns) by their field ids, and reads a uuid as its text (Parquet's
+        # reader gives its 16 bytes).
         return _iceberg_dataframe(spark, pinned)
     return spark.read.schema(schema).parquet(*[f.path for f in pinned.files])
 

@@ -152,6 +152,9 @@ def _identity_codes(column: pa.ChunkedArray) -> list[pa.Array | pa.ChunkedArray]
     times faster than on the values); a struct as whether it is NULL and its fields' codes; a
     list, map or other nested value (Arrow encodes none of them) through its printed form."""
     kind = column.type
+    if isinstance(kind, pa.BaseExtensionType):  # a uuid: equal values have equal storage
+        column = pa.chunked_array([chunk.storage for chunk in column.chunks], kind.storage_type)
+        kind = column.type
     if pa.types.is_integer(kind) or pa.types.is_date(kind) or pa.types.is_timestamp(kind):
         return [column]
     if pa.types.is_struct(kind):

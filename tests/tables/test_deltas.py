@@ -4,6 +4,7 @@ reads of the table (PyIceberg's own scan) at the two commit sequence numbers."""
 from __future__ import annotations
 
 import math
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -84,6 +85,24 @@ class TestBagDifference:
         assert deleted.column("id").to_pylist() == [2, 4]
         assert inserted.column("s").to_pylist()[0] == {"a": None, "b": None}
         assert deleted.column("s").to_pylist()[0] is None
+
+    def test_uuids_and_fixed_bytes_compare_by_value(self) -> None:
+        """Iceberg's uuid (an Arrow extension type, as PyIceberg reads it) and fixed columns."""
+        ids = [uuid.UUID(int=n).bytes for n in (1, 2, 2)]
+
+        def rows(keys: list[int], uuids: list[bytes]) -> pa.Table:
+            storage = pa.array(uuids, pa.binary(16))
+            return pa.table(
+                {
+                    "k": keys,
+                    "u": pa.ExtensionArray.from_storage(pa.uuid(), storage),
+                    "f": pa.array([u[:3] for u in uuids], pa.binary(3)),
+                }
+            )
+
+        inserted, deleted = bag_difference(rows([1, 2, 3], ids), rows([1, 2, 3], [ids[0], ids[0], ids[2]]))
+        assert inserted.column("k").to_pylist() == [2] and deleted.column("k").to_pylist() == [2]
+        assert inserted.column("u").type == pa.uuid()
 
     def test_one_side_empty_returns_the_other_unchanged(self) -> None:
         rows = pa.table({"k": [3, 1, 2]})
