@@ -42,15 +42,15 @@ def test_columns_spark_widens_are_read_maintained_and_validated_as_the_new_type(
     spark.sql(f"ALTER TABLE lake.{table} ALTER COLUMN price TYPE DOUBLE")
     spark.sql(f"ALTER TABLE lake.{table} ALTER COLUMN amt TYPE DECIMAL(14, 2)")
     spark.sql(f"INSERT INTO lake.{table} VALUES (90002, 999, 99.5, 4999.99), (90003, 998, 0.25, 5000.00)")
-    for column, sql in reports.items():
-        name = f"{ns}_{column}"
-        assert [r.strategy for r in svc.maintain(name)] == ["full"], "recaptured once: the state's types"
-        assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
-        assert sorted_rows(svc.query(sql, use_sketches="always").table) == spark_answer(spark, sql, table)
+
+    def maintained_as(strategy: str, why: str) -> None:
+        for column, sql in reports.items():
+            name = f"{ns}_{column}"
+            assert [r.strategy for r in svc.maintain(name)] == [strategy], why
+            assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+            assert sorted_rows(svc.query(sql, use_sketches="always").table) == spark_answer(spark, sql, table)
+
+    maintained_as("full", "recaptured once: the state's types")
     spark.sql(f"UPDATE lake.{table} SET amt = amt + 1, qty = qty + 1 WHERE id % 97 = 0")
-    for column, sql in reports.items():
-        name = f"{ns}_{column}"
-        assert [r.strategy for r in svc.maintain(name)] == ["incremental"], "the batches passed validation"
-        assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
-        assert sorted_rows(svc.query(sql, use_sketches="always").table) == spark_answer(spark, sql, table)
+    maintained_as("incremental", "the batches passed validation")
     assert svc.quarantined([table]) == []
