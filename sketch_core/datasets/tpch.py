@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,17 @@ def generate_tpch(scale: float, cache_dir: Path, progress: Progress | None = Non
     done = target / ".complete"
     if done.exists():
         return target
+    # Two processes sharing a cache (parallel test workers, a demo beside a benchmark) must not
+    # generate into one folder at once: the second would remove the first one's files.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return target
+        return _generate(scale, target, done, progress)
+
+
+def _generate(scale: float, target: Path, done: Path, progress: Progress | None) -> Path:
     if progress:
         progress(f"generating TPC-H at scale factor {scale:g} with tpchgen-cli")
     shutil.rmtree(target, ignore_errors=True)
