@@ -66,9 +66,9 @@ def gated(spark_svc: SketchService, ns: str) -> tuple[SketchService, str, str, s
         ("incremental", "state-written"),
         ("incremental", "publish"),
         ("incremental", "published"),
-        ("full", "state-written"),
+        # A full run passes the same steps (its Spark job aside, which costs a JVM start per
+        # case): killed once, mid-publish, where its running row must be settled as abandoned.
         ("full", "publish"),
-        ("full", "published"),
     ],
 )
 def test_a_maintenance_killed_at_each_step_loses_nothing(
