@@ -181,7 +181,8 @@ class CommitIngester:
             if table_id is None:
                 return 0
             # A renamed table's history ends under its old name; the new name is registered
-            # by its next commit.
+            # by the 'create' numbered right after it (sql/0017; a rename numbered before
+            # that migration, by the new name's next commit).
             CommitLog.record_drop(conn, table_id, commit.seq, commit.committed_at)
             return 1
         name = commit.name.lower()

@@ -188,6 +188,38 @@ def test_a_table_another_engine_drops_stops_its_sketches_not_the_others(
     assert [d.name for d in svc.sketches.definitions() if d.name in names.values()] == [names["kept"]]
 
 
+def test_a_table_spark_renames_is_known_under_its_new_name_at_once(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    svc = spark_svc
+    names = _two_sketched_tables(svc, ns, "old")
+    before = svc.tables.commits(f"{ns}.old")[-1]
+    spark.sql(f"ALTER TABLE lake.{ns}.old RENAME TO {ns}.new")  # the new name is in the same catalog
+    renamed_at = svc.latest_sequence()
+    # Two numbers for one change: the old name's history ends, the new name's begins.
+    (created,) = svc.tables.commits(f"{ns}.new")
+    assert (created.seq, created.operation, created.total_rows) == (renamed_at, "create", before.total_rows)
+    assert svc.tables.commit_log.get_table(f"{ns}.old") is None, "the old name is free again"
+    sql = HAVING.format(t=f"{ns}.new")
+    spark_answer = sorted_rows(spark.sql(HAVING.format(t=f"lake.{ns}.new")).toArrow())
+    assert sorted_rows(svc.query(sql, use_sketches=False).table) == spark_answer
+    # Captured under the new name, and maintained across Spark's next commit to it.
+    name = f"{ns}_new"
+    svc.capture(sql, name=name, attributes={f"{ns}.new": "a"}, fragments=4)
+    spark.sql(f"DELETE FROM lake.{ns}.new WHERE a = 3")
+    (run,) = svc.maintain(name)
+    assert run.strategy == "incremental"
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+    used = svc.query(sql, use_sketches="always")
+    assert used.sketch is not None and used.sketch[0] == name
+    assert sorted_rows(used.table) == sorted_rows(spark.sql(HAVING.format(t=f"lake.{ns}.new")).toArrow())
+    # The sketch on the old name stops, and says the table was dropped or renamed.
+    with pytest.raises(SketchTableDroppedError) as raised:
+        svc.maintain(names["old"])
+    assert (raised.value.table, raised.value.sequence) == (f"{ns}.old", renamed_at - 1)
+    assert "renamed" in str(raised.value)
+
+
 def test_a_column_another_engine_drops_stops_the_sketches_that_read_it(
     spark_svc: SketchService, spark: SparkSession, ns: str
 ) -> None:
