@@ -39,8 +39,10 @@ from tests.oracles.results import sorted_rows
 REQUIRED = {1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 18, 19}
 # Refused, and the construct the refusal must name.
 REFUSED: dict[int, str] = {}
-# Top-k reports must skip data even at this tiny scale.
-SELECTIVE = {3, 10, 18, 19}
+# Top-k reports must skip data even at this tiny scale. Not Q10: its top customers' orders
+# spread over the whole order-key range, so whether a file is skipped depends on how the loads
+# of the queries before it laid out the files (72 of 76 read on one machine, 76 of 76 on another).
+SELECTIVE = {3, 18, 19}
 TPCH_NS = "gen_tpch"
 SYN_NS = "gen_syn"
 SYNTHETIC_KEYS = {"sales": ("sale_id",), "stores": ("store_id",), "syn": ("key",)}

@@ -54,7 +54,7 @@ def test_parameter_values_are_bound_not_spliced(spark_svc: SketchService, table:
     result = svc.query(sql, params={"label": value})
     assert result.table.num_rows == 0, "the value matched as a string, not as SQL"
     assert svc.query(sql, params={"label": "g3"}).table.num_rows > 0
-    assert svc.tables.exists(table) and svc.status() is not None, "nothing dropped"
+    assert svc.tables.exists(table) and svc.sketches.definitions() is not None, "nothing dropped"
 
 
 def test_parameters_of_a_captured_sketch_are_printed_as_literals(
@@ -85,7 +85,7 @@ def test_sketch_names_are_values_and_never_paths(spark_svc: SketchService, table
     (run,) = svc.maintain(name, "incremental")
     assert run.to_version == 2
     assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
-    assert any(s.name == name for s in svc.status())
+    assert [s.name for s in svc.status(name)] == [name]
     svc.drop_sketch(name)
 
 
