@@ -13,12 +13,13 @@ from typing import Any
 
 from pyroaring import BitMap
 
+from sketch_core.metastore.choices import AttributeChoiceRepository, ChoiceRecord
 from sketch_core.metastore.commits import CommitLog, CommitRecord
 from sketch_core.metastore.costs import CostDecision, CostRecords
 from sketch_core.metastore.policies import DecisionRecord, PolicyRepository
-from sketch_core.metastore.sketches import SketchDefinition, SketchRepository
-from sketch_core.metastore.state_modes import StateMode
-from sketch_core.metastore.validations import BatchValidation
+from sketch_core.metastore.sketches import PartitionRecord, SketchDefinition, SketchRepository, VersionRecord
+from sketch_core.metastore.state_modes import StateMode, StateModeRepository
+from sketch_core.metastore.validations import BatchValidation, ValidationRepository
 from sketch_core.policy import effective_policy
 
 
@@ -76,31 +77,77 @@ class SketchStatus:
         return self.version is not None and self.commits_behind == 0
 
 
-def sketch_status(
-    sketches: SketchRepository,
-    policies: PolicyRepository,
-    commits: CommitLog,
-    definition: SketchDefinition,
-    costs: CostRecords | None = None,
-    state_mode: StateMode | None = None,
-    quarantined: Sequence[BatchValidation] = (),
-) -> SketchStatus:
-    """``quarantined``: the failed delta batches not yet resolved, of any table."""
-    record = sketches.version(definition.name)
-    cost_decision = costs.last_decision(definition.name) if costs is not None else None
-    policy, explicit = effective_policy(policies.policy(definition.name))
-    decisions = policies.decisions(definition.name, limit=1)
-    policy_fields = (policy.describe(), explicit, decisions[0] if decisions else None)
-    runs = sketches.runs(definition.name)
-    last = runs[-1] if runs else None
+@dataclass(frozen=True)
+class StatusSources:
+    """The metastore's repositories ``sketch_statuses`` reads from."""
+
+    sketches: SketchRepository
+    policies: PolicyRepository
+    commits: CommitLog
+    costs: CostRecords
+    state_modes: StateModeRepository
+    validations: ValidationRepository
+    choices: AttributeChoiceRepository
+
+
+def sketch_statuses(sources: StatusSources, names: Sequence[str] | None = None) -> list[SketchStatus]:
+    """The status of every sketch (or of those of ``names`` that exist), by name, read in a
+    dozen queries whatever their number: the sketches page and ``sketch status`` list them all."""
+    listed = sources.sketches.definitions_and_versions(names)
+    wanted = [d.name for d, _ in listed]
+    if not wanted:
+        return []
+    records = [r for _, r in listed if r is not None]
+    partition_ids = {pid for r in records for pid in r.bitmaps}
+    oldest = min((r.sequence for r in records), default=None)
+    reads = _StatusReads(
+        counts=sources.sketches.version_counts(wanted),
+        last_runs=sources.sketches.last_runs(wanted),
+        partitions=sources.sketches.partitions_by_id(sorted(partition_ids)) if partition_ids else {},
+        policies=sources.policies.policies(),
+        decisions=sources.policies.last_decisions(wanted),
+        cost_decisions=sources.costs.last_decisions(wanted),
+        last_uses=sources.costs.last_uses(wanted),
+        state_modes=sources.state_modes.all(wanted),
+        quarantined=sources.validations.quarantined(),
+        choices=sources.choices.get_many(wanted),
+        commits=sources.commits.commits(after_seq=oldest) if oldest is not None else [],
+    )
+    return [_status(definition, record, reads) for definition, record in listed]
+
+
+@dataclass(frozen=True)
+class _StatusReads:
+    """What the statuses of many sketches are made of, each read once for all of them."""
+
+    counts: dict[str, int]
+    last_runs: dict[str, dict[str, Any]]
+    partitions: dict[int, PartitionRecord]
+    policies: dict[str, dict[str, Any]]
+    decisions: dict[str, DecisionRecord]
+    cost_decisions: dict[str, CostDecision]
+    last_uses: dict[str, tuple[int, int]]
+    state_modes: dict[str, StateMode]
+    quarantined: Sequence[BatchValidation]  # the failed delta batches not yet resolved, of any table
+    choices: dict[str, ChoiceRecord]
+    commits: Sequence[CommitRecord]  # every commit after the oldest version's sequence
+
+
+def _status(definition: SketchDefinition, record: VersionRecord | None, reads: _StatusReads) -> SketchStatus:
+    name = definition.name
+    policy, explicit = effective_policy(reads.policies.get(name))
+    policy_fields = (policy.describe(), explicit, reads.decisions.get(name))
+    last = reads.last_runs.get(name)
     last_run = (
         RunSummary(last["strategy"], last["status"], last["seconds"], last["finished_at"], last["error"])
         if last
         else None
     )
+    cost_decision, state_mode = reads.cost_decisions.get(name), reads.state_modes.get(name)
+    expected, last_use = _files_expected(reads.choices.get(name)), reads.last_uses.get(name)
     if record is None:
         return SketchStatus(
-            definition.name,
+            name,
             definition.query_sql,
             definition.params,
             None,
@@ -114,22 +161,24 @@ def sketch_status(
             {},
             cost_decision,
             state_mode,
+            files_expected=expected,
+            last_use=last_use,
         )
-    behind = [c for c in commits.commits(after_seq=record.sequence) if c.table in record.table_snapshots]
+    behind = [c for c in reads.commits if c.seq > record.sequence and c.table in record.table_snapshots]
     tables = []
     for partition_id, bitmap in sorted(record.bitmaps.items()):
-        partition = sketches.partition_by_id(partition_id)
+        partition = reads.partitions[partition_id]
         ranges = len(partition.boundaries["cuts"]) + 1  # fewer than requested on few distinct values
         tables.append(
             TableSketchStatus(partition.table, partition.attribute, len(BitMap.deserialize(bitmap)), ranges)
         )
     return SketchStatus(
-        definition.name,
+        name,
         definition.query_sql,
         definition.params,
         record.version,
         record.sequence,
-        len(sketches.versions(definition.name)),
+        reads.counts.get(name, 0),
         len(behind),
         sum(c.added_rows + c.deleted_rows for c in behind),
         tuple(sorted(tables, key=lambda s: s.table)),
@@ -138,8 +187,23 @@ def sketch_status(
         dict(record.table_snapshots),
         cost_decision,
         state_mode,
-        dropped_reason(behind) or blocked_reason(quarantined, record.table_snapshots, record.sequence),
+        dropped_reason(behind) or blocked_reason(reads.quarantined, record.table_snapshots, record.sequence),
+        files_expected=expected,
+        last_use=last_use,
     )
+
+
+def _files_expected(choice: ChoiceRecord | None) -> dict[str, float]:
+    """Per table, the share of its data files the capture expected the sketch to read (from
+    the cost-based choice's estimates; empty when the attributes were given or chosen by the
+    heuristic)."""
+    expected: dict[str, float] = {}
+    if choice is not None and choice.outcome:
+        for table, outcome in choice.outcome.items():
+            estimate = choice.estimates.get(table, {}).get(outcome.get("attribute"), {})
+            if estimate.get("files_read") is not None:
+                expected[table] = float(estimate["files_read"])
+    return expected
 
 
 def dropped_reason(behind: Sequence[CommitRecord]) -> str | None:

@@ -3,6 +3,7 @@ the estimates it ranked the candidates by, and how the captured sketch compares 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,18 @@ class AttributeChoiceRepository:
                 )
             )
 
+    def get_many(self, names: Sequence[str]) -> dict[str, ChoiceRecord]:
+        """The choice records of the sketches of ``names`` that have one, in one read."""
+        c, s = t.attribute_choices.c, t.sketches.c
+        query = (
+            select(s.name, c.strategy, c.estimates, c.outcome)
+            .join(t.sketches, s.sketch_id == c.sketch_id)
+            .where(s.name.in_(list(names)))
+        )
+        with reading(self.engine) as conn:
+            rows = conn.execute(query).all()
+        return {r.name: _choice_record(r) for r in rows}
+
     def get(self, name: str) -> ChoiceRecord | None:
         c = t.attribute_choices.c
         with reading(self.engine) as conn:
@@ -47,6 +60,8 @@ class AttributeChoiceRepository:
             row = conn.execute(
                 select(c.strategy, c.estimates, c.outcome).where(c.sketch_id == sketch_id)
             ).first()
-        if row is None:
-            return None
-        return ChoiceRecord(row.strategy, dict(row.estimates), dict(row.outcome) if row.outcome else None)
+        return None if row is None else _choice_record(row)
+
+
+def _choice_record(row: Any) -> ChoiceRecord:
+    return ChoiceRecord(row.strategy, dict(row.estimates), dict(row.outcome) if row.outcome else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,7 @@ from sketch_core.costs.model import QUERY_OPERATIONS, Observation
 from sketch_core.errors import SketchNotFoundError
 from sketch_core.metastore import schema as t
 from sketch_core.metastore.engine import reading
-from sketch_core.metastore.sketches import sketch_id_of
+from sketch_core.metastore.sketches import newest_per_sketch, sketch_id_of
 
 # The newest runs of each kind a model is fitted from: recent behaviour, a bounded read.
 RECENT_RUNS = 200
@@ -202,6 +203,20 @@ class CostRecords:
                 query = query.where(d.context == context)
             rows = conn.execute(query.order_by(d.decision_id.desc()).limit(limit)).all()
         return [CostDecision(r.context, r.action, r.reason, r.decided_at) for r in rows]
+
+    def last_decisions(self, names: Sequence[str]) -> dict[str, CostDecision]:
+        """The newest recorded decision of each sketch of ``names`` that has one, in one read."""
+        d = t.cost_decisions.c
+        with reading(self.engine) as conn:
+            rows = conn.execute(newest_per_sketch(t.cost_decisions, d.decision_id, names)).all()
+        return {r.name: CostDecision(r.context, r.action, r.reason, r.decided_at) for r in rows}
+
+    def last_uses(self, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """``last_use`` of each sketch of ``names`` that a query used, in one read."""
+        q = t.query_runs.c
+        with reading(self.engine) as conn:
+            rows = conn.execute(newest_per_sketch(t.query_runs, q.run_id, names)).all()
+        return {r.name: (int(r.files_read), int(r.files_total)) for r in rows}
 
     def last_use(self, name: str) -> tuple[int, int] | None:
         """The data files the newest query that used sketch ``name`` read, of the files in

@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sketch_core.costs.arrivals import Commit
 from sketch_core.metastore import schema as t
 from sketch_core.metastore.engine import reading
-from sketch_core.metastore.sketches import sketch_id_of
+from sketch_core.metastore.sketches import newest_per_sketch, sketch_id_of
 from sketch_core.policy.evaluate import Announcement, PolicyFacts
 
 # Commits (or report runs) a prediction looks back on: enough for a pattern, a bounded read.
@@ -165,6 +165,13 @@ class PolicyRepository:
                 conn.execute(update(d).where(d.c.decision_id == last.decision_id).values(**values))
             else:
                 conn.execute(insert(d).values(sketch_id=sketch_id, **values))
+
+    def last_decisions(self, names: Sequence[str]) -> dict[str, DecisionRecord]:
+        """The newest decision of each sketch of ``names`` that has one, in one read."""
+        d = t.policy_decisions
+        with reading(self.engine) as conn:
+            rows = conn.execute(newest_per_sketch(d, d.c.decision_id, names)).all()
+        return {r.name: DecisionRecord(bool(r.fired), r.reason, dict(r.policy), r.decided_at) for r in rows}
 
     def decisions(self, name: str, limit: int = 20) -> list[DecisionRecord]:
         """The sketch's newest decisions, newest first."""

@@ -35,7 +35,7 @@ SETTLE = text(
        SET status = 'failed', error = :error, finished_at = now()
      WHERE run_id IN (
                SELECT run_id FROM sketch.maintenance_runs
-                WHERE sketch_id = :sketch_id AND status = 'running'
+                WHERE sketch_id = ANY(:sketch_ids) AND status = 'running'
            )
        AND pg_try_advisory_xact_lock(:lock_class, (run_id % 2147483647)::integer)
     RETURNING run_id
@@ -94,7 +94,7 @@ class RunLocks:
             )
 
     @staticmethod
-    def settle(conn: Connection, sketch_id: int) -> list[int]:
-        """Mark the sketch's running rows whose process is gone as failed; their run ids."""
-        values = {"sketch_id": sketch_id, "error": ABANDONED, "lock_class": RUN_LOCK_CLASS}
+    def settle(conn: Connection, *sketch_ids: int) -> list[int]:
+        """Mark the sketches' running rows whose process is gone as failed; their run ids."""
+        values = {"sketch_ids": list(sketch_ids), "error": ABANDONED, "lock_class": RUN_LOCK_CLASS}
         return [int(r.run_id) for r in conn.execute(SETTLE, values)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
@@ -23,6 +23,7 @@ from sqlalchemy import (
     Engine,
     LargeBinary,
     Select,
+    Table,
     bindparam,
     delete,
     func,
@@ -147,7 +148,9 @@ def _version_record(name: str, row: Any) -> VersionRecord:
     )
 
 
-def _definition_and_version_query() -> Select[Any]:
+def _definitions_and_versions_query() -> Select[Any]:
+    """Every sketch with its newest version (NULL columns when it has none) and that
+    version's fragments."""
     v = t.sketch_versions.c
     newest = (
         select(v.version, v.seq, v.table_snapshots, v.state_ref)
@@ -156,15 +159,32 @@ def _definition_and_version_query() -> Select[Any]:
         .limit(1)
         .lateral("newest")
     )
-    return (
-        select(t.sketches, *newest.c, *_fragment_arrays(t.sketches.c.sketch_id, newest.c.version))
-        .select_from(t.sketches.outerjoin(newest, true()))
-        .where(t.sketches.c.name == bindparam("name"))
-    )
+    return select(
+        t.sketches, *newest.c, *_fragment_arrays(t.sketches.c.sketch_id, newest.c.version)
+    ).select_from(t.sketches.outerjoin(newest, true()))
 
 
 # Built once: constructing it costs about as much as running it (0.5 ms), on every maintenance run.
-_DEFINITION_AND_VERSION = _definition_and_version_query()
+_DEFINITION_AND_VERSION = _definitions_and_versions_query().where(t.sketches.c.name == bindparam("name"))
+
+
+def newest_per_sketch(table: Table, order: ColumnElement[Any], names: Sequence[str]) -> Select[Any]:
+    """The newest row (greatest ``order``, a unique column of ``table``) of each sketch of
+    ``names`` that has one, with the sketch's ``name``: one read for many sketches."""
+    s = t.sketches.c
+    sketch_id = table.c.sketch_id
+    newest = (
+        select(func.max(order))
+        .where(sketch_id.in_(select(s.sketch_id).where(s.name.in_(list(names)))))
+        .group_by(sketch_id)
+    )
+    return select(s.name, table).join(t.sketches, s.sketch_id == sketch_id).where(order.in_(newest))
+
+
+def _partition_record(m: Any, table: str) -> PartitionRecord:
+    return PartitionRecord(
+        m["partition_id"], table, m["attribute"], m["fragment_count"], m["boundaries"], m["computed_at_seq"]
+    )
 
 
 class SketchRepository:
@@ -187,15 +207,7 @@ class SketchRepository:
             ).first()
         if row is None:
             return None
-        m = row._mapping
-        return PartitionRecord(
-            m["partition_id"],
-            table,
-            m["attribute"],
-            m["fragment_count"],
-            m["boundaries"],
-            m["computed_at_seq"],
-        )
+        return _partition_record(row._mapping, table)
 
     def partition_ids(self, table: str, fragment_count: int) -> dict[str, int]:
         """The ids of ``table``'s stored partitions of ``fragment_count`` fragments, by attribute
@@ -302,22 +314,48 @@ class SketchRepository:
         with reading(self.engine) as conn:
             return [self._definition(row) for row in conn.execute(query)]
 
-    def partition_by_id(self, partition_id: int) -> PartitionRecord:
+    def definitions_and_versions(
+        self, names: Sequence[str] | None = None
+    ) -> list[tuple[SketchDefinition, VersionRecord | None]]:
+        """Every sketch (or those of ``names`` that exist), by name, with its newest version
+        (None: none published), in one query: what ``status`` shows of each."""
+        query = _definitions_and_versions_query().order_by(t.sketches.c.name)
+        if names is not None:
+            query = query.where(t.sketches.c.name.in_(list(names)))
         with reading(self.engine) as conn:
-            row = conn.execute(
+            rows = conn.execute(query).all()
+        return [
+            (
+                self._definition(row),
+                None if row._mapping["version"] is None else _version_record(row.name, row),
+            )
+            for row in rows
+        ]
+
+    def version_counts(self, names: Sequence[str]) -> dict[str, int]:
+        """How many versions each sketch of ``names`` keeps (those with none are left out)."""
+        s, v = t.sketches.c, t.sketch_versions.c
+        query = (
+            select(s.name, func.count())
+            .join(t.sketch_versions, v.sketch_id == s.sketch_id)
+            .where(s.name.in_(list(names)))
+            .group_by(s.name)
+        )
+        with reading(self.engine) as conn:
+            return {name: int(count) for name, count in conn.execute(query)}
+
+    def partition_by_id(self, partition_id: int) -> PartitionRecord:
+        return self.partitions_by_id([partition_id])[partition_id]
+
+    def partitions_by_id(self, partition_ids: Sequence[int]) -> dict[int, PartitionRecord]:
+        """The partitions with these ids, in one read (KeyError on a missing one, at use)."""
+        with reading(self.engine) as conn:
+            rows = conn.execute(
                 select(t.partitions, t.tables.c.name)
                 .join(t.tables, t.tables.c.table_id == t.partitions.c.table_id)
-                .where(t.partitions.c.partition_id == partition_id)
-            ).one()
-        m = row._mapping
-        return PartitionRecord(
-            partition_id,
-            m["name"],
-            m["attribute"],
-            m["fragment_count"],
-            m["boundaries"],
-            m["computed_at_seq"],
-        )
+                .where(t.partitions.c.partition_id.in_(list(partition_ids)))
+            ).all()
+        return {int(row.partition_id): _partition_record(row._mapping, row.name) for row in rows}
 
     def version_for_snapshots(
         self, name: str, table_snapshots: Mapping[str, int | None]
@@ -633,6 +671,18 @@ class SketchRepository:
                 )
         finally:
             self.run_locks.release(run_id)
+
+    def last_runs(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The newest maintenance run of each sketch of ``names`` that has one, in one read;
+        running rows whose process is gone are settled as failed first (as ``runs`` does)."""
+        s, r = t.sketches.c, t.maintenance_runs.c
+        with self.engine.begin() as conn:
+            ids = dict(conn.execute(select(s.name, s.sketch_id).where(s.name.in_(list(names)))).all())
+            settled = RunLocks.settle(conn, *ids.values()) if ids else []
+            if settled:
+                log.warning("runs %s were abandoned by their processes", settled)
+            rows = conn.execute(newest_per_sketch(t.maintenance_runs, r.run_id, names)).all()
+        return {row.name: {k: v for k, v in row._mapping.items() if k != "name"} for row in rows}
 
     def runs(self, name: str) -> list[dict[str, Any]]:
         """The sketch's maintenance runs, oldest first; running rows whose process is gone are

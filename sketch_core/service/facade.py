@@ -71,7 +71,7 @@ from sketch_core.service.results import (
 from sketch_core.service.runner import Submit, SubmittedJobs
 from sketch_core.service.scheduling import Scheduler
 from sketch_core.service.validation import DeltaChecks
-from sketch_core.status import SketchStatus, sketch_status
+from sketch_core.status import SketchStatus, StatusSources, sketch_statuses
 from sketch_core.tables.catalog import RecordingSqlCatalog, open_catalog
 from sketch_core.tables.pinned import PinnedSnapshot
 from sketch_core.tables.service import TableService
@@ -248,35 +248,19 @@ class SketchService:
         """Every sketch (or one): newest version, how far behind the tables it is, its size per
         table, its state and policy, and its last maintenance run. Raises SketchNotFoundError
         for an unknown ``name``."""
-        definitions = [self.sketches.definition(name)] if name else self.sketches.definitions()
-        modes = self.state_modes.all([d.name for d in definitions])
-        quarantined = self.validations.quarantined()
-        return [
-            self._with_files_read(
-                sketch_status(
-                    self.sketches,
-                    self.policies,
-                    self.commit_log,
-                    d,
-                    self.costs,
-                    modes.get(d.name),
-                    quarantined,
-                )
-            )
-            for d in definitions
-        ]
-
-    def _with_files_read(self, status: SketchStatus) -> SketchStatus:
-        """``status`` with the files its capture expected the sketch to read and those its
-        newest use read."""
-        choice = self.context.choices.get(status.name)
-        expected = {}
-        if choice is not None and choice.outcome:
-            for table, outcome in choice.outcome.items():
-                estimate = choice.estimates.get(table, {}).get(outcome.get("attribute"), {})
-                if estimate.get("files_read") is not None:
-                    expected[table] = float(estimate["files_read"])
-        return dataclasses.replace(status, files_expected=expected, last_use=self.costs.last_use(status.name))
+        sources = StatusSources(
+            self.sketches,
+            self.policies,
+            self.commit_log,
+            self.costs,
+            self.state_modes,
+            self.validations,
+            self.context.choices,
+        )
+        found = sketch_statuses(sources, None if name is None else [name])
+        if name is not None and not found:
+            raise SketchNotFoundError(name)
+        return found
 
     def coordinated(
         self, name: str, what: str, wait_seconds: float | None = None
