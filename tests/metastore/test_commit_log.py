@@ -3,11 +3,10 @@ another connection are seen, and old sequences are still answered from the datab
 
 from __future__ import annotations
 
-from sqlalchemy import event
-
 from sketch_core.datasets import synthetic_table
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.service import SketchService
+from tests.metastore.statements import counted_statements
 
 
 def _uncached(log: CommitLog) -> CommitLog:
@@ -86,13 +85,7 @@ def test_old_sequences_are_read_once_and_asked_again_after_a_drop(svc: SketchSer
     svc.tables.append(name, synthetic_table(5, groups=2, key_start=200))
     log = CommitLog(svc.engine)
     log.latest_sequence()  # the window starts at the newest commit
-    statements: list[str] = []
-
-    def counted(*args: object) -> None:
-        statements.append(str(args[2]))
-
-    event.listen(svc.engine, "before_cursor_execute", counted)
-    try:
+    with counted_statements(svc.engine) as statements:
         expected_at = _uncached(log).commit_at(name, appended)
         expected_between = _uncached(log).commits(name, after_seq=first - 1, until_seq=appended)
         statements.clear()
@@ -100,8 +93,6 @@ def test_old_sequences_are_read_once_and_asked_again_after_a_drop(svc: SketchSer
             assert log.commit_at(name, appended) == expected_at
             assert log.commits(name, after_seq=first - 1, until_seq=appended) == expected_between
         assert len(statements) == 2, statements
-    finally:
-        event.remove(svc.engine, "before_cursor_execute", counted)
     assert expected_at is not None and expected_at.seq == appended
     assert [c.seq for c in expected_between] == [first, appended]
 

@@ -4,36 +4,19 @@ metastore say of each: the oracle is those reads, one sketch at a time."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
-from sqlalchemy import event
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import SketchNotFoundError
 from sketch_core.policy import Policy
 from sketch_core.service import SketchService
 from sketch_core.status import SketchStatus
+from tests.metastore.statements import counted_statements
 from tests.service.test_maintain import HAVING, TOPK, captured
 
 # status() of any number of sketches: a query per kind of record and the commit log's (15 in
 # all when this was written; reading sketch by sketch took 19 per sketch).
 MOST_STATEMENTS = 20
-
-
-@contextmanager
-def counted_statements(svc: SketchService) -> Iterator[list[str]]:
-    statements: list[str] = []
-
-    def count(_conn: object, _cursor: object, statement: str, *_: object) -> None:
-        statements.append(statement)
-
-    event.listen(svc.engine, "before_cursor_execute", count)
-    try:
-        yield statements
-    finally:
-        event.remove(svc.engine, "before_cursor_execute", count)
 
 
 def read_one_by_one(svc: SketchService, shown: SketchStatus) -> None:
@@ -92,7 +75,7 @@ def test_status_of_many_sketches_in_a_few_queries_agrees_with_each_sketchs_recor
     svc.tables.append(other, synthetic_table(25, 30, seed=14, key_start=60_000))
     names = [maintained_name, used_name, behind_name, only_name]
 
-    with counted_statements(svc) as statements:
+    with counted_statements(svc.engine) as statements:
         everything = svc.status()
     assert len(statements) <= MOST_STATEMENTS, f"{len(everything)} sketches: {len(statements)} statements"
     shown = {s.name: s for s in everything}
