@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sketch_core.algebra.ir import Relation, Scan, positive_scans
+from sketch_core.algebra.ir import Relation, Scan, positive_scans, scans
 from sketch_core.algebra.printer import to_sql
 from sketch_core.algebra.query_text import query_text
 from sketch_core.analysis.safety import (
@@ -154,8 +154,6 @@ class AttributeChooser:
             return AttributeEstimates(candidates, refused, None, reason=shape, tables=tables)
         positive = {scan.table for scan in positive_scans(plan)}
         fact = max(sorted(positive), key=lambda t: pins[t].record_count)
-        stored = self.context.samples.sample(pins[fact], group_by_attributes(plan).get(fact, []))
-
         stored_ids = {table: self.context.sketches.partition_ids(table, fragments) for table in candidates}
 
         def partition_of(table: str, attribute: str) -> RangePartition | None:
@@ -165,6 +163,28 @@ class AttributeChooser:
         def fragment_count(table: str, attribute: str) -> int:
             stored_partition = partition_of(table, attribute)
             return stored_partition.fragment_count if stored_partition is not None else fragments
+
+        # The sampled table's candidates that the query does not read and whose sketch reads
+        # every file are never estimated: the sample is drawn without their columns (decoding
+        # every column of the table was most of a first capture's cost: at TPC-H SF10, 14 s to
+        # 20 s for `lineitem`'s 16 columns against 4 s to 5 s for Q3's 4), and they rank behind
+        # any candidate that skips files, as the joined tables' deferred candidates do.
+        read = {c for scan in scans(plan) if scan.table == fact for c in scan.source_columns}
+        unread = [
+            a
+            for a in candidates[fact]
+            if a not in read and reads_every_file(pins[fact].files, a, fragment_count(fact, a))
+        ]
+        if len(unread) == len(candidates[fact]):  # none left to estimate: all of them are
+            unread = []
+        estimable = {**candidates, fact: [a for a in candidates[fact] if a not in unread]}
+        grouped = group_by_attributes(plan).get(fact, [])
+        stored = self.context.samples.sample(pins[fact], grouped, sorted(read | set(estimable[fact])))
+        not_read = {
+            f"{fact}.{a}": "not estimated: the query does not read it, and its sketch reads every file "
+            "however little it keeps (each file spans its range)"
+            for a in unread
+        }
 
         def estimate(among: Mapping[str, list[str]]) -> Estimation:
             return estimate_candidates(
@@ -181,22 +201,22 @@ class AttributeChooser:
         # skips some: estimated only when none of their table's others does. Each is a column
         # the estimate would otherwise read whole from every file of a joined table (at SF10,
         # Q10's `orders` comments and clerks: 1.8 s of a 3 s choice). The sampled table's
-        # columns are in memory with its sample: deferring its candidates saves no read and
-        # would cost a second evaluation when none of the others is safe.
+        # others are in memory with its sample: deferring them saves no read and would cost a
+        # second evaluation when none of the others is safe.
         deferred = {
             table: [a for a in attributes if reads_every_file(pins[table].files, a, fragment_count(table, a))]
-            for table, attributes in candidates.items()
+            for table, attributes in estimable.items()
             if table != fact
         }
-        deferred = {t: d for t, d in deferred.items() if defer and d and len(d) < len(candidates[t])}
-        eager = {t: [a for a in c if a not in deferred.get(t, ())] for t, c in candidates.items()}
+        deferred = {t: d for t, d in deferred.items() if defer and d and len(d) < len(estimable[t])}
+        eager = {t: [a for a in c if a not in deferred.get(t, ())] for t, c in estimable.items()}
         try:
             estimation = estimate(eager)
             files_read = self._files_read(estimation, pins, fragment_count)
             if any(
                 not any(skips_files(files_read.get(f"{t}.{a}", 1.0)) for a in eager[t]) for t in deferred
             ):  # a table whose eager candidates all read every file: its others may be smaller
-                estimation = estimate(candidates)
+                estimation = estimate(estimable)
                 files_read = self._files_read(estimation, pins, fragment_count)
                 deferred = {}
             else:
@@ -210,6 +230,8 @@ class AttributeChooser:
                 files_read.update(dict.fromkeys(skipped, 1.0))
         except NotEstimable as why:
             return AttributeEstimates(candidates, refused, None, reason=str(why), tables=tables)
+        estimation = replace(estimation, unestimated={**estimation.unestimated, **not_read})
+        files_read.update(dict.fromkeys(not_read, 1.0))
         return AttributeEstimates(
             candidates,
             refused,

@@ -101,12 +101,17 @@ def test_a_cost_based_capture_records_its_estimates_and_their_error(
     finally:
         spark_svc.settings = previous
     attribute, _ = version.partitions[table]
-    # The key and c are spread over every fragment; the group attribute (and b, which follows
-    # it) are not.
-    assert attribute in ("a", "b")
+    # The table is one file, so every candidate's sketch reads it: those the query does not read
+    # (b, c; the key only where its files' ranges part) are not estimated, nor drawn into the
+    # sample, and the group attribute is.
+    assert attribute == "a"
     choice = spark_svc.choices.get(f"{ns}_cost")
     assert choice is not None and choice.strategy == "cost-all"
-    assert set(choice.estimates[table]) == {"key", "a", "b", "c"}
+    assert "a" in choice.estimates[table] and not {"b", "c"} & set(choice.estimates[table])
+    explained = spark_svc.estimate_attributes(sql)
+    assert explained.estimation is not None
+    assert set(explained.candidates[table]) == {"key", "a", "b", "c"}
+    assert all("the query does not read it" in explained.estimation.unestimated[f"{table}.{c}"] for c in "bc")
     outcome = choice.outcome[table] if choice.outcome else {}
     assert outcome["attribute"] == attribute
     _, partition = spark_svc.range_partition(table, attribute, 50)
@@ -144,9 +149,12 @@ def test_choose_attributes_names_what_a_capture_without_attributes_sketches(
         spark_svc.settings = previous
     assert estimates is not None and estimates.estimation is not None
     assert version.partitions[table][0] == chosen[table]
-    # The pick reads the fewest files (to the percent), then keeps the smallest expected sketch.
+    # The pick reads the fewest files (to the percent), then keeps the smallest expected sketch,
+    # among the candidates estimated: b, which the query does not read, reads every file (the
+    # table is one file), and is not.
+    assert "the query does not read it" in estimates.estimation.unestimated[f"{table}.b"]
     expected = estimates.expected_selectivities() or {}
-    files = {a: round(estimates.files_read[f"{table}.{a}"], 2) for a in ("key", "a", "b", "c")}
+    files = {a: round(estimates.files_read[f"{table}.{a}"], 2) for a in ("a", "c")}
     fewest = min(files.values())
     assert files[chosen[table]] == fewest
     assert expected[f"{table}.{chosen[table]}"] == min(
@@ -167,7 +175,8 @@ def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
     each file, so a sketch on either reads every file however little it keeps. Where the key's
     sketch skips files they are left unestimated (their columns not read), and the pick is the
     one estimating everything makes; where it does not, they are estimated. The sampled fact
-    table's candidates are always estimated (its columns are in memory with the sample)."""
+    table's candidates are estimated where the query reads them (a, b) or their sketch may skip
+    files (key), and c, neither, is not: its column is not even drawn into the sample."""
     from sketch_core.service import attributes as attributes_module
 
     facts = f"{ns}.facts"
@@ -183,7 +192,8 @@ def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
     top = f"SELECT g.gid, SUM(f.b) AS s {join} GROUP BY g.gid ORDER BY s DESC LIMIT 5"
     estimates = spark_svc.estimate_attributes(top, fragments=100, replicates=20)
     assert estimates.estimation is not None
-    assert {f"{dim}.gid", f"{facts}.key", f"{facts}.c"} <= set(estimates.estimation.candidates)
+    assert {f"{dim}.gid", f"{facts}.key", f"{facts}.a", f"{facts}.b"} <= set(estimates.estimation.candidates)
+    assert "the query does not read it" in estimates.estimation.unestimated[f"{facts}.c"]
     for attribute in ("tier", "slot"):
         why = estimates.estimation.unestimated[f"{dim}.{attribute}"]
         assert "reads every file" in why and estimates.files_read[f"{dim}.{attribute}"] == 1.0

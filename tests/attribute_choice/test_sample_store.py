@@ -42,6 +42,25 @@ def test_each_group_keeps_its_quota_and_the_sample_is_reused(spark_svc: SketchSe
     assert again.sample.rows.column("id").to_pylist() == sample.rows.column("id").to_pylist()
 
 
+def test_a_sample_holds_the_columns_asked_for_and_widens_for_more(spark_svc: SketchService, ns: str) -> None:
+    name = f"{ns}.facts"
+    spark_svc.tables.create(name, grouped(40, 500), sort_by=["id"])
+    pin = spark_svc.tables.pin(name)
+    narrow = spark_svc.samples.sample(pin, ["g"], ["v"])
+    assert narrow.drawn and {"g", "v"} <= set(narrow.sample.rows.column_names)
+    assert "id" not in narrow.sample.rows.column_names  # never decoded
+    assert not spark_svc.samples.sample(pin, ["g"], ["v"]).drawn
+
+    wider = spark_svc.samples.sample(pin, ["g"], ["id"])
+    assert wider.drawn and {"g", "v", "id"} <= set(wider.sample.rows.column_names)  # v kept
+    assert not Path(narrow.path).exists()  # replaced, as a redrawn sample is
+    assert np.array_equal(
+        wider.sample.rows.column("g").to_numpy(), wider.sample.rows.column("id").to_numpy() // 500
+    )
+    assert not spark_svc.samples.sample(pin, ["g"], ["v"]).drawn  # the wider one serves both
+    assert not spark_svc.samples.sample(pin, ["g"]).drawn  # and every column is in it now
+
+
 def test_a_table_that_drifted_gets_a_new_sample_and_the_old_file_goes(
     spark_svc: SketchService, ns: str
 ) -> None:
