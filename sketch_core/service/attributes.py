@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -312,7 +313,10 @@ class AttributeChooser:
             # must cost the user a Spark job, not the capture.
             log.warning("the in-process estimate failed (%r); estimating on Spark", error)
         spark = self.context.spark
-        sample = spark.read.parquet(stored.path)
+        if Path(stored.path).exists():
+            sample = spark.read.parquet(stored.path)
+        else:  # replaced by another process's wider draw since this one loaded it: its rows
+            sample = spark.createDataFrame(stored.sample.rows)
         view = keep_view(spark, f"__sample_{abs(hash(stored.path))}", sample)
         source = {table: register_view(spark, pin) for table, pin in pins.items()} | {sampled: view}
         return spark.sql(to_sql(plan, source=lambda scan: source[scan.table])).toArrow()

@@ -4,6 +4,7 @@ true selectivity of a sketch captured on that attribute (the differential oracle
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -257,6 +258,21 @@ def test_a_failing_in_process_estimate_falls_back_to_spark(
     assert fallback.estimation is not None
     assert set(fallback.estimation.candidates) == set(expected.estimation.candidates)
     assert spark_svc.choose_attributes(sql, fragments=50)[0] == picked
+
+    # The sample's file deleted under it (another process drew a wider one and replaced it):
+    # Spark estimates from the rows this process holds.
+    def broken_and_replaced(*args: Any, **kwargs: Any) -> Any:
+        record = spark_svc.samples.repository.find(table, ["a"], spark_svc.settings.sample_rate)
+        assert record is not None
+        Path(record.path).unlink()
+        raise KeyError("a bug of the in-process path")
+
+    monkeypatch.setattr(attributes_module, "evaluate_plan", broken_and_replaced)
+    replaced = spark_svc.estimate_attributes(sql, fragments=50, replicates=20)
+    assert replaced.estimation is not None
+    assert replaced.estimation.candidates.keys() == fallback.estimation.candidates.keys()
+    for key, estimate in replaced.estimation.candidates.items():
+        assert estimate.selectivity == pytest.approx(fallback.estimation.candidates[key].selectivity)
 
 
 def test_min_max_and_count_over_dates_and_strings_are_estimated(spark_svc: SketchService, ns: str) -> None:
