@@ -170,12 +170,12 @@ class AttributeChooser:
         # every column of the table was most of a first capture's cost: at TPC-H SF10, 14 s to
         # 20 s for `lineitem`'s 16 columns against 4 s to 5 s for Q3's 4), and they rank behind
         # any candidate that skips files, as the joined tables' deferred candidates do.
+        spanning = {
+            table: [a for a in attributes if reads_every_file(pins[table].files, a, fragment_count(table, a))]
+            for table, attributes in candidates.items()
+        }
         read = {c for scan in scans(plan) if scan.table == fact for c in scan.source_columns}
-        unread = [
-            a
-            for a in candidates[fact]
-            if a not in read and reads_every_file(pins[fact].files, a, fragment_count(fact, a))
-        ]
+        unread = [a for a in spanning[fact] if a not in read]
         if len(unread) == len(candidates[fact]):  # none left to estimate: all of them are
             unread = []
         estimable = {**candidates, fact: [a for a in candidates[fact] if a not in unread]}
@@ -205,11 +205,8 @@ class AttributeChooser:
         # others are in memory with its sample: deferring them saves no read and would cost a
         # second evaluation when none of the others is safe.
         deferred = {
-            table: [a for a in attributes if reads_every_file(pins[table].files, a, fragment_count(table, a))]
-            for table, attributes in estimable.items()
-            if table != fact
+            t: d for t, d in spanning.items() if t != fact and defer and d and len(d) < len(estimable[t])
         }
-        deferred = {t: d for t, d in deferred.items() if defer and d and len(d) < len(estimable[t])}
         eager = {t: [a for a in c if a not in deferred.get(t, ())] for t, c in estimable.items()}
         try:
             estimation = estimate(eager)
