@@ -309,12 +309,28 @@ class AttributeChooser:
             # The in-process path is a shortcut: a failure of its own (a case it misjudges)
             # must cost the user a Spark job, not the capture.
             log.warning("the in-process estimate failed (%r); estimating on Spark", error)
+        # The sample's file, else (replaced by another process's wider draw since this one
+        # loaded it) the rows this process holds; also when the file goes while Spark reads it.
+        from_file = Path(stored.path).exists()
+        try:
+            return self._rows_on_spark(plan, pins, sampled, stored, from_file)
+        except Exception:
+            if not from_file or Path(stored.path).exists():
+                raise
+            log.info("the sample %s was replaced while Spark read it: estimating from memory", stored.path)
+        return self._rows_on_spark(plan, pins, sampled, stored, from_file=False)
+
+    def _rows_on_spark(
+        self,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        sampled: str,
+        stored: StoredSample,
+        from_file: bool,
+    ) -> pa.Table:
         spark = self.context.spark
-        if Path(stored.path).exists():
-            sample = spark.read.parquet(stored.path)
-        else:  # replaced by another process's wider draw since this one loaded it: its rows
-            sample = spark.createDataFrame(stored.sample.rows)
-        view = keep_view(spark, f"__sample_{abs(hash(stored.path))}", sample)
+        sample = spark.read.parquet(stored.path) if from_file else spark.createDataFrame(stored.sample.rows)
+        view = keep_view(spark, f"__sample_{abs(hash((stored.path, from_file)))}", sample)
         source = {table: register_view(spark, pin) for table, pin in pins.items()} | {sampled: view}
         return spark.sql(to_sql(plan, source=lambda scan: source[scan.table])).toArrow()
 

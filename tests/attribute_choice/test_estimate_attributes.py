@@ -274,6 +274,27 @@ def test_a_failing_in_process_estimate_falls_back_to_spark(
     for key, estimate in replaced.estimation.candidates.items():
         assert estimate.selectivity == pytest.approx(fallback.estimation.candidates[key].selectivity)
 
+    # Replaced while Spark reads it: the file is there when looked for, and gone when the
+    # estimate's job runs (Spark has listed it and read its footer by then).
+    real_keep_view = attributes_module.keep_view
+    vanished: list[str] = []
+
+    def keep_and_replace(spark: Any, name: str, frame: Any) -> Any:
+        record = spark_svc.samples.repository.find(table, ["a"], spark_svc.settings.sample_rate)
+        assert record is not None
+        if Path(record.path).exists():
+            Path(record.path).unlink()
+            vanished.append(record.path)
+        return real_keep_view(spark, name, frame)
+
+    monkeypatch.setattr(attributes_module, "evaluate_plan", broken)
+    monkeypatch.setattr(attributes_module, "keep_view", keep_and_replace)
+    raced = spark_svc.estimate_attributes(sql, fragments=50, replicates=20)
+    assert vanished, "the file was there when the estimate looked, and went"
+    assert raced.estimation is not None
+    for key, estimate in raced.estimation.candidates.items():
+        assert estimate.selectivity == pytest.approx(fallback.estimation.candidates[key].selectivity)
+
 
 def test_min_max_and_count_over_dates_and_strings_are_estimated(spark_svc: SketchService, ns: str) -> None:
     """A report's ``MIN(sale_date)``, ``MAX(channel)`` and ``COUNT(note)`` beside its measure, as
