@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,6 +28,39 @@ def _python_value(kind: IcebergType, raw: bytes) -> Any:
     return value
 
 
+class DecodedBounds(Mapping[str, Any]):
+    """A file's bounds by column name, each decoded the first time it is read.
+
+    A pin describes every file it plans or derives, and a file of a wide table has bounds for
+    each of its columns; the readers (pruning, the attribute choice, delta filters) look at one
+    or two of them. Decoding them all cost a warm maintenance run over a copy-on-write commit
+    about a tenth of its time.
+    """
+
+    __slots__ = ("_decoded", "_raw")
+
+    def __init__(self, raw: Mapping[int, bytes] | None, names: Mapping[int, tuple[str, IcebergType]]) -> None:
+        self._raw = {names[i][0]: (names[i][1], b) for i, b in (raw or {}).items() if i in names}
+        self._decoded: dict[str, Any] = {}
+
+    def __getitem__(self, column: str) -> Any:
+        try:
+            return self._decoded[column]
+        except KeyError:
+            kind, raw = self._raw[column]
+            value = self._decoded[column] = _python_value(kind, raw)
+            return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
 def describe_bounds(
     path: str,
     record_count: int,
@@ -39,22 +72,13 @@ def describe_bounds(
 ) -> DataFileInfo:
     """A data file from its raw Iceberg statistics (bounds and null counts keyed by field id)."""
     names = {f.field_id: (f.name, f.field_type) for f in schema.fields}
-
-    def decode(bounds: Mapping[int, bytes] | None) -> dict[str, Any]:
-        decoded = {}
-        for field_id, raw in (bounds or {}).items():
-            if field_id in names:
-                name, kind = names[field_id]
-                decoded[name] = _python_value(kind, raw)
-        return decoded
-
     nulls = {names[i][0]: int(n) for i, n in dict(null_counts or {}).items() if i in names}
     return DataFileInfo(
         path=path,
         record_count=record_count,
         size_bytes=size_bytes,
-        lower=decode(lower_bounds),
-        upper=decode(upper_bounds),
+        lower=DecodedBounds(lower_bounds, names),
+        upper=DecodedBounds(upper_bounds, names),
         null_counts=nulls,
     )
 
