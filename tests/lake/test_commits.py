@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 from sqlalchemy import text
 
@@ -188,13 +189,24 @@ def test_a_table_another_engine_drops_stops_its_sketches_not_the_others(
     assert [d.name for d in svc.sketches.definitions() if d.name in names.values()] == [names["kept"]]
 
 
-def test_a_table_spark_renames_is_known_under_its_new_name_at_once(
-    spark_svc: SketchService, spark: SparkSession, ns: str
+@pytest.mark.parametrize("renamer", ["spark", "pyiceberg"])
+def test_a_table_another_engine_renames_is_known_under_its_new_name_at_once(
+    spark_svc: SketchService, spark: SparkSession, ns: str, renamer: str
 ) -> None:
+    """Spark's ALTER TABLE ... RENAME and PyIceberg's ``rename_table`` (its own SQL catalog on
+    the same database, as another team's job opens it) both update the catalog's row."""
     svc = spark_svc
     names = _two_sketched_tables(svc, ns, "old")
     before = svc.tables.commits(f"{ns}.old")[-1]
-    spark.sql(f"ALTER TABLE lake.{ns}.old RENAME TO {ns}.new")  # the new name is in the same catalog
+    if renamer == "spark":
+        spark.sql(f"ALTER TABLE lake.{ns}.old RENAME TO {ns}.new")  # the new name is in the same catalog
+    else:
+        settings = svc.settings
+        assert settings.metastore_url is not None
+        other = SqlCatalog(
+            settings.catalog_name, uri=settings.metastore_url, warehouse=settings.warehouse.as_uri()
+        )
+        other.rename_table(f"{ns}.old", f"{ns}.new")
     renamed_at = svc.latest_sequence()
     # Two numbers for one change: the old name's history ends, the new name's begins.
     (created,) = svc.tables.commits(f"{ns}.new")
