@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
 
 from benchmarks.stack import bench_service
 from sketch_core.algebra.ir import Scan, positive_scans
@@ -60,6 +61,8 @@ SYNTHETIC = {
 }
 SELECTED_GROUPS_PERCENTILE = 98
 TOP_K = {"tpch_q3", "tpch_q10", "tpch_q18"}
+# The bound's copy of a sketch's rows goes through the driver up to this many rows.
+DRIVER_COPY_MAX_ROWS = 5_000_000
 DEFAULT_TPCH = (3, 5, 7, 10, 18, 19)
 # Captured since outer joins, scalar subqueries and EXISTS beyond equalities are: run when named.
 MORE_TPCH = (2, 11, 13, 15, 17, 20, 21, 22)
@@ -145,7 +148,7 @@ def sketch_rows_run(svc: SketchService, sql: str, name: str, directory: Path) ->
         view = f"{table.replace('.', '__')}__bench_rows"
         if table in sketched:
             frame = svc.spark.read.parquet(
-                str(copy_like(frame.toArrow(), pins[table], svc.settings.row_group_rows, directory / table))
+                str(copy_frame_like(frame, pins[table], svc.settings.row_group_rows, directory / table))
             )
         frame.createOrReplaceTempView(view)
         views[table] = view
@@ -157,16 +160,40 @@ def sketch_rows_run(svc: SketchService, sql: str, name: str, directory: Path) ->
     return run_over_rows
 
 
-def copy_like(rows: pa.Table, pin: PinnedSnapshot, row_group_rows: int, directory: Path) -> Path:
-    """Write ``rows`` to ``directory`` in files like ``pin``'s: as many rows per file on average,
-    row groups of ``row_group_rows``, the same compression."""
-    directory.mkdir(parents=True)
+def copy_frame_like(frame: DataFrame, pin: PinnedSnapshot, row_group_rows: int, directory: Path) -> Path:
+    """``frame``'s rows copied as :func:`copy_like` copies them; more than ``DRIVER_COPY_MAX_ROWS``
+    are written by Spark (a sketch that keeps most of `lineitem` at SF10 would not fit in the
+    driver), with as many rows per file and row groups of about ``row_group_rows`` (Spark's
+    writer sizes them in bytes: the table's bytes per row)."""
+    if frame.count() <= DRIVER_COPY_MAX_ROWS:
+        return copy_like(frame.toArrow(), pin, row_group_rows, directory)
+    per_file, compression = _file_shape(pin)
+    row_bytes = sum(f.size_bytes for f in pin.files) / max(1, pin.record_count)
+    (
+        frame.write.option("maxRecordsPerFile", per_file)
+        .option("compression", compression)
+        .option("parquet.block.size", max(1 << 20, int(row_bytes * row_group_rows)))
+        .parquet(str(directory))
+    )
+    return directory
+
+
+def _file_shape(pin: PinnedSnapshot) -> tuple[int, str]:
+    """``pin``'s rows per file on average, and its files' compression."""
     per_file = max(1, pin.record_count // max(1, len(pin.files)))
     compression = "zstd"
     if pin.files:
         metadata = pq.ParquetFile(pin.files[0].path).metadata
         if metadata.num_row_groups and metadata.num_columns:
             compression = metadata.row_group(0).column(0).compression.lower()
+    return per_file, compression
+
+
+def copy_like(rows: pa.Table, pin: PinnedSnapshot, row_group_rows: int, directory: Path) -> Path:
+    """Write ``rows`` to ``directory`` in files like ``pin``'s: as many rows per file on average,
+    row groups of ``row_group_rows``, the same compression."""
+    directory.mkdir(parents=True)
+    per_file, compression = _file_shape(pin)
     for number, start in enumerate(range(0, max(rows.num_rows, 1), per_file)):
         pq.write_table(
             rows.slice(start, per_file),
