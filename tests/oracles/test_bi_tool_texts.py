@@ -135,6 +135,19 @@ REPORTS = {
         SELECT /*+ BROADCAST(c) */ c.c_name, SUM(o.o_totalprice) AS t
         FROM {t}tpch.orders o JOIN {t}tpch.customer c ON o.o_custkey = c.c_custkey
         GROUP BY c.c_name ORDER BY t DESC, c.c_name LIMIT 5""",
+    # A dbt model's monthly rollup: keys computed by date_format and EXTRACT, a NOT LIKE filter.
+    "dbt_monthly_top": """
+        SELECT date_format(o_orderdate, 'yyyy-MM') AS month, EXTRACT(YEAR FROM o_orderdate) AS year,
+               SUM(o_totalprice) AS revenue
+        FROM {t}tpch.orders WHERE o_comment NOT LIKE '%special%requests%'
+        GROUP BY date_format(o_orderdate, 'yyyy-MM'), EXTRACT(YEAR FROM o_orderdate)
+        ORDER BY revenue DESC, month LIMIT 4""",
+    # A hand-written ratio guarded by NULLIF, over a window given as date arithmetic.
+    "nullif_ratio_over_an_interval": """
+        SELECT l_partkey, SUM(l_extendedprice) / NULLIF(SUM(l_quantity), 0) AS unit_price
+        FROM {t}tpch.lineitem WHERE l_shipdate >= DATE '1998-12-01' - INTERVAL 2 YEARS
+        GROUP BY l_partkey HAVING COUNT(*) > 1
+        ORDER BY unit_price DESC, l_partkey LIMIT 5""",
     "hints_on_a_table": """
         SELECT /*+ BROADCAST(customer), REPARTITION(4) */ customer.c_name, SUM(orders.o_totalprice) AS t
         FROM {t}tpch.orders JOIN {t}tpch.customer ON orders.o_custkey = customer.c_custkey
