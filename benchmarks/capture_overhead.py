@@ -98,9 +98,13 @@ def measure(svc: SketchService, number: int, repeat: int) -> Overhead:
     return result
 
 
-def report(results: list[Overhead], scale: float, command: str) -> Path:
+def report(results: list[Overhead], scale: float, command: str, queries: tuple[int, ...] = QUERIES) -> Path:
+    """The JSON and Markdown reports: ``capture_overhead_sf10``, or with the queries run when
+    they are not the default ones (``_q5_q7``), so a run of others keeps the default's report."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = f"capture_overhead_sf{scale:g}"
+    if tuple(queries) != QUERIES:
+        stem += "".join(f"_q{q}" for q in queries)
     payload = [
         {
             **asdict(r),
@@ -143,9 +147,10 @@ def main() -> None:
     with bench_service(args.scale, home) as svc:
         # The benchmark stack sketches sort keys first; a new user's captures choose by default.
         svc.settings = replace(svc.settings, attribute_strategy=DEFAULT_ATTRIBUTE_STRATEGY)
-        results = [measure(svc, int(q), args.repeat) for q in args.queries.split(",")]
+        queries = tuple(int(q) for q in args.queries.split(","))
+        results = [measure(svc, q, args.repeat) for q in queries]
     command = "python -m benchmarks.capture_overhead " + " ".join(sys.argv[1:])
-    print(report(results, args.scale, command).read_text())
+    print(report(results, args.scale, command, queries).read_text())
 
 
 if __name__ == "__main__":

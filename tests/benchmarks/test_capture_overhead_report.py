@@ -25,3 +25,6 @@ def test_ratios_are_medians_over_the_plain_median(tmp_path: Path, monkeypatch: p
     text = bench.report([run], 10.0, "python -m benchmarks.capture_overhead --scale 10").read_text()
     assert "| tpch_q3 | 11.00 | 1.20x | 2.73x | 1.00x | lineitem.l_orderkey |" in text
     assert (tmp_path / "capture_overhead_sf10.json").exists()
+    other = bench.report([run], 10.0, "python -m benchmarks.capture_overhead --queries 5,7", (5, 7))
+    assert other.name == "capture_overhead_sf10_q5_q7.md", "a run of other queries keeps the default's report"
+    assert (tmp_path / "capture_overhead_sf10.md").read_text() == text
