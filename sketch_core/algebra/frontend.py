@@ -37,6 +37,7 @@ from sqlglot.optimizer.simplify import simplify
 
 from sketch_core.algebra.coercion import coerce
 from sketch_core.algebra.dialect import SPARK
+from sketch_core.algebra.inherited_order import inherit_subquery_orders
 from sketch_core.algebra.ir import (
     RANKING_FUNCTIONS,
     AggCall,
@@ -1612,6 +1613,7 @@ def ir_from_tree(
                 hint=f"qualify it with its namespace (e.g. myns.{table.name})",
             )
     qualified = _qualify(tree, {t: [(c.lower(), kind) for c, kind in cols] for t, cols in lowered.items()})
+    inherit_subquery_orders(qualified)
     for exists in qualified.find_all(exp.Exists):
         # An EXISTS subquery's select list means nothing; dropping it keeps scans narrow.
         inner = exists.this.this if isinstance(exists.this, exp.Subquery) else exists.this

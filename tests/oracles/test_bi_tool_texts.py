@@ -3,6 +3,9 @@ models, hand-written texts with optimizer hints), checked against Spark's own an
 text as written (over the catalog's tables, not through this project), through the service's
 plain path and the sketched one.
 
+Metabase orders its nested `source` query and limits the outer one: Spark keeps that order
+(a top-k), and the sketched path had read the LIMIT as keeping any rows.
+
 Metabase qualifies columns with the full table name (`ns`.`table`.`column`): the plain path
 bound the table to a view and Spark could not resolve them. A hint naming an alias
 (``/*+ BROADCAST(c) */``) was taken for a table and the capture refused the text. ``ORDER BY
@@ -76,6 +79,26 @@ REPORTS = {
               FROM {t}`tpch`.`orders` GROUP BY {t}`tpch`.`orders`.`o_custkey`
               ORDER BY {t}`tpch`.`orders`.`o_custkey` ASC) `source`
         WHERE `source`.`sum` > 500000 LIMIT 2000""",
+    # Metabase's "top 10 by sum": the order in the nested `source` query, the LIMIT outside it.
+    # Spark limits the ordered rows (a top-k); read as SQL says, the LIMIT kept any 10 groups.
+    "metabase_top_by_sum": """
+        SELECT `source`.`o_custkey` AS `o_custkey`, `source`.`sum` AS `sum`
+        FROM (SELECT {t}`tpch`.`orders`.`o_custkey` AS `o_custkey`,
+                     SUM({t}`tpch`.`orders`.`o_totalprice`) AS `sum`
+              FROM {t}`tpch`.`orders` GROUP BY {t}`tpch`.`orders`.`o_custkey`
+              ORDER BY `sum` DESC, {t}`tpch`.`orders`.`o_custkey` ASC) `source`
+        LIMIT 10""",
+    # A dbt model that orders its CTE, filtered and limited by the report over it.
+    "ordered_cte_filtered_and_limited": """
+        WITH ranked AS (SELECT o_custkey, SUM(o_totalprice) AS total FROM {t}tpch.orders
+                        GROUP BY o_custkey ORDER BY total DESC, o_custkey)
+        SELECT * FROM ranked WHERE o_custkey % 2 = 0 LIMIT 5""",
+    "ordered_by_an_expression_the_source_does_not_return": """
+        SELECT s.o_custkey FROM (SELECT o_custkey, SUM(o_totalprice) AS total FROM {t}tpch.orders
+          GROUP BY o_custkey ORDER BY SUM(o_totalprice) * -1 ASC, o_custkey) s LIMIT 6""",
+    "a_top_k_limited_again_outside": """
+        SELECT x.l_orderkey, x.q FROM (SELECT l_orderkey, SUM(l_quantity) AS q FROM {t}tpch.lineitem
+          GROUP BY l_orderkey ORDER BY q DESC, l_orderkey LIMIT 50) x LIMIT 7""",
     "metabase_join": """
         SELECT {t}`tpch`.`orders`.`o_orderpriority` AS `o_orderpriority`,
                `Customer`.`c_mktsegment` AS `Customer__c_mktsegment`,
