@@ -8,12 +8,12 @@ shape, dbt models and views order a CTE that a report then limits. Read the SQL 
 LIMIT keeps any 10 rows, and a sketched run answered with other rows than Spark's.
 
 So, on the qualified tree, a SELECT without an ORDER BY of its own that reads one ordered
-subquery or CTE and keeps its rows' order (no join, aggregation, DISTINCT, window or QUALIFY)
-is given that order, on the source's columns: a key the source returns is named by its alias;
-another expression is added to the source's select list under a fresh name (its star is
-already expanded, so no reader sees it). Innermost first, so an order travels through several
-such layers. A source with DISTINCT over a key it does not return is left alone (Spark refuses
-that ORDER BY).
+subquery or CTE (a SELECT, or a UNION, INTERSECT or EXCEPT with an ORDER BY of its own) and
+keeps its rows' order (no join, aggregation, DISTINCT, window or QUALIFY) is given that order,
+on the source's columns: a key the source returns is named by its alias; another expression is
+added to the source's select list under a fresh name (its star is already expanded, so no
+reader sees it). Innermost first, so an order travels through several such layers. A source
+with DISTINCT over a key it does not return is left alone (Spark refuses that ORDER BY).
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ def _keeps_order(node: exp.Select) -> bool:
     )
 
 
-def _ordered_source(node: exp.Select) -> tuple[exp.Select, str] | None:
-    """The SELECT that ``node`` reads (a subquery, or a CTE by name) when it has an ORDER BY,
-    with the name ``node`` reads it by."""
+def _ordered_source(node: exp.Select) -> tuple[exp.Select | exp.SetOperation, str] | None:
+    """The SELECT or set operation that ``node`` reads (a subquery, or a CTE by name) when it
+    has an ORDER BY, with the name ``node`` reads it by."""
     from_ = node.args.get("from_")
     source = from_.this if isinstance(from_, exp.From) else None
     inner: exp.Expr | None = None
@@ -70,8 +70,10 @@ def _ordered_source(node: exp.Select) -> tuple[exp.Select, str] | None:
         inner = source.this
     elif isinstance(source, exp.Table) and not source.args.get("db"):
         inner = _cte_named(node, source.name)
-    if not isinstance(inner, exp.Select) or inner.args.get("order") is None or source is None:
+    ordered = isinstance(inner, exp.Select | exp.SetOperation) and inner.args.get("order") is not None
+    if not ordered or source is None:
         return None
+    assert isinstance(inner, exp.Select | exp.SetOperation)
     return inner, source.alias_or_name
 
 
@@ -88,20 +90,23 @@ def _cte_named(node: exp.Expr, name: str) -> exp.Expr | None:
     return None
 
 
-def _outer_key(source: exp.Select, ordered: exp.Ordered, alias: str, position: int) -> exp.Ordered | None:
-    """``ordered`` (a key of ``source``'s ORDER BY) as a key on ``alias``'s columns."""
-    outputs = [item.alias_or_name for item in source.expressions]
+def _outer_key(
+    source: exp.Select | exp.SetOperation, ordered: exp.Ordered, alias: str, position: int
+) -> exp.Ordered | None:
+    """``ordered`` (a key of ``source``'s ORDER BY) as a key on ``alias``'s columns (a set
+    operation's ORDER BY names its columns: Spark refuses anything else there)."""
+    outputs = list(source.named_selects)
     key = ordered.this
     name: str | None = None
     if isinstance(key, exp.Column) and not key.table and key.name.lower() in (o.lower() for o in outputs):
         name = next(o for o in outputs if o.lower() == key.name.lower())
-    else:
+    elif isinstance(source, exp.Select):
         for item, output in zip(source.expressions, outputs, strict=True):
             if (item.this if isinstance(item, exp.Alias) else item) == key:
                 name = output
                 break
     if name is None:
-        if source.args.get("distinct"):
+        if not isinstance(source, exp.Select) or source.args.get("distinct"):
             return None
         name = f"{ORDER_KEY_PREFIX}{position}"
         while name in outputs:

@@ -46,6 +46,15 @@ def test_the_order_passes_a_filter_a_cte_and_several_layers() -> None:
         assert top is not None and top.limit == limit and top.order[0].descending
 
 
+def test_a_union_ordered_as_a_whole_orders_the_query_that_limits_it() -> None:
+    sql = (
+        "SELECT * FROM (SELECT region AS k, amount AS v FROM s.sales UNION ALL "
+        "SELECT country, 0.0 FROM s.regions ORDER BY v DESC) u LIMIT 5"
+    )
+    top = _top(sql)
+    assert top is not None and top.limit == 5 and top.order[0].descending
+
+
 def test_a_key_the_source_does_not_return_orders_without_showing() -> None:
     sql = "SELECT t.region FROM (SELECT region, amount FROM s.sales ORDER BY amount * -1, id) t LIMIT 6"
     parsed = to_ir(sql, SCHEMAS)

@@ -96,6 +96,9 @@ REPORTS = {
     "ordered_by_an_expression_the_source_does_not_return": """
         SELECT s.o_custkey FROM (SELECT o_custkey, SUM(o_totalprice) AS total FROM {t}tpch.orders
           GROUP BY o_custkey ORDER BY SUM(o_totalprice) * -1 ASC, o_custkey) s LIMIT 6""",
+    "a_union_ordered_as_a_whole_then_limited": """
+        SELECT * FROM (SELECT o_custkey AS k, o_totalprice AS v FROM {t}tpch.orders
+          UNION ALL SELECT c_custkey, c_acctbal FROM {t}tpch.customer ORDER BY v DESC) u LIMIT 5""",
     "a_top_k_limited_again_outside": """
         SELECT x.l_orderkey, x.q FROM (SELECT l_orderkey, SUM(l_quantity) AS q FROM {t}tpch.lineitem
           GROUP BY l_orderkey ORDER BY q DESC, l_orderkey LIMIT 50) x LIMIT 7""",
