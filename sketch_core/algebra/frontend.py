@@ -37,7 +37,7 @@ from sqlglot.optimizer.simplify import simplify
 
 from sketch_core.algebra.coercion import coerce
 from sketch_core.algebra.dialect import SPARK
-from sketch_core.algebra.inherited_order import inherit_subquery_orders
+from sketch_core.algebra.inherited_order import inherit_subquery_orders, select_aliases_expanded
 from sketch_core.algebra.ir import (
     RANKING_FUNCTIONS,
     AggCall,
@@ -1451,7 +1451,7 @@ class _Builder:
             if isinstance(target, exp.Column) and not target.table and target.name.lower() in by_visible:
                 name = by_visible[target.name.lower()]
             elif scopes:
-                translated = self._post(_select_aliases_expanded(target, node), scopes, agg_map, ordered)
+                translated = self._post(select_aliases_expanded(target, node), scopes, agg_map, ordered)
                 name = by_sql.get(translated.sql(dialect=SPARK))
                 if name is None:
                     if not isinstance(rel, Project) or isinstance(built.rel, Distinct):
@@ -1486,24 +1486,6 @@ def _limit_and_offset(node: exp.Expr, limit: exp.Expr) -> tuple[int, int]:
     if not isinstance(skipped, exp.Literal) or skipped.is_string:
         raise UnsupportedQueryError("an OFFSET that is not a number", _where(skip or node))
     return int(count.name), int(skipped.name)
-
-
-def _select_aliases_expanded(target: exp.Expr, node: exp.Expr) -> exp.Expr:
-    """An ORDER BY expression with the select-list names it uses (unqualified: Spark resolves
-    them to the select list first, as in ``SELECT x AS p ... ORDER BY p * 2`` or ``SELECT x ...
-    ORDER BY ABS(x)``) replaced by what the select list computes under them."""
-    if not isinstance(node, exp.Select):
-        return target
-    named: dict[str, exp.Expr] = {
-        p.alias_or_name.lower(): (p.this if isinstance(p, exp.Alias) else p) for p in node.expressions
-    }
-
-    def expand(found: exp.Expr) -> exp.Expr:
-        if isinstance(found, exp.Column) and not found.table and found.name.lower() in named:
-            return named[found.name.lower()].copy()
-        return found
-
-    return target.copy().transform(expand)
 
 
 def _nested(schemas: TableSchemas) -> dict[str, object]:

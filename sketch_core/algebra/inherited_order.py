@@ -111,17 +111,23 @@ def _outer_key(
         name = f"{ORDER_KEY_PREFIX}{position}"
         while name in outputs:
             name += "_"
-        source.append("expressions", exp.alias_(_aliases_expanded(key, source), name))
+        source.append("expressions", exp.alias_(select_aliases_expanded(key, source), name))
     column = exp.column(name, table=alias)
     return exp.Ordered(
         this=column, desc=ordered.args.get("desc"), nulls_first=ordered.args.get("nulls_first")
     )
 
 
-def _aliases_expanded(key: exp.Expr, source: exp.Select) -> exp.Expr:
-    """``key`` with its references to ``source``'s select aliases (an ORDER BY may name them)
-    replaced by what they name, as a select-list item must say it."""
-    named = {item.alias.lower(): item.this for item in source.expressions if isinstance(item, exp.Alias)}
+def select_aliases_expanded(target: exp.Expr, node: exp.Expr) -> exp.Expr:
+    """An ORDER BY expression with the select-list names it uses (unqualified: Spark resolves
+    them to the select list first, as in ``SELECT x AS p ... ORDER BY p * 2`` or ``SELECT x ...
+    ORDER BY ABS(x)``) replaced by what the select list computes under them: as the front end
+    resolves an ORDER BY, and as a select-list item must say it."""
+    if not isinstance(node, exp.Select):
+        return target
+    named: dict[str, exp.Expr] = {
+        p.alias_or_name.lower(): (p.this if isinstance(p, exp.Alias) else p) for p in node.expressions
+    }
 
     def expand(found: exp.Expr) -> exp.Expr:
         if isinstance(found, exp.Column) and not found.table and found.name.lower() in named:
@@ -129,5 +135,5 @@ def _aliases_expanded(key: exp.Expr, source: exp.Select) -> exp.Expr:
             return named_expression
         return found
 
-    expanded: exp.Expr = key.copy().transform(expand)
+    expanded: exp.Expr = target.copy().transform(expand)
     return expanded
