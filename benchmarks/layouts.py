@@ -172,7 +172,10 @@ def run(
                 flush=True,
             )
         # A rewrite changes no rows: each sketch's maintenance after it reads an empty delta.
-        maintenance = [f"{m.name}: {m.strategy}, {m.delta_rows} delta rows" for m in svc.maintain()]
+        maintenance = [
+            f"{m.name}: {m.strategy}{' (carried)' if m.where == 'carried' else ''}, {m.delta_rows} delta rows"
+            for m in svc.maintain()
+        ]
         print("maintenance after the rewrites:", "; ".join(maintenance), flush=True)
         for report in reports:
             sql = queries[report.query]

@@ -24,6 +24,7 @@ from sketch_core.metastore.sketches import SketchDefinition, VersionRecord
 from sketch_core.partitions import RangePartition
 from sketch_core.service.context import ServiceContext
 from sketch_core.spark.expressions import evaluate_on_spark
+from sketch_core.spark.jobs import spark_job
 from sketch_core.spark.state_init import compute_frontier_partials
 from sketch_core.tables.pinned import PinnedSnapshot
 
@@ -169,8 +170,9 @@ class EngineFactory:
 
         def summarize(frontier: list[Frontier], pins: Mapping[str, PinnedSnapshot]) -> dict[int, Partials]:
             source = ctx.sources(pins, identified)
-            return compute_frontier_partials(
-                ctx.spark, frontier, attributes, source, ctx.budget.keep_top(definition.name)
-            )
+            with spark_job(f"computing the operator state of {definition.name}"):
+                return compute_frontier_partials(
+                    ctx.spark, frontier, attributes, source, ctx.budget.keep_top(definition.name)
+                )
 
         return summarize

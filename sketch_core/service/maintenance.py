@@ -23,6 +23,7 @@ from sketch_core.errors import (
     SketchNotFoundError,
     SketchTableDroppedError,
     SnapshotExpiredError,
+    SparkJobError,
     StateMissingError,
     UnsupportedQueryError,
 )
@@ -48,9 +49,12 @@ from sketch_core.service.results import MaintenancePlan, MaintenanceRun
 from sketch_core.service.runner import SubmittedJobs
 from sketch_core.service.validation import DeltaChecks
 from sketch_core.spark.delta_partials import SCRATCH_DIRECTORY, delta_partials
+from sketch_core.spark.jobs import spark_job
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
+# The commit operation of a rewrite that changes no row (Iceberg's snapshot operation).
+REWRITE = "replace"
 
 
 # What leaves one sketch at its version while a run over many goes on with the others (a
@@ -135,6 +139,12 @@ class Maintainer:
         if dropped is not None:  # (a table another engine dropped; the service's drop_table refuses)
             raise SketchTableDroppedError(definition.name, dropped.table, dropped.seq)
         delta_rows = sum(c.added_rows + c.deleted_rows for c in pending)
+        if pending and strategy != "full" and all(c.operation == REWRITE for c in pending):
+            # The same rows in other files: nothing to recompute, whatever the state or the
+            # cost model would say (a recapture, or building the state, would be pure waste).
+            return MaintenancePlan(
+                definition.name, record.version, target, "incremental", 0, False, False, rewrites_only=True
+            )
         changed = {c.table for c in pending}
         on_spark = delta_rows > self.context.settings.spark_delta_rows
         chosen = strategy if pending else "none"
@@ -259,6 +269,8 @@ class Maintainer:
             advisor.skip_from(name, record.version)
             return MaintenanceRun(name, record.version, record.version, "skip", delta_rows, 0.0)
         self.checks.check(name, record, target)
+        if plan.rewrites_only:
+            return self._carry(definition, record, target, started)
         if chosen == "incremental":
             try:
                 try:
@@ -287,6 +299,54 @@ class Maintainer:
             name, record.version, version.version, "full", delta_rows, time.perf_counter() - started
         )
 
+    def _carry(
+        self, definition: SketchDefinition, record: VersionRecord, target: int, started: float
+    ) -> MaintenanceRun:
+        """The sketch at ``record``, published again at ``target``, which only rewrote files
+        since (Iceberg's ``replace``: a compaction, a sort, ``svc.recluster``): the same rows,
+        so the same fragments and the same operator state (a state holds rows and aggregates,
+        never files), with no table read. A kept engine moves to the new version."""
+        ctx, name = self.context, definition.name
+        with failure_recorded(ctx.sketches, name, record.version, 0, started):
+            pins = {table: ctx.tables.pin(table, target) for table in record.table_snapshots}
+            kept = self.cache.at(definition, record, take=True)
+            # A column widened since holds the same values (the fragments stand) but the state
+            # and the engine hold the old type: they are left behind, built again when needed.
+            widened = bool(self._widened_since(record))
+            state_ref, kept = (None, None) if widened else (record.state_ref, kept)
+            seconds = time.perf_counter() - started
+            published = ctx.sketches.publish_version(
+                name,
+                target,
+                {table: pin.snapshot_id for table, pin in pins.items()},
+                dict(record.bitmaps),
+                state_ref=state_ref,
+                run=FinishedRun(
+                    "incremental",
+                    record.version,
+                    "succeeded",
+                    0,
+                    seconds,
+                    table_rows=sum(pin.record_count for pin in pins.values()),
+                    built_state=False,
+                ),
+            )
+        if kept is not None:
+            self.cache.keep(definition, published.version, dataclasses.replace(kept, sequence=target))
+        log.info(
+            "%s: the commits up to %d only rewrote files: version %d carried to version %d",
+            name,
+            target,
+            record.version,
+            published.version,
+        )
+        return MaintenanceRun(name, record.version, published.version, "incremental", 0, seconds, "carried")
+
+    def _widened_since(self, record: VersionRecord) -> dict[str, list[str]]:
+        """Per table of ``record``, the columns whose types were widened since its snapshot."""
+        tables = self.context.tables
+        return {t: w for t, sid in record.table_snapshots.items() if (w := tables.widened_since(t, sid))}
+
     def _big_delta_covered(
         self, definition: SketchDefinition, record: VersionRecord, changed: set[str], on_spark: bool
     ) -> bool:
@@ -312,16 +372,17 @@ class Maintainer:
             deltas: Mapping[str, RowDelta],
         ) -> dict[int, Partials]:
             used[0] = True
-            return delta_partials(
-                ctx.spark,
-                frontier,
-                attributes,
-                partitions,
-                ctx.sources(before, identified),
-                ctx.sources(after, identified),
-                deltas,
-                self.context.settings.warehouse / SCRATCH_DIRECTORY,
-            )
+            with spark_job(f"the aggregations' deltas of {definition.name}"):
+                return delta_partials(
+                    ctx.spark,
+                    frontier,
+                    attributes,
+                    partitions,
+                    ctx.sources(before, identified),
+                    ctx.sources(after, identified),
+                    deltas,
+                    self.context.settings.warehouse / SCRATCH_DIRECTORY,
+                )
 
         return summarize
 
@@ -336,9 +397,7 @@ class Maintainer:
         ctx, name = self.context, definition.name
         target, on_spark, delta_rows = plan.target, plan.on_spark, plan.delta_rows
         spark_used = [False]
-        widened = {
-            t: w for t, sid in record.table_snapshots.items() if (w := ctx.tables.widened_since(t, sid))
-        }
+        widened = self._widened_since(record)
         if widened:  # the stored state (and a kept engine) hold the columns' old types
             self.cache.forget(name)
             shown = "; ".join(f"{t}: {', '.join(cols)}" for t, cols in sorted(widened.items()))
@@ -416,7 +475,10 @@ class Maintainer:
         # budget: computed from the snapshot (in-process for small tables, else on Spark).
         partitions = self.context.partitions.of(definition)
         keep_top = budget.keep_top(definition.name)
-        return self.engines.first_engine(definition, partitions, record.sequence, keep_top), True
+        try:
+            return self.engines.first_engine(definition, partitions, record.sequence, keep_top), True
+        except SparkJobError as exc:  # (e.g. more state than the driver takes: a recapture needs none)
+            raise StateMissingError(definition.name, f"computing it on Spark failed: {exc.cause}") from exc
 
     def cost_model(self, name: str, max_age: float = 0.0) -> CostModel:
         """See :meth:`SketchService.cost_model`."""

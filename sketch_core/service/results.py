@@ -39,7 +39,8 @@ class MaintenanceRun:
     seconds: float
     # Where an incremental run computed its aggregations' deltas: "in-process", or "spark"
     # (IMP Sec. 8's set-oriented strategy, for deltas above the in-process threshold); or
-    # "spark-submit": the run was a submitted job (see sketch_core.service.runner).
+    # "spark-submit": the run was a submitted job (see sketch_core.service.runner); or
+    # "carried": the commits only rewrote files, and the version was published again at them.
     where: str = "in-process"
 
     @property
@@ -61,6 +62,9 @@ class MaintenancePlan:
     on_spark: bool  # an incremental run that would compute some aggregations' deltas on Spark
     builds_state: bool  # an incremental run from a version without stored state (built on Spark)
     choice: Choice | None = None  # the cost model's choice, when it made this one
+    # The commits since the version only rewrote files (compactions, sorts): the sketch and its
+    # state are carried to them as they are (an incremental run that reads nothing).
+    rewrites_only: bool = False
 
     @property
     def needs_spark(self) -> bool:

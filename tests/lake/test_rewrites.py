@@ -51,7 +51,7 @@ def test_a_zorder_rewrite_is_a_replace_that_maintenance_passes_over(
     ), "every file was rewritten"
 
     (run,) = svc.maintain(name)
-    assert (run.strategy, run.delta_rows) == ("incremental", 0), run
+    assert (run.strategy, run.delta_rows, run.where) == ("incremental", 0, "carried"), run
     fresh = svc.capture(sql, params=params, name=f"{ns}_fresh", attributes={table: "a"}, fragments=50)
     assert _fragments(svc, name) == {t: set(ids) for t, ids in fresh.fragments.items()}
     assert sorted_rows(svc.query(sql, params, use_sketches="always").table) == sorted_rows(
@@ -65,6 +65,41 @@ def test_a_zorder_rewrite_is_a_replace_that_maintenance_passes_over(
     assert after.strategy == "incremental"
     again = svc.capture(sql, params=params, name=f"{ns}_fresh", attributes={table: "a"}, fragments=50)
     assert _fragments(svc, name) == {t: set(ids) for t, ids in again.fragments.items()}
+
+
+def test_a_rewrite_carries_a_sketch_forward_without_building_its_state_or_recapturing(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    """A sketch captured without operator state (the capture's default) is published again at
+    the rewrite as it was: no state computed for it, no table read; a recapture only when
+    asked for."""
+    svc, table, name = spark_svc, f"{ns}.facts", f"{ns}_carried"
+    sql, params = _sketched_table(svc, table, name, 33)
+    first = svc.sketches.version(name)
+    assert first is not None and first.state_ref is None
+
+    svc.tables.recluster(table, Layout("sort", ("a",)))
+    plan = svc.plan_maintenance(name)
+    assert plan.rewrites_only and (plan.strategy, plan.delta_rows) == ("incremental", 0)
+    assert not plan.needs_spark, "nothing to compute: no Spark job"
+    (run,) = svc.maintain(name)
+    assert (run.strategy, run.delta_rows, run.where) == ("incremental", 0, "carried"), run
+    carried = svc.sketches.version(name)
+    assert carried is not None and carried.version == first.version + 1
+    assert carried.bitmaps == first.bitmaps and carried.state_ref is None
+    assert carried.sequence == svc.commit_log.latest_sequence()
+    assert carried.table_snapshots[table] == svc.tables.pin(table).snapshot_id != first.table_snapshots[table]
+    (recorded,) = [r for r in svc.sketches.runs(name) if r["strategy"] == "incremental"]
+    assert recorded["status"] == "succeeded" and not recorded["built_state"]
+    # Sorted on the sketch's attribute now: the sketch skips files, and answers as the table.
+    used = svc.query(sql, params, use_sketches="always")
+    assert used.sketch == (name, carried.version) and used.files_read < used.files_total
+    assert sorted_rows(used.table) == sorted_rows(svc.query(sql, params, use_sketches=False).table)
+
+    svc.tables.recluster(table, Layout("zorder", ("a", "c")))
+    (full,) = svc.maintain(name, strategy="full")
+    assert full.strategy == "full", "a recapture asked for is a recapture"
+    assert svc.sketches.version(name).bitmaps == first.bitmaps
 
 
 def test_a_sort_rewrite_becomes_the_table_s_write_order_and_skips_files_on_its_column(
