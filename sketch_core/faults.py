@@ -16,6 +16,7 @@ The points, in the order a capture or maintenance reaches them:
 - ``publish-ack``: the transaction committed; its outcome not yet back with the publisher;
 - ``published``: the version is committed, the caller has not been told;
 - ``spark-job``: a capture's or recapture's Spark job is about to run;
+- ``state-job``: the Spark job computing a sketch's first operator state is about to run;
 - ``maintenance-planned``: a maintenance run has fixed its target sequence, nothing is read;
 - ``query-pinned``: a query has pinned its snapshots, nothing is read.
 
@@ -45,6 +46,7 @@ POINTS = (
     "publish-ack",
     "published",
     "spark-job",
+    "state-job",
     "maintenance-planned",
     "query-pinned",
 )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from sqlglot import exp
 
+from sketch_core import faults
 from sketch_core.algebra.query_text import referenced_tables
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
@@ -171,6 +172,7 @@ class EngineFactory:
         def summarize(frontier: list[Frontier], pins: Mapping[str, PinnedSnapshot]) -> dict[int, Partials]:
             source = ctx.sources(pins, identified)
             with spark_job(f"computing the operator state of {definition.name}"):
+                faults.reached("state-job", spark=ctx.spark)
                 return compute_frontier_partials(
                     ctx.spark, frontier, attributes, source, ctx.budget.keep_top(definition.name)
                 )

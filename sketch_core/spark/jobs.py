@@ -19,6 +19,24 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _java_cause(exc: Py4JError) -> str | None:
+    """The innermost Java cause of a JVM error, as its class and message: Py4J's own first line
+    names only the method called ("An error occurred while calling o146.getResult."), and
+    Spark wraps a job's failure (such as results beyond ``spark.driver.maxResultSize``) in
+    "Exception thrown in awaitResult"."""
+    error = getattr(exc, "java_exception", None)
+    try:
+        for _ in range(16):  # (a cause chain is short; a cycle must not hang the error path)
+            cause = error.getCause() if error is not None else None
+            if cause is None:
+                break
+            error = cause
+        text = str(error.toString()).strip() if error is not None else ""
+    except Py4JError:  # the gateway is gone: Py4J's own message is all there is
+        return None
+    return text.splitlines()[0] if text else None
+
+
 @contextmanager
 def spark_job(what: str) -> Iterator[None]:
     """Run Spark work, turning its failures into the project's errors: the query's own
@@ -34,4 +52,4 @@ def spark_job(what: str) -> Iterator[None]:
             raise SparkQueryError(what, _first_line(exc), state) from exc
         raise SparkJobError(what, _first_line(exc)) from exc
     except Py4JError as exc:
-        raise SparkJobError(what, _first_line(exc)) from exc
+        raise SparkJobError(what, _java_cause(exc) or _first_line(exc)) from exc

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from sketch_core import faults
 from sketch_core.datasets import synthetic_table
-from sketch_core.errors import SparkJobError
+from sketch_core.errors import SparkJobError, StateMissingError
 from sketch_core.faults import InjectedFaultError
-from sketch_core.service import SketchService
+from sketch_core.service import SketchService, engines
 from tests.reliability.conftest import sketch_with_state_then_load
-from tests.service.test_maintain import HAVING, fresh_fragments, maintained, sibling
+from tests.service.test_maintain import HAVING, captured, fresh_fragments, maintained, sibling
 
 
 def sketch_cli(env: dict[str, str], *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -155,6 +156,34 @@ def test_a_failed_spark_job_is_a_transient_error_and_a_retry_succeeds(
     monkeypatch.delenv("SKETCH_FAULT")
     (run,) = svc.maintain(name, "full")  # the retry
     assert run.to_version == 2
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+
+
+def test_a_state_that_spark_fails_to_compute_is_a_typed_error_and_auto_recaptures(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sketch captured without state (the capture's default) gets its first state from a
+    Spark job over its tables (above LOCAL_STATE_ROWS rows: set to 0 here, for small data).
+    When that job fails (as when the state is more than the driver takes), ``incremental``
+    raises StateMissingError naming the cause, nothing published; ``auto`` recaptures."""
+    svc = sibling(spark_svc)
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=83), sort_by=["a"])
+    name, sql = captured(svc, table, "stateless")
+    svc.tables.append(table, synthetic_table(40, 40, seed=84, key_start=3000))
+    monkeypatch.setattr(engines, "LOCAL_STATE_ROWS", 0)
+    monkeypatch.setattr(faults, "_fired", set())
+    monkeypatch.setenv("SKETCH_FAULT", "state-job:fail-job")
+    with pytest.raises(StateMissingError) as info:
+        svc.maintain(name, "incremental")
+    assert "computing it on Spark failed" in str(info.value)
+    assert "fault injected at state-job" in str(info.value)
+    assert svc.sketches.versions(name) == [1]
+    assert [r["status"] for r in svc.sketches.runs(name)] == ["succeeded", "failed"]  # (the capture's)
+
+    monkeypatch.setattr(faults, "_fired", set())  # armed again: the next state job fails too
+    (run,) = svc.maintain(name)
+    assert (run.strategy, run.to_version) == ("full", 2), run
     assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
 
 
