@@ -8,8 +8,8 @@ choice, no attributes given). Then, side by side in one run:
 1. before: each report plain (no sketch), with its sketch (applied whatever it costs), and as
    users run it (``SKETCH_USE=cost``), with the files read;
 2. the advisor (``svc.advise_layout``) for every table a sketch has a partition on, weighted by
-   the reports' recorded runs; its recommendation applied (``svc.recluster``), timed; the
-   sketches maintained after the rewrite (a ``replace`` commit: incremental, no delta rows);
+   the reports' recorded runs; its recommendation applied (``svc.recluster``, which carries
+   the sketches to the ``replace`` commit: no rows read), timed; the sketches maintained after;
 3. after: the same timings, and each report's bound (the plain query over the time of the
    query over exactly the rows its sketch keeps, copied together into files like the table's).
 
@@ -171,7 +171,8 @@ def run(
                 f"{table}: {result.layout or 'kept'} ({advice.reason}); rewrite {result.rewrite_s:.1f}s",
                 flush=True,
             )
-        # A rewrite changes no rows: each sketch's maintenance after it reads an empty delta.
+        # A rewrite changes no rows: svc.recluster carried the sketches to it (maintenance finds
+        # them current), or their maintenance carries them now, reading nothing.
         maintenance = [
             f"{m.name}: {m.strategy}{' (carried)' if m.where == 'carried' else ''}, {m.delta_rows} delta rows"
             for m in svc.maintain()

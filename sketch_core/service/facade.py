@@ -629,16 +629,21 @@ class SketchService:
     def recluster(self, table: str, layout: Layout | None = None, page_rows: int | None = None) -> int:
         """Rewrite ``table``'s files in ``layout`` (default: :meth:`advise_layout`'s
         recommendation) with Iceberg's ``rewrite_data_files`` on Spark, as one ``replace``
-        commit that changes no rows: every sketch stays valid, and its next maintenance reads
-        nothing. ``page_rows``: Parquet pages of at most that many rows (Iceberg's default is
-        20,000), in this rewrite and in the table's later Spark writes. Smaller pages let a
-        sketch's ranges skip more of each file it reads through the page index, and cost the
-        reports that read whole files: at TPC-H SF1, pages of 1,000 rows took sketched Q10
-        from 0.50 s to 0.44 s and Q18 from 0.57 s to 0.47 s (docs/benchmarks.md, "Skipping
-        levels"). Returns the commit's sequence. Raises ConfigurationError (no recommendation,
-        a column the table lacks, a page size below one row), TableNotFoundError or
+        commit that changes no rows: every sketch stays valid, and the sketches that were
+        current before it are carried to it at once (their new versions read nothing), so the
+        reports use them right away. ``page_rows``: Parquet pages of at most that many rows
+        (Iceberg's default is 20,000), in this rewrite and in the table's later Spark writes.
+        Smaller pages let a sketch's ranges skip more of each file it reads through the page
+        index, and cost the reports that read whole files: at TPC-H SF1, pages of 1,000 rows
+        took sketched Q10 from 0.50 s to 0.44 s and Q18 from 0.57 s to 0.47 s (docs/benchmarks.md,
+        "Skipping levels"). Returns the commit's sequence. Raises ConfigurationError (no
+        recommendation, a column the table lacks, a page size below one row),
+        TableNotFoundError or
         SparkJobError."""
-        return self.layouts.recluster(table, layout, page_rows)
+        sequence = self.layouts.recluster(table, layout, page_rows)
+        rewritten = self.tables.pin(table, sequence).table  # (the name as registered)
+        self.maintainer.carry_after_rewrite(rewritten, sequence)
+        return sequence
 
     # -- incremental engines, to inspect and to build on --------------------------------------
 

@@ -77,7 +77,8 @@ class LayoutAdvisor:
             for r in reports
         ]
         groups = max(1, round(footers.row_groups / max(1, len(pin.files))))
-        return advise(pin.table, simulated, ranks, current, max(1, len(pin.files)), groups)
+        order = self.context.tables.record(pin.table).sort_by
+        return advise(pin.table, simulated, ranks, current, max(1, len(pin.files)), groups, order)
 
     def recluster(self, table: str, layout: Layout | None = None, page_rows: int | None = None) -> int:
         """See :meth:`SketchService.recluster`."""

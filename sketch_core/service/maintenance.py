@@ -20,6 +20,7 @@ from sketch_core.errors import (
     ColumnsDroppedError,
     DeltaQuarantinedError,
     KeptValuesExhaustedError,
+    SketchError,
     SketchNotFoundError,
     SketchTableDroppedError,
     SnapshotExpiredError,
@@ -298,6 +299,31 @@ class Maintainer:
         return MaintenanceRun(
             name, record.version, version.version, "full", delta_rows, time.perf_counter() - started
         )
+
+    def carry_after_rewrite(self, table: str, sequence: int) -> list[MaintenanceRun]:
+        """The sketches reading ``table`` that were current until its rewrite at ``sequence``,
+        carried to it at once (nothing read: see :meth:`_carry`). Queries use a sketch only at
+        the snapshots it has a version for, so without this they would read the plain tables
+        until the sketches' next maintenance. A sketch behind for other commits is left to its
+        maintenance; one that another run holds, or that fails to carry, is passed over with a
+        warning (the rewrite is committed either way)."""
+        runs = []
+        for definition in self.context.sketches.definitions():
+            if table not in referenced_tables(definition.query_sql):
+                continue
+            record = self.context.sketches.version(definition.name)
+            if record is None or record.sequence >= sequence:
+                continue
+            plan = self.plan(definition, record, "auto", sequence)
+            if not plan.rewrites_only:
+                continue
+            try:
+                runs.append(
+                    self.maintain_one(definition.name, "auto", target=sequence, plan=plan, wait_seconds=0)
+                )
+            except SketchError as exc:
+                log.warning("%s: not carried to the rewrite of %s (%s)", definition.name, table, exc)
+        return runs
 
     def _carry(
         self, definition: SketchDefinition, record: VersionRecord, target: int, started: float

@@ -96,10 +96,20 @@ def test_a_rewrite_carries_a_sketch_forward_without_building_its_state_or_recapt
     assert used.sketch == (name, carried.version) and used.files_read < used.files_total
     assert sorted_rows(used.table) == sorted_rows(svc.query(sql, params, use_sketches=False).table)
 
-    svc.tables.recluster(table, Layout("zorder", ("a", "c")))
+    # The service's recluster carries the sketches it finds current at once: the report
+    # right after it uses the sketch (the default reads no sketch behind its snapshots).
+    svc.recluster(table, Layout("zorder", ("a", "c")))
+    at_once = svc.sketches.version(name)
+    assert at_once is not None and at_once.version == carried.version + 1
+    assert at_once.sequence == svc.commit_log.latest_sequence() and at_once.bitmaps == first.bitmaps
+    assert svc.query(sql, params, use_sketches="always").sketch == (name, at_once.version)
+    assert svc.maintain(name)[0].strategy == "none"
+
+    svc.tables.recluster(table, Layout("sort", ("c",)))
     (full,) = svc.maintain(name, strategy="full")
     assert full.strategy == "full", "a recapture asked for is a recapture"
-    assert svc.sketches.version(name).bitmaps == first.bitmaps
+    recaptured = svc.sketches.version(name)
+    assert recaptured is not None and recaptured.bitmaps == first.bitmaps
 
 
 def test_a_sort_rewrite_becomes_the_table_s_write_order_and_skips_files_on_its_column(

@@ -88,3 +88,22 @@ def test_candidates_are_sorts_then_zorders_most_run_first() -> None:
         "zorder(a, b)",
         "zorder(a, b, c)",
     ]
+
+
+def test_the_table_s_own_write_order_is_advised_again_only_beyond_where_its_files_end() -> None:
+    """Sorted by customer already, report a reads 3 files where the simulation's equal cuts
+    read 2: a rewrite in the same order would only move the boundaries. Once appends have
+    scattered the rows (a reads 40), the same rewrite is worth it."""
+    ranks = _table()
+    reports = [_report("a", 3, "customer", ranks, range(10, 11))]
+    simulated = advise("t", reports, ranks, {"a": UnitsRead(FILES, FILES, 400, 400)}, FILES, 4)
+    assert simulated.recommended is not None and simulated.recommended.reads["a"].files == 2
+    now = {"a": UnitsRead(3, FILES, 3, 400)}
+    assert advise("t", reports, ranks, now, FILES, 4).recommended is not None, "no order declared"
+    kept = advise("t", reports, ranks, now, FILES, 4, write_order=("customer",))
+    assert kept.recommended is None and "only move" in kept.reason, kept.reason
+    scattered = {"a": UnitsRead(40, FILES, 40, 400)}
+    again = advise("t", reports, ranks, scattered, FILES, 4, write_order=("customer",))
+    assert again.recommended is not None and again.recommended.layout == Layout("sort", ("customer",))
+    other = advise("t", reports, ranks, now, FILES, 4, write_order=("day",))
+    assert other.recommended is not None, "another order declared: simulated as before"
