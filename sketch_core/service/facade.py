@@ -638,8 +638,7 @@ class SketchService:
         took sketched Q10 from 0.50 s to 0.44 s and Q18 from 0.57 s to 0.47 s (docs/benchmarks.md,
         "Skipping levels"). Returns the commit's sequence. Raises ConfigurationError (no
         recommendation, a column the table lacks, a page size below one row),
-        TableNotFoundError or
-        SparkJobError."""
+        TableNotFoundError or SparkJobError."""
         sequence = self.layouts.recluster(table, layout, page_rows)
         rewritten = self.tables.pin(table, sequence).table  # (the name as registered)
         self.maintainer.carry_after_rewrite(rewritten, sequence)

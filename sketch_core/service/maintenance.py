@@ -314,13 +314,12 @@ class Maintainer:
             record = self.context.sketches.version(definition.name)
             if record is None or record.sequence >= sequence:
                 continue
-            plan = self.plan(definition, record, "auto", sequence)
-            if not plan.rewrites_only:
-                continue
             try:
-                runs.append(
-                    self.maintain_one(definition.name, "auto", target=sequence, plan=plan, wait_seconds=0)
-                )
+                plan = self.plan(definition, record, "auto", sequence)
+                if plan.rewrites_only:
+                    runs.append(
+                        self.maintain_one(definition.name, "auto", target=sequence, plan=plan, wait_seconds=0)
+                    )
             except SketchError as exc:
                 log.warning("%s: not carried to the rewrite of %s (%s)", definition.name, table, exc)
         return runs
