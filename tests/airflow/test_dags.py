@@ -197,8 +197,9 @@ def test_example_dags_end_to_end(
     recluster = {"action": "recluster", "table": DEMO_TABLE, "layout": "zorder(a, key)"}
     assert admin.test(run_conf=recluster).state == "success"
     assert svc.tables.commits(DEMO_TABLE)[-1].operation == "replace"
+    assert svc.sketch(DEMO_SKETCH).sequence == svc.latest_sequence(), "carried to the rewrite at once"
     (run,) = svc.maintain(DEMO_SKETCH)
-    assert (run.strategy, run.delta_rows) == ("incremental", 0)
+    assert (run.strategy, run.delta_rows) == ("none", 0)
     assert (
         admin.test(run_conf={"action": "recluster", "table": DEMO_TABLE, "layout": "sort(a; x)"}).state
         == "failed"
