@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pendulum
 from airflow.sdk import DAG, Param, task
-from sketch_airflow.assets import SKETCH_VERSIONS, emit_version
+from sketch_airflow.assets import SKETCH_VERSIONS, emit_carried, emit_version
 from sketch_airflow.hooks.sketch import SketchMetastoreHook
 from sketch_airflow.operators.sketch import failing_without_retry_on_bad_input
 
@@ -45,8 +45,9 @@ def capture(svc: SketchService, name: str | None, params: dict[str, Any]) -> Ske
     )
 
 
-def recluster(svc: SketchService, params: dict[str, Any]) -> dict[str, Any]:
-    """Rewrite a table in the given layout, or in the one the layout advisor recommends."""
+def recluster(svc: SketchService, params: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Rewrite a table in the given layout, or in the one the layout advisor recommends; the
+    sketches carried to the rewrite are asset events like any published version."""
     from sketch_core.layout.simulation import Layout
 
     if not params.get("table"):
@@ -55,11 +56,13 @@ def recluster(svc: SketchService, params: dict[str, Any]) -> dict[str, Any]:
         )
     layout = Layout.parse(params["layout"]) if params.get("layout") else None
     sequence = svc.recluster(params["table"], layout)
+    carried = emit_carried(context, [SKETCH_VERSIONS], svc, sequence)
     return {
         "action": "recluster",
         "table": params["table"],
         "layout": str(layout or "advised"),
         "sequence": sequence,
+        "carried": carried,
     }
 
 
@@ -95,7 +98,7 @@ with DAG(
                 svc = hook.get_conn()
                 action, name = params["action"], params["name"] or None
                 if action == "recluster":
-                    return recluster(svc, params)
+                    return recluster(svc, params, context)
                 if action == "capture":
                     version = capture(svc, name, params)
                     emit_version(context, [SKETCH_VERSIONS], version.name, version.version, version.sequence)

@@ -47,3 +47,15 @@ def emit_version(context: Any, outlets: Sequence[Any], name: str, version: int, 
     for outlet in outlets:
         if isinstance(outlet, AssetAlias) and outlet.name == SKETCH_VERSIONS.name:
             events[outlet].add(asset, extra=extra)
+
+
+def emit_carried(context: Any, outlets: Sequence[Any], svc: Any, sequence: int) -> list[str]:
+    """Emit an event per sketch version a rewrite committed at ``sequence`` carried to it
+    (``svc.recluster`` publishes them; see ``SketchService.recluster``); their names."""
+    carried = []
+    for definition in svc.sketches.definitions():
+        version = svc.sketch(definition.name)
+        if version.sequence == sequence:
+            emit_version(context, outlets, version.name, version.version, sequence)
+            carried.append(version.name)
+    return carried

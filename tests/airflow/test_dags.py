@@ -197,7 +197,10 @@ def test_example_dags_end_to_end(
     recluster = {"action": "recluster", "table": DEMO_TABLE, "layout": "zorder(a, key)"}
     assert admin.test(run_conf=recluster).state == "success"
     assert svc.tables.commits(DEMO_TABLE)[-1].operation == "replace"
-    assert svc.sketch(DEMO_SKETCH).sequence == svc.latest_sequence(), "carried to the rewrite at once"
+    carried = svc.sketch(DEMO_SKETCH)
+    assert carried.sequence == svc.latest_sequence(), "carried to the rewrite at once"
+    events = asset_events(sketch_asset(DEMO_SKETCH).uri)[earlier_sketch_events:]
+    assert [e["version"] for e in events] == [1, 2, 3, 1, 2, carried.version], "an event like any version"
     (run,) = svc.maintain(DEMO_SKETCH)
     assert (run.strategy, run.delta_rows) == ("none", 0)
     assert (

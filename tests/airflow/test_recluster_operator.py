@@ -32,6 +32,7 @@ def test_the_operator_rewrites_in_the_advised_or_the_given_layout(
     assert svc.tables.commits(table)[-1].operation == "create"
     advised = run(None)
     assert advised["layout"] == "advised" and svc.tables.commits(table)[-1].seq == advised["sequence"]
+    assert advised["carried"] == [f"{ns}_op"] and svc.sketch(f"{ns}_op").sequence == advised["sequence"]
     # Now laid out for its only report: no further advice, so the task fails rather than rewrite.
     with pytest.raises(AirflowFailException, match="recommends no rewrite"):
         run(None)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from sketch_airflow.assets import SKETCH_VERSIONS, emit_version, sketch_asset
+from sketch_airflow.assets import SKETCH_VERSIONS, emit_carried, emit_version, sketch_asset
 from sketch_airflow.hooks.sketch import DEFAULT_CONN_ID, SketchMetastoreHook
 from sketch_airflow.operators.report_output import (
     OUTPUT_FORMATS,
@@ -298,12 +298,17 @@ class ReclusterTableOperator(_SketchOperator):
     :param layout: ``sort(a, ...)`` or ``zorder(a, ...)`` (templated; default: the layout
         advisor's recommendation; the task then fails, without retry, when it has none).
 
-    Returns (to XCom) the table, the layout and the rewrite's commit sequence.
+    The sketches current before the rewrite are carried to it (new versions, nothing read),
+    each an event of its asset through ``SKETCH_VERSIONS`` (the default outlet).
+
+    Returns (to XCom) the table, the layout, the rewrite's commit sequence and the sketches
+    carried.
     """
 
     template_fields: Sequence[str] = ("table", "layout")
 
     def __init__(self, *, table: str, layout: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("outlets", [SKETCH_VERSIONS])
         super().__init__(**kwargs)
         self.table = table
         self.layout = layout
@@ -313,9 +318,22 @@ class ReclusterTableOperator(_SketchOperator):
 
         with failing_without_retry_on_bad_input():
             layout = Layout.parse(self.layout) if self.layout else None
-            sequence = self._service().recluster(self.table, layout)
-        self.log.info("rewrote %s in %s at sequence %d", self.table, layout or "the advised layout", sequence)
-        return {"table": self.table, "layout": str(layout) if layout else "advised", "sequence": sequence}
+            svc = self._service()
+            sequence = svc.recluster(self.table, layout)
+        carried = emit_carried(context, self.outlets, svc, sequence)
+        self.log.info(
+            "rewrote %s in %s at sequence %d; sketches carried to it: %s",
+            self.table,
+            layout or "the advised layout",
+            sequence,
+            ", ".join(carried) or "none",
+        )
+        return {
+            "table": self.table,
+            "layout": str(layout) if layout else "advised",
+            "sequence": sequence,
+            "carried": carried,
+        }
 
 
 class RefreshSketchesOperator(_SketchOperator):
