@@ -54,8 +54,8 @@ def emit_carried(context: Any, outlets: Sequence[Any], svc: Any, sequence: int) 
     (``svc.recluster`` publishes them; see ``SketchService.recluster``); their names."""
     carried = []
     for definition in svc.sketches.definitions():
-        version = svc.sketch(definition.name)
-        if version.sequence == sequence:
-            emit_version(context, outlets, version.name, version.version, sequence)
-            carried.append(version.name)
+        record = svc.sketches.version(definition.name)  # (None: a sketch never published)
+        if record is not None and record.sequence == sequence:
+            emit_version(context, outlets, record.name, record.version, sequence)
+            carried.append(record.name)
     return carried
