@@ -70,10 +70,10 @@ def _ordered_source(node: exp.Select) -> tuple[exp.Select | exp.SetOperation, st
         inner = source.this
     elif isinstance(source, exp.Table) and not source.args.get("db"):
         inner = _cte_named(node, source.name)
-    ordered = isinstance(inner, exp.Select | exp.SetOperation) and inner.args.get("order") is not None
-    if not ordered or source is None:
+    if source is None or not isinstance(inner, exp.Select | exp.SetOperation):
         return None
-    assert isinstance(inner, exp.Select | exp.SetOperation)
+    if inner.args.get("order") is None:
+        return None
     return inner, source.alias_or_name
 
 

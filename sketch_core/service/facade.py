@@ -640,8 +640,7 @@ class SketchService:
         recommendation, a column the table lacks, a page size below one row),
         TableNotFoundError or SparkJobError."""
         sequence = self.layouts.recluster(table, layout, page_rows)
-        rewritten = self.tables.pin(table, sequence).table  # (the name as registered)
-        self.maintainer.carry_after_rewrite(rewritten, sequence)
+        self.maintainer.carry_after_rewrite(self.tables.record(table).name, sequence)
         return sequence
 
     # -- incremental engines, to inspect and to build on --------------------------------------
