@@ -34,7 +34,7 @@ from sketch_core.costs.budget import (
     state_options,
 )
 from sketch_core.costs.footprint import Footprint, state_footprint
-from sketch_core.errors import StateMissingError
+from sketch_core.errors import SketchNotFoundError, StateMissingError
 from sketch_core.maintenance.advisor import CostAdvisor
 from sketch_core.maintenance.state_store import StateStore
 from sketch_core.metastore.policies import PolicyRepository
@@ -45,6 +45,13 @@ log = logging.getLogger(__name__)
 
 # How long the state modes read from the metastore are reused (another process may allocate).
 MODES_TTL_SECONDS = 30.0
+# A sketch whose operator state Spark failed to compute (more than the driver takes: TPC-H
+# Q18's at SF10) is maintained by recaptures for this long before its state is tried again:
+# each try costs the whole state job (a minute there) before the recapture. Remembered as the
+# mode "none" with this reason, with or without a budget, so every process (each Airflow task)
+# knows it.
+STATE_RETRY_SECONDS = 24 * 3600.0
+NOT_COMPUTED = "its operator state could not be computed on Spark"
 
 
 @dataclass(frozen=True)
@@ -81,12 +88,29 @@ class StateBudget:
     # -- the current modes ---------------------------------------------------------------------
     def mode(self, name: str) -> StateMode | None:
         """The sketch's mode (None: never allocated, so its state is kept in full); read from
-        the metastore at most every MODES_TTL_SECONDS (another process may have allocated)."""
-        if not self.settings.state_budget_bytes:
-            return None
+        the metastore at most every MODES_TTL_SECONDS (another process may have allocated).
+        Without a budget only a state Spark could not compute counts (see
+        :meth:`state_not_computed`), and only for ``STATE_RETRY_SECONDS``."""
         if self._modes is None or self.clock() - self._modes[0] > MODES_TTL_SECONDS:
             self._modes = (self.clock(), self.modes.all())
-        return self._modes[1].get(name)
+        mode = self._modes[1].get(name)
+        if mode is not None and mode.reason.startswith(NOT_COMPUTED):
+            return mode if _not_computed(mode) else None
+        return mode if self.settings.state_budget_bytes else None
+
+    def state_not_computed(self, name: str, cause: str) -> None:
+        """Remember that computing the sketch's state on Spark failed (``cause``): until
+        ``STATE_RETRY_SECONDS`` have passed it keeps no state, and ``auto`` recaptures it
+        instead of running that job again."""
+        retry = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() + STATE_RETRY_SECONDS))
+        shown = cause if len(cause) <= 300 else cause[:297] + "..."
+        reason = f"{NOT_COMPUTED} ({shown}); maintained by recaptures, the state tried again after {retry}"
+        log.warning("%s: %s", name, reason)
+        try:
+            self.modes.set(name, "none", None, 0, None, reason)
+        except SketchNotFoundError:  # its first capture: tried again at its first maintenance
+            return
+        self._modes = None
 
     def keep_top(self, name: str) -> int | None:
         """The m the sketch's min/max and top-k state keeps (None: every value)."""
@@ -140,6 +164,8 @@ class StateBudget:
         footprints: dict[str, Footprint] = {}
         unsized: list[str] = []
         for name in names if names is not None else [d.name for d in self.sketches.definitions()]:
+            if name in known and _not_computed(known[name]):
+                continue  # no state to place until it is tried again
             record = self.sketches.version(name)
             footprint = self._footprint(record, keep) if record is not None else None
             if footprint is None and name in known:
@@ -191,3 +217,9 @@ class StateBudget:
             footprint.top_m_bytes,
             exhaust,
         )
+
+
+def _not_computed(mode: StateMode) -> bool:
+    """Whether ``mode`` remembers a state Spark failed to compute, within its retry time."""
+    age = time.time() - mode.decided_at.timestamp()
+    return mode.reason.startswith(NOT_COMPUTED) and age < STATE_RETRY_SECONDS

@@ -18,7 +18,12 @@ from sketch_core.algebra.frontend import decode_params, encode_params
 from sketch_core.algebra.query_text import query_text, referenced_tables, template_key
 from sketch_core.attribute_choice.query import AttributeEstimates
 from sketch_core.config import Settings
-from sketch_core.errors import InvalidSketchNameError, SketchNotFoundError, UnsupportedQueryError
+from sketch_core.errors import (
+    InvalidSketchNameError,
+    SketchNotFoundError,
+    StateMissingError,
+    UnsupportedQueryError,
+)
 from sketch_core.maintenance.driver import MaintainedSketch
 from sketch_core.maintenance.state_store import store_state
 from sketch_core.metastore.sketches import SketchDefinition
@@ -383,7 +388,8 @@ class Capturer:
             maintained = self.engines.first_engine(
                 definition, partitions, sequence, budget.keep_top(definition.name)
             )
-        except (UnsupportedQueryError, pa.ArrowException) as exc:  # the capture query can still run
+        except (UnsupportedQueryError, StateMissingError, pa.ArrowException) as exc:
+            # (the capture query can still run)
             log.info("%s: captured with the capture query (the state failed: %s)", definition.name, exc)
             return None
         log.info("%s: captured from its incremental state (one Spark job for both)", definition.name)
@@ -398,6 +404,6 @@ class Capturer:
         partitions = ctx.partitions.of(definition)
         try:
             return self.engines.first_engine(definition, partitions, sequence, ctx.budget.keep_top(name))
-        except UnsupportedQueryError as exc:
+        except (UnsupportedQueryError, StateMissingError) as exc:
             log.info("%s: no incremental state (%s); it will be recaptured", name, exc)
             return None

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from sketch_core import faults
 from sketch_core.algebra.query_text import referenced_tables
-from sketch_core.errors import UnsupportedQueryError
+from sketch_core.errors import SparkJobError, StateMissingError, UnsupportedQueryError
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
 from sketch_core.incremental.remote import RemoteEvaluator
@@ -98,30 +98,23 @@ class EngineFactory:
         ctx = self.context
         tables = referenced_tables(definition.query_sql)
         rows = sum(ctx.tables.pin(table, sequence).record_count for table in tables)
-        remote = self.remote_evaluator()
+        remote, ansi = self.remote_evaluator(), ctx.spark_ansi()
+
+        def build(summarize: Summarizer | None) -> MaintainedSketch:
+            return build_engine(
+                ctx.tables, definition, partitions, sequence, None, summarize, keep_top, remote, ansi
+            )
+
         if self.computes_state_locally(rows):
             try:
-                return build_engine(
-                    ctx.tables,
-                    definition,
-                    partitions,
-                    sequence,
-                    keep_top=keep_top,
-                    remote=remote,
-                    ansi=ctx.spark_ansi(),
-                )
+                return build(None)
             except UnsupportedQueryError as exc:
                 log.info("%s: state computed on Spark (in-process: %s)", definition.name, exc)
-        return build_engine(
-            ctx.tables,
-            definition,
-            partitions,
-            sequence,
-            summarize=self.spark_summarizer(definition),
-            keep_top=keep_top,
-            remote=remote,
-            ansi=ctx.spark_ansi(),
-        )
+        try:
+            return build(self.spark_summarizer(definition))
+        except SparkJobError as exc:  # (e.g. more state than the driver takes: a recapture needs none)
+            ctx.budget.state_not_computed(definition.name, exc.cause)
+            raise StateMissingError(definition.name, f"computing it on Spark failed: {exc.cause}") from exc
 
     def planned_engine(self, definition: SketchDefinition, sequence: int) -> IncrementalSketch | None:
         """See :meth:`SketchService.planned_engine`."""

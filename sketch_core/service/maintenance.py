@@ -24,7 +24,6 @@ from sketch_core.errors import (
     SketchNotFoundError,
     SketchTableDroppedError,
     SnapshotExpiredError,
-    SparkJobError,
     StateMissingError,
     UnsupportedQueryError,
 )
@@ -500,10 +499,8 @@ class Maintainer:
         # budget: computed from the snapshot (in-process for small tables, else on Spark).
         partitions = self.context.partitions.of(definition)
         keep_top = budget.keep_top(definition.name)
-        try:
-            return self.engines.first_engine(definition, partitions, record.sequence, keep_top), True
-        except SparkJobError as exc:  # (e.g. more state than the driver takes: a recapture needs none)
-            raise StateMissingError(definition.name, f"computing it on Spark failed: {exc.cause}") from exc
+        # (A state Spark fails to compute raises StateMissingError: ``auto`` recaptures.)
+        return self.engines.first_engine(definition, partitions, record.sequence, keep_top), True
 
     def cost_model(self, name: str, max_age: float = 0.0) -> CostModel:
         """See :meth:`SketchService.cost_model`."""

@@ -158,15 +158,17 @@ def split_partials(frontier: Frontier, result: pa.Table) -> Partials:
     groups = [group_column(i) for i in range(len(frontier.node.groups))]
     keys = {g: result.column(g).cast(t) for g, t in zip(groups, frontier.group_types, strict=True)}
 
-    def rows_of(chosen: _Set) -> pa.Array:
-        mask = pa.array([True] * result.num_rows, pa.bool_())
+    def rows_of(chosen: _Set) -> pa.ChunkedArray | None:
+        mask = None  # (not a Python list of a flag per row: the state may have millions)
         for c in extras:
-            mask = pc.and_(mask, pc.equal(result.column(_flag(c)), 0 if c in chosen.extra else 1))
+            this = pc.equal(result.column(_flag(c)), 0 if c in chosen.extra else 1)
+            mask = this if mask is None else pc.and_(mask, this)
         return mask
 
     def table(chosen: _Set, **columns: pa.ChunkedArray) -> pa.Table:
         whole = pa.table({**keys, **columns})
-        return whole.filter(rows_of(chosen))
+        mask = rows_of(chosen)
+        return whole if mask is None else whole.filter(mask)
 
     summed = [c for s in frontier.specs for c in s.summed_columns(frontier.argument_types[s.index])]
     partials = Partials(table(sets[0], **{c: result.column(c) for c in (ROWS, *summed)}))

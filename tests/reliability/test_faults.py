@@ -18,6 +18,7 @@ from sketch_core import faults
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import SparkJobError, StateMissingError
 from sketch_core.faults import InjectedFaultError
+from sketch_core.maintenance import budget as budget_module
 from sketch_core.service import SketchService, engines
 from tests.reliability.conftest import sketch_with_state_then_load
 from tests.service.test_maintain import HAVING, captured, fresh_fragments, maintained, sibling
@@ -181,10 +182,50 @@ def test_a_state_that_spark_fails_to_compute_is_a_typed_error_and_auto_recapture
     assert svc.sketches.versions(name) == [1]
     assert [r["status"] for r in svc.sketches.runs(name)] == ["succeeded", "failed"]  # (the capture's)
 
+    # Remembered (in the metastore, for every process): until STATE_RETRY_SECONDS have passed,
+    # ``auto`` recaptures without running the state job again (at SF10 it took a minute), and
+    # the status says why.
+    (shown,) = sibling(svc).status(name)
+    assert shown.state_mode is not None and shown.state_mode.mode == "none"
+    assert "could not be computed on Spark (" in shown.state_mode.reason
+    assert "fault injected at state-job" in shown.state_mode.reason
+    state_jobs: list[str] = []
     monkeypatch.setattr(faults, "_fired", set())  # armed again: the next state job fails too
-    (run,) = svc.maintain(name)
-    assert (run.strategy, run.to_version) == ("full", 2), run
+    with faults.hook("state-job", lambda: state_jobs.append("tried")):
+        (run,) = svc.maintain(name)
+        assert (run.strategy, run.to_version) == ("full", 2), run
+        assert state_jobs == [], "no state job while the failure is remembered"
+        assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+
+        # Once the retry time has passed, the state is tried again (and computed: no fault now).
+        svc.tables.append(table, synthetic_table(40, 40, seed=85, key_start=4000))
+        monkeypatch.setattr(budget_module, "STATE_RETRY_SECONDS", 0.0)
+        monkeypatch.delenv("SKETCH_FAULT")
+        (run,) = svc.maintain(name)
+        assert state_jobs == ["tried"]
+    assert (run.strategy, run.to_version) == ("incremental", 3), run
     assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+
+
+def test_a_capture_asked_for_a_state_spark_fails_to_compute_still_captures(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``with_state``: the state job stands for the capture query over big tables; when it
+    fails, the capture query runs and the version is published without state (before, the
+    job's error failed the capture). A recapture is remembered the same way as maintenance."""
+    svc = sibling(spark_svc)
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(3000, 40, seed=86), sort_by=["a"])
+    name, sql = captured(svc, table, "first")  # the sketch exists; the next capture asks for state
+    monkeypatch.setattr(engines, "LOCAL_STATE_ROWS", 0)
+    monkeypatch.setattr(faults, "_fired", set())
+    monkeypatch.setenv("SKETCH_FAULT", "state-job:fail-job")
+    svc.tables.append(table, synthetic_table(40, 40, seed=87, key_start=3000))
+    version = svc.capture(sql, name=name, attributes={table: "a"}, fragments=40, with_state=True)
+    assert version.version == 2
+    assert svc.sketches.version(name).state_ref is None  # type: ignore[union-attr]
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
+    assert svc.context.budget.keeps_state(name) is False, "remembered: not tried at every capture"
 
 
 def test_a_run_that_raises_is_recorded_failed_and_one_under_way_is_not_settled(
