@@ -45,13 +45,14 @@ log = logging.getLogger(__name__)
 
 # How long the state modes read from the metastore are reused (another process may allocate).
 MODES_TTL_SECONDS = 30.0
-# A sketch whose operator state Spark failed to compute (more than the driver takes: TPC-H
-# Q18's at SF10) is maintained by recaptures for this long before its state is tried again:
-# each try costs the whole state job (a minute there) before the recapture. Remembered as the
+# A sketch whose operator state cannot be built (Spark failed to compute it, as when it is more
+# than the driver takes, or it would hold too many rows in-process: TPC-H Q18's at SF10) is
+# maintained by recaptures for this long before its state is tried again: each try can cost the
+# whole state job (a minute there) before the recapture. Remembered as the
 # mode "none" with this reason, with or without a budget, so every process (each Airflow task)
 # knows it.
 STATE_RETRY_SECONDS = 24 * 3600.0
-NOT_COMPUTED = "its operator state could not be computed on Spark"
+NOT_COMPUTED = "its operator state cannot be built"
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class StateBudget:
         """The sketch's mode (None: never allocated, so its state is kept in full); read from
         the metastore at most every MODES_TTL_SECONDS (another process may have allocated).
         Without a budget only a state Spark could not compute counts (see
-        :meth:`state_not_computed`), and only for ``STATE_RETRY_SECONDS``."""
+        :meth:`cannot_build_state`), and only for ``STATE_RETRY_SECONDS``."""
         if self._modes is None or self.clock() - self._modes[0] > MODES_TTL_SECONDS:
             self._modes = (self.clock(), self.modes.all())
         mode = self._modes[1].get(name)
@@ -98,8 +99,8 @@ class StateBudget:
             return mode if _not_computed(mode) else None
         return mode if self.settings.state_budget_bytes else None
 
-    def state_not_computed(self, name: str, cause: str) -> None:
-        """Remember that computing the sketch's state on Spark failed (``cause``): until
+    def cannot_build_state(self, name: str, cause: str) -> None:
+        """Remember that the sketch's state cannot be built (``cause``): until
         ``STATE_RETRY_SECONDS`` have passed it keeps no state, and ``auto`` recaptures it
         instead of running that job again."""
         retry = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() + STATE_RETRY_SECONDS))

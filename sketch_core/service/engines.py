@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 # The first state of an engine is computed in-process, from the snapshot's rows, when the
 # sketch's tables hold at most this many rows together; on Spark above.
 LOCAL_STATE_ROWS = 1_000_000
+# Above that, aggregations over joins, selections and projections get their state from Spark;
+# a table the plan reads outside them (under a join above an aggregation: TPC-H Q18's IN
+# subquery) is held in-process, row by row. At most this many rows together: TPC-H Q18 at SF10
+# would hold 60M lineitem rows, and the process was killed for memory at 20 GiB.
+IN_PROCESS_STATE_ROWS = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -96,8 +101,10 @@ class EngineFactory:
     ) -> MaintainedSketch:
         """See :meth:`SketchService.first_engine`."""
         ctx = self.context
-        tables = referenced_tables(definition.query_sql)
-        rows = sum(ctx.tables.pin(table, sequence).record_count for table in tables)
+        counts = {
+            t: ctx.tables.pin(t, sequence).record_count for t in referenced_tables(definition.query_sql)
+        }
+        rows = sum(counts.values())
         remote, ansi = self.remote_evaluator(), ctx.spark_ansi()
 
         def build(summarize: Summarizer | None) -> MaintainedSketch:
@@ -110,11 +117,32 @@ class EngineFactory:
                 return build(None)
             except UnsupportedQueryError as exc:
                 log.info("%s: state computed on Spark (in-process: %s)", definition.name, exc)
+        held = self._held_in_process(definition, sequence, counts)
+        if held is not None:
+            ctx.budget.cannot_build_state(definition.name, held)
+            raise StateMissingError(definition.name, held)
         try:
             return build(self.spark_summarizer(definition))
         except SparkJobError as exc:  # (e.g. more state than the driver takes: a recapture needs none)
-            ctx.budget.state_not_computed(definition.name, exc.cause)
+            ctx.budget.cannot_build_state(definition.name, f"the Spark job failed: {exc.cause}")
             raise StateMissingError(definition.name, f"computing it on Spark failed: {exc.cause}") from exc
+
+    def _held_in_process(
+        self, definition: SketchDefinition, sequence: int, counts: Mapping[str, int]
+    ) -> str | None:
+        """Why the state, computed on Spark where it can be, would still hold more rows
+        in-process than ``IN_PROCESS_STATE_ROWS`` (None: it would not)."""
+        engine = self.planned_engine(definition, sequence)
+        if engine is None:
+            return None
+        outside = sorted(engine.tables_outside(engine.frontier()))
+        held = sum(counts[t] for t in outside)
+        if held <= IN_PROCESS_STATE_ROWS:
+            return None
+        return (
+            f"its plan holds {', '.join(outside)} in-process ({held:,} rows, more than "
+            f"{IN_PROCESS_STATE_ROWS:,}): the tables under a join above an aggregation"
+        )
 
     def planned_engine(self, definition: SketchDefinition, sequence: int) -> IncrementalSketch | None:
         """See :meth:`SketchService.planned_engine`."""

@@ -14,8 +14,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from sketch_core import faults
 from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator, load_tpch
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
+from sketch_core.errors import StateMissingError
 from sketch_core.maintenance.driver import advance, build_engine
 from sketch_core.service import SketchService
 from sketch_core.service import engines as engines_module
@@ -133,4 +135,39 @@ def test_a_capture_over_big_tables_takes_its_sketch_from_the_state_spark_compute
     fresh = svc.capture(sql, name=f"imp_fresh_q{number}", attributes=attributes, fragments=64, snapshot=after)
     assert fragments_of(svc, from_state.name) == {t: set(ids) for t, ids in fresh.fragments.items()}
     for name in (plain.name, only_sketch.name, from_state.name, fresh.name):
+        svc.drop_sketch(name)
+
+
+def test_a_state_that_would_hold_big_tables_in_process_is_not_built(
+    imp_svc: SketchService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TPC-H Q18's IN subquery aggregates lineitem under a join, so its plan holds lineitem,
+    orders and customer in-process, row by row (at SF10, 60M lineitem rows: the process was
+    killed for memory). Above IN_PROCESS_STATE_ROWS rows (0 here, for SF0.01) the state is
+    not built, and no Spark job runs for it: the capture publishes without state, the reason
+    is remembered, ``auto`` recaptures and ``incremental`` says why."""
+    svc, sql = imp_svc, query(18)
+    monkeypatch.setattr(engines_module, "LOCAL_STATE_ROWS", 0)
+    monkeypatch.setattr(engines_module, "IN_PROCESS_STATE_ROWS", 0)
+    lineitem = DeltaGenerator(svc.tables, f"{NAMESPACE}.lineitem", TPCH_SORT_KEYS["lineitem"], seed=71)
+    state_jobs: list[str] = []
+    with faults.hook("state-job", lambda: state_jobs.append("ran")):
+        version = svc.capture(sql, name="imp_held_q18", fragments=64, with_state=True)
+        assert svc.sketches.version(version.name).state_ref is None  # type: ignore[union-attr]
+        mode = svc.context.budget.mode(version.name)
+        assert mode is not None and mode.mode == "none"
+        assert "in-process" in mode.reason and f"{NAMESPACE}.lineitem" in mode.reason
+        after = lineitem.mixed(40).apply(svc.tables)
+        (run,) = svc.maintain(version.name)
+        assert run.strategy == "full"
+        lineitem.inserts(10).apply(svc.tables)
+        with pytest.raises(StateMissingError, match="in-process"):
+            svc.maintain(version.name, strategy="incremental")
+    assert state_jobs == [], "no Spark job for a state that would not be kept"
+    attributes = {t: a for t, (a, _) in version.partitions.items()}
+    fresh = svc.capture(sql, name="imp_held_fresh", attributes=attributes, fragments=64, snapshot=after)
+    assert fragments_of(svc, fresh.name) == {
+        t: set(ids) for t, ids in svc.sketch(version.name).fragments.items()
+    }
+    for name in (version.name, fresh.name):
         svc.drop_sketch(name)

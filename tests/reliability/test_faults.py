@@ -187,7 +187,7 @@ def test_a_state_that_spark_fails_to_compute_is_a_typed_error_and_auto_recapture
     # the status says why.
     (shown,) = sibling(svc).status(name)
     assert shown.state_mode is not None and shown.state_mode.mode == "none"
-    assert "could not be computed on Spark (" in shown.state_mode.reason
+    assert "cannot be built (the Spark job failed: " in shown.state_mode.reason
     assert "fault injected at state-job" in shown.state_mode.reason
     state_jobs: list[str] = []
     monkeypatch.setattr(faults, "_fired", set())  # armed again: the next state job fails too
