@@ -603,7 +603,6 @@ def _has_subquery(node: exp.Expr) -> bool:
 
 _UNSUPPORTED_SELECT_ARGS = {
     "laterals": "LATERAL VIEW",
-    "windows": "WINDOW clause",
     "sort": "SORT BY",
     "cluster": "CLUSTER BY",
     "distribute": "DISTRIBUTE BY",

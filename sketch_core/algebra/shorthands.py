@@ -26,6 +26,8 @@
 - ``EXISTS(array, x -> p)``, Spark's higher-order function (true when ``p`` holds for an
   element), becomes a call of a function named ``exists``: sqlglot reads it as an EXISTS
   subquery, which the front end then refused as a subquery it cannot read.
+- ``WINDOW w AS (PARTITION BY p ORDER BY o)`` (a named window) is written into each ``OVER w``
+  and ``OVER (w frame)`` that names it, and the clause dropped: the same windows, spelled out.
 - A parenthesized join first in a FROM, ``FROM (a JOIN b ON p) JOIN c ON q`` (as Access-style
   generators nest joins), becomes ``FROM a JOIN b ON p JOIN c ON q``: joins associate to the
   left, so the parentheses there change nothing.
@@ -52,10 +54,15 @@ def written_out(tree: exp.Expr) -> exp.Expr:
         or _leading_join_group(node) is not None
         or _limits_nothing(node)
         or _higher_order_exists(node)
+        or (isinstance(node, exp.Select) and node.args.get("windows"))
         for node in tree.walk()
     ):
         return tree
     tree = tree.copy()
+    # Innermost first: a subquery's names are its own (and are gone before its query's turn).
+    for select in reversed(list(tree.find_all(exp.Select))):
+        if select.args.get("windows"):
+            _spell_out_named_windows(select)
     for limit in list(tree.find_all(exp.Limit)):
         if _limits_nothing(limit):
             limit.pop()
@@ -85,6 +92,34 @@ def written_out(tree: exp.Expr) -> exp.Expr:
         if _orders_by_all(order):
             _order_by_all(order)
     return tree
+
+
+def _spell_out_named_windows(select: exp.Select) -> None:
+    """Each window of ``select`` that names one of its WINDOW clause's definitions gets that
+    definition's partitioning, ordering and frame where it gives none of its own (SQL lets a
+    reference add an ordering or a frame); the clause is dropped."""
+    named: dict[str, exp.Window] = {}
+    for definition in select.args["windows"]:
+        if definition.args.get("alias") is not None:  # ``WINDOW w2 AS (w1 ...)``
+            raise UnsupportedQueryError(
+                "a named window defined over another one", definition.sql(dialect=SPARK)
+            )
+        named[definition.name.lower()] = definition
+    select.set("windows", None)
+    for window in list(select.find_all(exp.Window)):
+        reference = window.args.get("alias")
+        if reference is None or window.find_ancestor(exp.Select) is not select:
+            continue
+        definition = named.get(reference.name.lower())
+        if definition is None:
+            raise UnsupportedQueryError(f"window {reference.name} (not defined)", window.sql(dialect=SPARK))
+        spelled = exp.Window(this=window.this.copy(), over=window.args.get("over") or "OVER")
+        for part in ("partition_by", "order", "spec"):
+            given = window.args.get(part) or definition.args.get(part)
+            if given:
+                copied = [g.copy() for g in given] if isinstance(given, list) else given.copy()
+                spelled.set(part, copied)
+        window.replace(spelled)
 
 
 def _limits_nothing(node: exp.Expr) -> bool:

@@ -117,7 +117,7 @@ def test_inline_unsupported_sql_is_refused_when_the_operator_is_built() -> None:
     # A report that runs without sketches may use any construct Spark has.
     plain = SketchedQueryOperator(
         task_id="plain",
-        sql="SELECT a, LAG(b) OVER w AS r FROM demo.facts WINDOW w AS (ORDER BY b)",
+        sql="SELECT a, x FROM demo.facts LATERAL VIEW explode(array(b, c)) e AS x",
         use_sketches=False,
     )
     assert plain.use_sketches is False
@@ -127,8 +127,8 @@ def test_bad_input_at_run_time_fails_without_retry_and_transient_errors_propagat
     sketch_conn: str, tmp_path: Path
 ) -> None:
     templated = CaptureSketchOperator(task_id="late", sql="{{ params.sql }}", sketch_conn_id=sketch_conn)
-    templated.sql = "SELECT a, LAG(b) OVER w AS r FROM demo.facts WINDOW w AS (ORDER BY b)"  # as rendered
-    with pytest.raises(AirflowFailException, match="WINDOW clause"):
+    templated.sql = "SELECT a, x FROM demo.facts LATERAL VIEW explode(array(b, c)) e AS x"  # as rendered
+    with pytest.raises(AirflowFailException, match="LATERAL VIEW"):
         templated.execute({})
     define("sketch_down", host="127.0.0.1", port=1, login="x", schema="x", extra={"warehouse": str(tmp_path)})
     down = SketchedQueryOperator(

@@ -167,7 +167,11 @@ def test_params_round_trip_through_json() -> None:
             "SELECT region FROM s.regions WHERE region IN (SELECT region FROM s.sales LIMIT 3)",
             "LIMIT without ORDER BY in a subquery",
         ),
-        ("SELECT id, LAG(id) OVER w AS n FROM s.sales WINDOW w AS (ORDER BY id)", "WINDOW clause"),
+        (
+            "SELECT id, SUM(id) OVER w2 AS n FROM s.sales WINDOW w1 AS (PARTITION BY region), "
+            "w2 AS (w1 ORDER BY id)",
+            "a named window defined over another one",
+        ),
         ("SELECT r.id FROM range(3) r JOIN s.sales s ON r.id = s.id", "table-valued function RANGE(3)"),
         (
             "SELECT a.id FROM s.sales a JOIN (s.regions b JOIN s.regions c ON b.region = c.region) "

@@ -80,7 +80,7 @@ def test_percent_rank_and_cume_dist_become_ranks_and_counts_over_the_partition()
         "AS DOUBLE) / CAST(COUNT(*) OVER () AS DOUBLE) AS cd FROM t"
     )
     named = "SELECT PERCENT_RANK() OVER w AS pr FROM t WINDOW w AS (ORDER BY b)"
-    assert _out(named) == sqlglot.parse_one(named, read="spark").sql(dialect="spark")  # left as is
+    assert _out(named) == _out("SELECT PERCENT_RANK() OVER (ORDER BY b) AS pr FROM t")  # spelled out first
 
 
 def test_a_leading_parenthesized_join_is_written_out_flat() -> None:
@@ -108,3 +108,31 @@ def test_the_higher_order_exists_is_a_function_not_a_subquery() -> None:
     assert isinstance(subquery.this, exp.Select)
     (function,) = [f for f in out.find_all(exp.Anonymous) if f.name.lower() == "exists"]
     assert function.sql(dialect=SPARK) == "EXISTS(xs, x -> x > 1)"
+
+
+def test_a_named_window_is_spelled_out_where_it_is_used() -> None:
+    assert _out(
+        "SELECT * FROM (SELECT g, ROW_NUMBER() OVER w AS r, "
+        "SUM(v) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS run, "
+        "COUNT(*) OVER (PARTITION BY k) AS n FROM t WINDOW W AS (PARTITION BY g ORDER BY v DESC)) AS x "
+        "WHERE r <= 3"
+    ) == (
+        "SELECT * FROM (SELECT g, ROW_NUMBER() OVER (PARTITION BY g ORDER BY v DESC) AS r, "
+        "SUM(v) OVER (PARTITION BY g ORDER BY v DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) "
+        "AS run, COUNT(*) OVER (PARTITION BY k) AS n FROM t) AS x WHERE r <= 3"
+    )
+    # A reference may add the ordering its definition lacks; each query's names are its own.
+    assert _out(
+        "SELECT SUM(v) OVER (w ORDER BY id) AS s, (SELECT MAX(u) OVER w FROM u WINDOW w AS (ORDER BY u)) "
+        "FROM t WINDOW w AS (PARTITION BY g)"
+    ) == (
+        "SELECT SUM(v) OVER (PARTITION BY g ORDER BY id) AS s, "
+        "(SELECT MAX(u) OVER (ORDER BY u) FROM u) FROM t"
+    )
+
+
+def test_a_named_window_over_another_or_an_undefined_one_is_refused_by_name() -> None:
+    with pytest.raises(UnsupportedQueryError, match="defined over another"):
+        _out("SELECT SUM(v) OVER w2 FROM t WINDOW w1 AS (PARTITION BY g), w2 AS (w1 ORDER BY v)")
+    with pytest.raises(UnsupportedQueryError, match="window w3"):
+        _out("SELECT SUM(v) OVER w3 FROM t WINDOW w1 AS (PARTITION BY g)")

@@ -204,6 +204,15 @@ CAPTURED = {
             SELECT g, k, v, PERCENT_RANK() OVER (PARTITION BY g ORDER BY v DESC, k) AS pr,
                    CUME_DIST() OVER (PARTITION BY g ORDER BY v DESC) AS cd
             FROM {NS}.facts WHERE g < 3) WHERE pr <= 0.05 OR cd <= 0.05""",
+    # Named windows (WINDOW w AS ...), one of them with a frame.
+    "named_window": f"""
+        SELECT g, id, v, rn, running FROM (
+            SELECT g, id, v, ROW_NUMBER() OVER w AS rn, SUM(v) OVER framed AS running
+            FROM {NS}.facts WHERE g < 4
+            WINDOW w AS (PARTITION BY g ORDER BY v DESC, id),
+                   framed AS (PARTITION BY g ORDER BY v DESC, id
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
+        WHERE rn <= 3""",
     "order_by_all": f"""
         SELECT SUM(v) AS s, g, COUNT_IF(v > 50) AS high FROM {NS}.facts
         GROUP BY ALL ORDER BY ALL DESC LIMIT 4""",

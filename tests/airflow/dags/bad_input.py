@@ -13,7 +13,7 @@ with DAG(
     "bad_input",
     start_date=pendulum.datetime(2026, 1, 1),
     schedule=None,
-    params={"sql": "SELECT a, LAG(b) OVER w AS r FROM demo.facts WINDOW w AS (ORDER BY b)"},
+    params={"sql": "SELECT a, x FROM demo.facts LATERAL VIEW explode(array(b, c)) e AS x"},
     default_args={"retries": 1, "retry_delay": timedelta(seconds=1)},
 ):
     SketchedQueryOperator(task_id="unreachable", sql="SELECT a FROM demo.facts", sketch_conn_id="sketch_down")
