@@ -90,14 +90,25 @@ class StateBudget:
     def mode(self, name: str) -> StateMode | None:
         """The sketch's mode (None: never allocated, so its state is kept in full); read from
         the metastore at most every MODES_TTL_SECONDS (another process may have allocated).
-        Without a budget only a state Spark could not compute counts (see
+        Without a budget only a state that could not be built counts (see
         :meth:`cannot_build_state`), and only for ``STATE_RETRY_SECONDS``."""
-        if self._modes is None or self.clock() - self._modes[0] > MODES_TTL_SECONDS:
-            self._modes = (self.clock(), self.modes.all())
-        mode = self._modes[1].get(name)
+        mode = self._stored_modes().get(name)
         if mode is not None and mode.reason.startswith(NOT_COMPUTED):
             return mode if _not_computed(mode) else None
         return mode if self.settings.state_budget_bytes else None
+
+    def _stored_modes(self) -> dict[str, StateMode]:
+        if self._modes is None or self.clock() - self._modes[0] > MODES_TTL_SECONDS:
+            self._modes = (self.clock(), self.modes.all())
+        return self._modes[1]
+
+    def state_built(self, name: str) -> None:
+        """Forget that the sketch's state could not be built, now that it was (after the retry
+        time): the status no longer shows the old failure."""
+        mode = self._stored_modes().get(name)
+        if mode is not None and mode.reason.startswith(NOT_COMPUTED):
+            self.modes.clear(name)
+            self._modes = None
 
     def cannot_build_state(self, name: str, cause: str) -> None:
         """Remember that the sketch's state cannot be built (``cause``): until

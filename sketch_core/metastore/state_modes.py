@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sketch_core.metastore import schema as t
@@ -51,6 +51,12 @@ class StateModeRepository:
         with self.engine.begin() as conn:
             statement = pg_insert(t.state_modes).values(sketch_id=sketch_id_of(conn, name), **values)
             conn.execute(statement.on_conflict_do_update(index_elements=["sketch_id"], set_=values))
+
+    def clear(self, name: str) -> None:
+        """The sketch has no mode any more (as one never allocated)."""
+        with self.engine.begin() as conn:
+            sketch = select(t.sketches.c.sketch_id).where(t.sketches.c.name == name).scalar_subquery()
+            conn.execute(delete(t.state_modes).where(t.state_modes.c.sketch_id == sketch))
 
     def get(self, name: str) -> StateMode | None:
         return self.all([name]).get(name)

@@ -122,10 +122,12 @@ class EngineFactory:
             ctx.budget.cannot_build_state(definition.name, held)
             raise StateMissingError(definition.name, held)
         try:
-            return build(self.spark_summarizer(definition))
+            built = build(self.spark_summarizer(definition))
         except SparkJobError as exc:  # (e.g. more state than the driver takes: a recapture needs none)
             ctx.budget.cannot_build_state(definition.name, f"the Spark job failed: {exc.cause}")
             raise StateMissingError(definition.name, f"computing it on Spark failed: {exc.cause}") from exc
+        ctx.budget.state_built(definition.name)
+        return built
 
     def _held_in_process(
         self, definition: SketchDefinition, sequence: int, counts: Mapping[str, int]

@@ -204,6 +204,7 @@ def test_a_state_that_spark_fails_to_compute_is_a_typed_error_and_auto_recapture
         (run,) = svc.maintain(name)
         assert state_jobs == ["tried"]
     assert (run.strategy, run.to_version) == ("incremental", 3), run
+    assert sibling(svc).status(name)[0].state_mode is None, "the old failure is no longer shown"
     assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
 
 
