@@ -48,11 +48,11 @@ MODES_TTL_SECONDS = 30.0
 # A sketch whose operator state cannot be built (Spark failed to compute it, as when it is more
 # than the driver takes, or it would hold too many rows in-process: TPC-H Q18's at SF10) is
 # maintained by recaptures for this long before its state is tried again: each try can cost the
-# whole state job (a minute there) before the recapture. Remembered as the
-# mode "none" with this reason, with or without a budget, so every process (each Airflow task)
-# knows it.
+# whole state job (a minute there) before the recapture. Remembered as the mode "none" with a
+# reason that starts with NOT_BUILT, with or without a budget, so that every process (each
+# Airflow task) knows it.
 STATE_RETRY_SECONDS = 24 * 3600.0
-NOT_COMPUTED = "its operator state cannot be built"
+NOT_BUILT = "its operator state cannot be built"
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ class StateBudget:
         Without a budget only a state that could not be built counts (see
         :meth:`cannot_build_state`), and only for ``STATE_RETRY_SECONDS``."""
         mode = self._stored_modes().get(name)
-        if mode is not None and mode.reason.startswith(NOT_COMPUTED):
-            return mode if _not_computed(mode) else None
+        if mode is not None and mode.reason.startswith(NOT_BUILT):
+            return mode if _failure_remembered(mode) else None
         return mode if self.settings.state_budget_bytes else None
 
     def _stored_modes(self) -> dict[str, StateMode]:
@@ -106,7 +106,7 @@ class StateBudget:
         """Forget that the sketch's state could not be built, now that it was (after the retry
         time): the status no longer shows the old failure."""
         mode = self._stored_modes().get(name)
-        if mode is not None and mode.reason.startswith(NOT_COMPUTED):
+        if mode is not None and mode.reason.startswith(NOT_BUILT):
             self.modes.clear(name)
             self._modes = None
 
@@ -116,7 +116,7 @@ class StateBudget:
         instead of running that job again."""
         retry = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() + STATE_RETRY_SECONDS))
         shown = cause if len(cause) <= 300 else cause[:297] + "..."
-        reason = f"{NOT_COMPUTED} ({shown}); maintained by recaptures, the state tried again after {retry}"
+        reason = f"{NOT_BUILT} ({shown}); maintained by recaptures, the state tried again after {retry}"
         log.warning("%s: %s", name, reason)
         try:
             self.modes.set(name, "none", None, 0, None, reason)
@@ -176,7 +176,7 @@ class StateBudget:
         footprints: dict[str, Footprint] = {}
         unsized: list[str] = []
         for name in names if names is not None else [d.name for d in self.sketches.definitions()]:
-            if name in known and _not_computed(known[name]):
+            if name in known and _failure_remembered(known[name]):
                 continue  # no state to place until it is tried again
             record = self.sketches.version(name)
             footprint = self._footprint(record, keep) if record is not None else None
@@ -231,7 +231,7 @@ class StateBudget:
         )
 
 
-def _not_computed(mode: StateMode) -> bool:
-    """Whether ``mode`` remembers a state Spark failed to compute, within its retry time."""
+def _failure_remembered(mode: StateMode) -> bool:
+    """Whether ``mode`` remembers a state that could not be built, within its retry time."""
     age = time.time() - mode.decided_at.timestamp()
-    return mode.reason.startswith(NOT_COMPUTED) and age < STATE_RETRY_SECONDS
+    return mode.reason.startswith(NOT_BUILT) and age < STATE_RETRY_SECONDS

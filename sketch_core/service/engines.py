@@ -112,20 +112,23 @@ class EngineFactory:
                 ctx.tables, definition, partitions, sequence, None, summarize, keep_top, remote, ansi
             )
 
+        built = None
         if self.computes_state_locally(rows):
             try:
-                return build(None)
+                built = build(None)
             except UnsupportedQueryError as exc:
                 log.info("%s: state computed on Spark (in-process: %s)", definition.name, exc)
-        held = self._held_in_process(definition, sequence, counts)
-        if held is not None:
-            ctx.budget.cannot_build_state(definition.name, held)
-            raise StateMissingError(definition.name, held)
-        try:
-            built = build(self.spark_summarizer(definition))
-        except SparkJobError as exc:  # (e.g. more state than the driver takes: a recapture needs none)
-            ctx.budget.cannot_build_state(definition.name, f"the Spark job failed: {exc.cause}")
-            raise StateMissingError(definition.name, f"computing it on Spark failed: {exc.cause}") from exc
+        if built is None:
+            held = self._held_in_process(definition, sequence, counts)
+            if held is not None:
+                ctx.budget.cannot_build_state(definition.name, held)
+                raise StateMissingError(definition.name, held)
+            try:
+                built = build(self.spark_summarizer(definition))
+            except SparkJobError as exc:  # (more state than the driver takes: a recapture needs none)
+                ctx.budget.cannot_build_state(definition.name, f"the Spark job failed: {exc.cause}")
+                failed = f"computing it on Spark failed: {exc.cause}"
+                raise StateMissingError(definition.name, failed) from exc
         ctx.budget.state_built(definition.name)
         return built
 
@@ -138,7 +141,8 @@ class EngineFactory:
         if engine is None:
             return None
         outside = sorted(engine.tables_outside(engine.frontier()))
-        held = sum(counts[t] for t in outside)
+        tables = self.context.tables
+        held = sum(counts[t] if t in counts else tables.pin(t, sequence).record_count for t in outside)
         if held <= IN_PROCESS_STATE_ROWS:
             return None
         return (
