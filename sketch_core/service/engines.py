@@ -168,8 +168,14 @@ class EngineFactory:
     def restored(
         self, definition: SketchDefinition, record: VersionRecord, state_ref: str
     ) -> MaintainedSketch:
-        """The engine at ``record``'s version, its state read from ``state_ref``."""
+        """The engine at ``record``'s version, its state read from ``state_ref``; refused (and
+        remembered) as a first state would be when it holds too many rows in-process: one
+        stored while the tables were small grows with them."""
         ctx = self.context
+        held = self._held_in_process(definition, record.sequence, {})
+        if held is not None:
+            ctx.budget.cannot_build_state(definition.name, held)
+            raise StateMissingError(state_ref, held)
         return build_engine(
             ctx.tables,
             definition,

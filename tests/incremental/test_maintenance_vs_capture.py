@@ -171,3 +171,28 @@ def test_a_state_that_would_hold_big_tables_in_process_is_not_built(
     }
     for name in (version.name, fresh.name):
         svc.drop_sketch(name)
+
+
+def test_a_stored_state_that_grew_too_big_to_hold_in_process_is_not_restored(
+    imp_svc: SketchService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state stored while Q18's tables were small grows with them: restoring it is refused as
+    building it would be (IN_PROCESS_STATE_ROWS lowered to 0 here, as if the tables had grown
+    past it), remembered, and ``auto`` recaptures."""
+    svc, sql = imp_svc, query(18)
+    monkeypatch.setattr(engines_module, "LOCAL_STATE_ROWS", 0)
+    version = svc.capture(sql, name="imp_grown_q18", fragments=64, with_state=True)
+    assert svc.sketches.version(version.name).state_ref is not None  # type: ignore[union-attr]
+    monkeypatch.setattr(engines_module, "IN_PROCESS_STATE_ROWS", 0)
+    svc.release_engines()  # as a new process would: the next run restores the stored state
+    lineitem = DeltaGenerator(svc.tables, f"{NAMESPACE}.lineitem", TPCH_SORT_KEYS["lineitem"], seed=72)
+    after = lineitem.mixed(40).apply(svc.tables)
+    (run,) = svc.maintain(version.name)
+    assert run.strategy == "full"
+    mode = svc.context.budget.mode(version.name)
+    assert mode is not None and "in-process" in mode.reason
+    attributes = {t: a for t, (a, _) in version.partitions.items()}
+    fresh = svc.capture(sql, name="imp_grown_fresh", attributes=attributes, fragments=64, snapshot=after)
+    assert fragments_of(svc, fresh.name) == fragments_of(svc, version.name)
+    for name in (version.name, fresh.name):
+        svc.drop_sketch(name)
