@@ -59,7 +59,7 @@ def test_the_schema_free_check_agrees_with_the_front_end(number: int) -> None:
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("SELECT a, b FROM s.t GROUP BY a, b SORT BY a", "SORT BY"),
+        ("SELECT k, v FROM s.t UNPIVOT (v FOR k IN (a, b))", "UNPIVOT"),
         ("SELECT a, x FROM s.t LATERAL VIEW explode(b) e AS x", "LATERAL VIEW"),
         ("SELECT a, COUNT(DISTINCT b) OVER (ORDER BY a) AS w FROM s.t", "DISTINCT in a window function"),
         ("SELECT a, b FROM s.t GROUP BY ROLLUP (a, b)", "ROLLUP/CUBE/GROUPING SETS"),
