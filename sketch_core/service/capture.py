@@ -295,7 +295,10 @@ class Capturer:
         chosen = {table: partition.attribute for table, (_, partition) in partitions.items()}
         with spark_job(f"the capture of {name} at sequence {sequence}"):
             faults.reached("spark-job", spark=ctx.spark)
-            maintained = self._state_capture(definition, pins, sequence) if request.with_state else None
+            unbuilt: list[str] = []  # why the state cannot be built, if it was tried and cannot
+            maintained = (
+                self._state_capture(definition, pins, sequence, unbuilt) if request.with_state else None
+            )
             if maintained is not None:
                 sketch = maintained.engine.sketch()
                 found = {table: sketch.get(table, set()) for table in partition_ids}
@@ -312,6 +315,9 @@ class Capturer:
         run_id = ctx.sketches.start_run(name, request.strategy, request.from_version)
         try:
             keeps = (request.with_state or maintained is not None) and ctx.budget.keeps_state(name)
+            if unbuilt and keeps:  # a new sketch: remembered now that it exists, not tried twice
+                ctx.budget.cannot_build_state(name, unbuilt[0])
+                keeps = False
             if maintained is None and keeps:
                 maintained = self._initial_state(name, sequence)
             elif not keeps:
@@ -360,7 +366,11 @@ class Capturer:
             log.warning("could not record the failure of run %d: %s", run_id, recording)
 
     def _state_capture(
-        self, definition: SketchDefinition, pins: Mapping[str, PinnedSnapshot], sequence: int
+        self,
+        definition: SketchDefinition,
+        pins: Mapping[str, PinnedSnapshot],
+        sequence: int,
+        unbuilt: list[str],
     ) -> MaintainedSketch | None:
         """For a capture asked to compute the state too (``with_state``): the sketch's
         incremental engine at ``sequence``, its state computed on Spark, when that job can
@@ -389,7 +399,9 @@ class Capturer:
                 definition, partitions, sequence, budget.keep_top(definition.name)
             )
         except (UnsupportedQueryError, StateMissingError, pa.ArrowException) as exc:
-            # (the capture query can still run)
+            # (the capture query can still run; a state that cannot be built is not tried again)
+            if isinstance(exc, StateMissingError):
+                unbuilt.append(exc.reason)
             log.info("%s: captured with the capture query (the state failed: %s)", definition.name, exc)
             return None
         log.info("%s: captured from its incremental state (one Spark job for both)", definition.name)

@@ -228,6 +228,16 @@ def test_a_capture_asked_for_a_state_spark_fails_to_compute_still_captures(
     assert maintained(svc, name) == fresh_fragments(svc, sql, name, svc.latest_sequence())
     assert svc.context.budget.keeps_state(name) is False, "remembered: not tried at every capture"
 
+    # A new sketch: the failure is remembered once the sketch exists, and the job is not run a
+    # second time in the same capture (the fault fires once: a second job would succeed).
+    state_jobs: list[str] = []
+    monkeypatch.setattr(faults, "_fired", set())
+    with faults.hook("state-job", lambda: state_jobs.append("ran")):
+        new = svc.capture(sql, name=f"{name}_new", attributes={table: "a"}, fragments=40, with_state=True)
+    assert state_jobs == ["ran"]
+    assert svc.sketches.version(new.name).state_ref is None  # type: ignore[union-attr]
+    assert svc.context.budget.keeps_state(new.name) is False
+
 
 def test_a_run_that_raises_is_recorded_failed_and_one_under_way_is_not_settled(
     gated: tuple[SketchService, str, str, str], monkeypatch: pytest.MonkeyPatch
