@@ -93,7 +93,7 @@ class StateBudget:
         Without a budget only a state that could not be built counts (see
         :meth:`cannot_build_state`), and only for ``STATE_RETRY_SECONDS``."""
         mode = self._stored_modes().get(name)
-        if mode is not None and mode.reason.startswith(NOT_BUILT):
+        if mode is not None and _is_failure_mark(mode):
             return mode if _failure_remembered(mode) else None
         return mode if self.settings.state_budget_bytes else None
 
@@ -106,7 +106,7 @@ class StateBudget:
         """Forget that the sketch's state could not be built, now that it was (after the retry
         time): the status no longer shows the old failure."""
         mode = self._stored_modes().get(name)
-        if mode is not None and mode.reason.startswith(NOT_BUILT):
+        if mode is not None and _is_failure_mark(mode):
             self.modes.clear(name)
             self._modes = None
 
@@ -234,4 +234,9 @@ class StateBudget:
 def _failure_remembered(mode: StateMode) -> bool:
     """Whether ``mode`` remembers a state that could not be built, within its retry time."""
     age = time.time() - mode.decided_at.timestamp()
-    return mode.reason.startswith(NOT_BUILT) and age < STATE_RETRY_SECONDS
+    return _is_failure_mark(mode) and age < STATE_RETRY_SECONDS
+
+
+def _is_failure_mark(mode: StateMode) -> bool:
+    """Whether ``mode`` was stored by :meth:`StateBudget.cannot_build_state` (not by the budget)."""
+    return mode.reason.startswith(NOT_BUILT)

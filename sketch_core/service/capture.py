@@ -295,9 +295,8 @@ class Capturer:
         chosen = {table: partition.attribute for table, (_, partition) in partitions.items()}
         with spark_job(f"the capture of {name} at sequence {sequence}"):
             faults.reached("spark-job", spark=ctx.spark)
-            unbuilt: list[str] = []  # why the state cannot be built, if it was tried and cannot
-            maintained = (
-                self._state_capture(definition, pins, sequence, unbuilt) if request.with_state else None
+            maintained, unbuilt = (
+                self._state_capture(definition, pins, sequence) if request.with_state else (None, None)
             )
             if maintained is not None:
                 sketch = maintained.engine.sketch()
@@ -315,8 +314,8 @@ class Capturer:
         run_id = ctx.sketches.start_run(name, request.strategy, request.from_version)
         try:
             keeps = (request.with_state or maintained is not None) and ctx.budget.keeps_state(name)
-            if unbuilt and keeps:  # a new sketch: remembered now that it exists, not tried twice
-                ctx.budget.cannot_build_state(name, unbuilt[0])
+            if unbuilt is not None and keeps:  # a new sketch: remembered now that it exists, not tried twice
+                ctx.budget.cannot_build_state(name, unbuilt)
                 keeps = False
             if maintained is None and keeps:
                 maintained = self._initial_state(name, sequence)
@@ -370,8 +369,7 @@ class Capturer:
         definition: SketchDefinition,
         pins: Mapping[str, PinnedSnapshot],
         sequence: int,
-        unbuilt: list[str],
-    ) -> MaintainedSketch | None:
+    ) -> tuple[MaintainedSketch | None, str | None]:
         """For a capture asked to compute the state too (``with_state``): the sketch's
         incremental engine at ``sequence``, its state computed on Spark, when that job can
         stand for the capture's: the tables are too big for the state to be
@@ -380,19 +378,21 @@ class Capturer:
         has the query's provenance from those sums alone (the sketch is the engine's, exactly
         what the capture query finds: see ``test_maintenance_vs_capture``). One Spark job then
         gives the sketch and its state, and the first maintenance restores that state instead
-        of computing it. None: capture with the instrumented query.
+        of computing it. None: capture with the instrumented query; then the second item says
+        why the state cannot be built, when it was tried and cannot (None: not tried, or it
+        can).
 
         Only when asked: the state job costs more than the capture query (TPC-H Q10 at SF1:
         1.8 times as long), a price for sketches that will be maintained, not for every one."""
         budget = self.context.budget
         rows = sum(pin.record_count for pin in pins.values())
         if self.engines.computes_state_locally(rows) or not budget.keeps_state(definition.name):
-            return None
+            return None, None
         engine = self.engines.planned_engine(definition, sequence)
         if engine is None:
-            return None
+            return None, None
         if engine.tables_outside(engine.frontier()):
-            return None  # some table would be read in-process: the capture query reads it on Spark
+            return None, None  # some table would be read in-process: the capture query reads it on Spark
         partitions = self.context.partitions.of(definition)
         try:
             maintained = self.engines.first_engine(
@@ -400,12 +400,10 @@ class Capturer:
             )
         except (UnsupportedQueryError, StateMissingError, pa.ArrowException) as exc:
             # (the capture query can still run; a state that cannot be built is not tried again)
-            if isinstance(exc, StateMissingError):
-                unbuilt.append(exc.reason)
             log.info("%s: captured with the capture query (the state failed: %s)", definition.name, exc)
-            return None
+            return None, exc.reason if isinstance(exc, StateMissingError) else None
         log.info("%s: captured from its incremental state (one Spark job for both)", definition.name)
-        return maintained
+        return maintained, None
 
     def _initial_state(self, name: str, sequence: int) -> MaintainedSketch | None:
         """The incremental engine of a sketch at ``sequence``, its aggregations' state computed

@@ -121,16 +121,20 @@ class EngineFactory:
         if built is None:
             held = self._held_in_process(definition, sequence, counts)
             if held is not None:
-                ctx.budget.cannot_build_state(definition.name, held)
-                raise StateMissingError(definition.name, held)
+                raise self._unbuildable(definition.name, held, definition.name)
             try:
                 built = build(self.spark_summarizer(definition))
             except SparkJobError as exc:  # (more state than the driver takes: a recapture needs none)
-                ctx.budget.cannot_build_state(definition.name, f"the Spark job failed: {exc.cause}")
-                failed = f"computing it on Spark failed: {exc.cause}"
-                raise StateMissingError(definition.name, failed) from exc
+                failed = f"the Spark job computing it failed: {exc.cause}"
+                raise self._unbuildable(definition.name, failed, definition.name) from exc
         ctx.budget.state_built(definition.name)
         return built
+
+    def _unbuildable(self, name: str, why: str, ref: str) -> StateMissingError:
+        """Remember that the sketch's state cannot be built (``why``, shown in its status), and
+        the error to raise: one phrasing whichever path found it."""
+        self.context.budget.cannot_build_state(name, why)
+        return StateMissingError(ref, why)
 
     def _held_in_process(
         self, definition: SketchDefinition, sequence: int, counts: Mapping[str, int]
@@ -174,8 +178,7 @@ class EngineFactory:
         ctx = self.context
         held = self._held_in_process(definition, record.sequence, {})
         if held is not None:
-            ctx.budget.cannot_build_state(definition.name, held)
-            raise StateMissingError(state_ref, held)
+            raise self._unbuildable(definition.name, held, state_ref)
         return build_engine(
             ctx.tables,
             definition,

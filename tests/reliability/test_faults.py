@@ -177,7 +177,7 @@ def test_a_state_that_spark_fails_to_compute_is_a_typed_error_and_auto_recapture
     monkeypatch.setenv("SKETCH_FAULT", "state-job:fail-job")
     with pytest.raises(StateMissingError) as info:
         svc.maintain(name, "incremental")
-    assert "computing it on Spark failed" in str(info.value)
+    assert "the Spark job computing it failed: " in str(info.value)
     assert "fault injected at state-job" in str(info.value)
     assert svc.sketches.versions(name) == [1]
     assert [r["status"] for r in svc.sketches.runs(name)] == ["succeeded", "failed"]  # (the capture's)
@@ -187,7 +187,7 @@ def test_a_state_that_spark_fails_to_compute_is_a_typed_error_and_auto_recapture
     # the status says why.
     (shown,) = sibling(svc).status(name)
     assert shown.state_mode is not None and shown.state_mode.mode == "none"
-    assert "cannot be built (the Spark job failed: " in shown.state_mode.reason
+    assert "cannot be built (the Spark job computing it failed: " in shown.state_mode.reason
     assert "fault injected at state-job" in shown.state_mode.reason
     state_jobs: list[str] = []
     monkeypatch.setattr(faults, "_fired", set())  # armed again: the next state job fails too
