@@ -610,6 +610,12 @@ _UNSUPPORTED_SELECT_ARGS = {
 }
 
 
+def _refuse_unsupported_clauses(node: exp.Select) -> None:
+    for arg, construct in _UNSUPPORTED_SELECT_ARGS.items():
+        if node.args.get(arg):
+            raise UnsupportedQueryError(construct, _where(node))
+
+
 class _Builder:
     def __init__(self, schemas: TableSchemas, refs: Mapping[str, set[str]]) -> None:
         self.schemas = schemas
@@ -1134,9 +1140,7 @@ class _Builder:
     def select(
         self, node: exp.Select, ctes: Mapping[str, exp.Expr], *, top: bool, outer: Sequence[Scope]
     ) -> _Built:
-        for arg, construct in _UNSUPPORTED_SELECT_ARGS.items():
-            if node.args.get(arg):
-                raise UnsupportedQueryError(construct, _where(node))
+        _refuse_unsupported_clauses(node)
         distinct = node.args.get("distinct")
         if distinct is not None and distinct.args.get("on"):
             raise UnsupportedQueryError("DISTINCT ON", _where(node))
@@ -1708,6 +1712,11 @@ def check_supported(sql: str) -> None:
     tree = parse_sql(sql)
     if split_recursive(tree) is not None:  # refuses the recursions it cannot keep, by name
         return
+    # Clauses refused whatever the schemas: refused here before the stand-ins are built (a
+    # stand-in resolution problem would otherwise hide them: sqlglot 30.0 places a SORT BY's
+    # output alias as a table column).
+    for select in tree.find_all(exp.Select):
+        _refuse_unsupported_clauses(select)
     # Placeholders stand for values: any literal shows the structure.
     tree = tree.transform(lambda n: exp.Literal.number(0) if isinstance(n, exp.Placeholder) else n)
     try:

@@ -38,7 +38,7 @@ from sketch_core.rewrites.capture import FRAGMENT_COLUMN
 from sketch_core.service.partition_store import PartitionStore
 from sketch_core.spark.capture import register_annotated_view
 from sketch_core.spark.lake import ensure_lake
-from sketch_core.spark.session import build_session
+from sketch_core.spark.session import build_session, exclude_wrong_result_rules
 from sketch_core.spark.views import register_view
 from sketch_core.tables.catalog import RecordingSqlCatalog
 from sketch_core.tables.catalog_views import CatalogViews
@@ -107,6 +107,7 @@ class ServiceContext:
             # metastore's tables under the catalog's name.
             if self.settings.metastore_url:
                 ensure_lake(self.spark_session, self.settings)
+            exclude_wrong_result_rules(self.spark_session)  # the service's answers must be right
             self._lake_checked = True
         return self.spark_session
 

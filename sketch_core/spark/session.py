@@ -31,6 +31,28 @@ def ensure_java() -> None:
 
 _JIT_ALL_METHODS = "-XX:-DontCompileHugeMethods"
 
+EXCLUDED_RULES_KEY = "spark.sql.optimizer.excludedRules"
+# Optimizer rules that give wrong answers on report shapes users write. Spark 4.1's
+# PushProjectionThroughLimitAndOffset moves a select list holding a correlated scalar subquery
+# below an ORDER BY ... LIMIT (a top-k derived table with, say, each customer's name looked up);
+# the subquery then becomes a join between the sort and the limit, EliminateSorts drops the
+# sort under it, and the limit keeps arbitrary rows. Without the rule the projection stays
+# above the limit (planned as the same TakeOrderedAndProject where there is one).
+WRONG_RESULT_RULES = ("org.apache.spark.sql.catalyst.optimizer.PushProjectionThroughLimitAndOffset",)
+
+
+def excluded_rules(current: str | None) -> str:
+    """``spark.sql.optimizer.excludedRules`` with :data:`WRONG_RESULT_RULES` added to the
+    rules already excluded (``current``)."""
+    rules = [r.strip() for r in (current or "").split(",") if r.strip()]
+    return ",".join([*rules, *(r for r in WRONG_RESULT_RULES if r not in rules)])
+
+
+def exclude_wrong_result_rules(spark: SparkSession) -> None:
+    """Exclude :data:`WRONG_RESULT_RULES` from a running session's optimizer (a runtime
+    setting: the session's own exclusions are kept)."""
+    spark.conf.set(EXCLUDED_RULES_KEY, excluded_rules(spark.conf.get(EXCLUDED_RULES_KEY, None)))
+
 
 def build_session(
     settings: Settings, app_name: str = "sketch-skipping", *, submitted: bool = False
