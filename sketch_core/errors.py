@@ -310,6 +310,15 @@ class UnsupportedQueryError(QueryError):
         )
 
 
+class IncrementalTooCostlyError(UnsupportedQueryError):
+    """An incremental run would cost far more than a recapture (a window whose rows each carry
+    thousands of fragments). ``auto`` recaptures, and keeps recapturing for a day before it
+    tries again (the sketch's state mode says why)."""
+
+    def __init__(self, what: str, location: str) -> None:
+        super().__init__(what, location, hint="maintain this sketch with strategy='full' (auto does)")
+
+
 class UnqualifiedTableError(QueryError):
     """A table is named without its namespace: the service reads ``ns.table`` names only."""
 

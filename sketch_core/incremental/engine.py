@@ -56,7 +56,7 @@ from sketch_core.algebra.ir import (
     referenced,
 )
 from sketch_core.algebra.top_rows import top_rows
-from sketch_core.errors import UnsupportedQueryError
+from sketch_core.errors import IncrementalTooCostlyError, UnsupportedQueryError
 from sketch_core.incremental import stateless
 from sketch_core.incremental.aggregate import AggregateOperator, result_type
 from sketch_core.incremental.annotated import (
@@ -721,6 +721,14 @@ def _frame_of(node: Window, schema: pa.Schema) -> Frame | str:
     return frame
 
 
+# Every row a window gives carries its partition's fragments (all of them; under a top-N filter
+# those of its first N rows): rows times fragments ids over many rows in few partitions. A
+# share-of-total over 37,000 groups in 5 partitions of an SF0.05 table gave 5,000 fragments to
+# each row: 160 s for a 50-row delta, where a recapture took 3 s. Above this many ids for one
+# delta the run is refused (IncrementalTooCostlyError), and ``auto`` recaptures.
+WINDOW_FRAGMENT_IDS = 2_000_000
+
+
 class _Window(_Node):
     """A window (:mod:`.window`) over whole partitions. Stateless: the partitions a delta
     touches are read whole at the new snapshot, their old rows are those less the delta, and
@@ -744,6 +752,11 @@ class _Window(_Node):
             )
         assert isinstance(frame, Frame)
         self.node, self.child, self.top, self.frame = node, child, top, frame
+        # The selection right above, when there is one (set when it is built): the rows it
+        # drops get no fragments here. Each row carries its partition's (all of them, for an
+        # aggregate over the partition): a share-of-total over 40,000 groups filtered to a few
+        # rows per partition built 40,000 lists of thousands of fragments for each delta.
+        self.kept: Translated | None = None
         ranks = {"row_number": pa.int32(), "rank": pa.int32(), "dense_rank": pa.int32()}
         kinds = [
             ranks.get(c.func)
@@ -788,8 +801,27 @@ class _Window(_Node):
         data = pa.table(
             [pa.array([r[i] for r in out], f.type) for i, f in enumerate(self.schema)], schema=self.schema
         )
+        if self.kept is not None and data.num_rows:
+            positions = stateless.kept_positions(data, self.kept)
+            if len(positions) < data.num_rows:
+                data = data.take(positions)
+                lists = [[listed[p] for p in positions] for listed in lists]
+        carried = sum(len(row_ids) for listed in lists for row_ids in listed)  # (shared per partition)
+        if carried > WINDOW_FRAGMENT_IDS:
+            raise IncrementalTooCostlyError(
+                f"a window whose rows each carry their partition's fragments ({carried:,} fragment ids "
+                f"for {data.num_rows:,} rows of this delta, more than {WINDOW_FRAGMENT_IDS:,})",
+                self._shown(),
+            )
         annotations = {a: pa.array(ids, FRAGMENTS) for a, ids in zip(self.annotations, lists, strict=True)}
-        return AnnotatedDelta.build(data, np.ones(len(out), np.int64), annotations)
+        return AnnotatedDelta.build(data, np.ones(data.num_rows, np.int64), annotations)
+
+    def _shown(self) -> str:
+        calls = ", ".join(f"{c.func.upper()}(...)" for _, c in self.node.calls)
+        partition = (
+            f"PARTITION BY {', '.join(self.node.partition)}" if self.node.partition else "the whole input"
+        )
+        return f"{calls} OVER ({partition})"
 
     def _partitions(self, ctx: _Context, keys: KeyValues) -> AnnotatedDelta:
         """The child's rows at the new snapshot in the partitions of ``keys`` (all rows without
@@ -993,6 +1025,7 @@ class IncrementalSketch:
             if isinstance(child, _Scan):
                 self._scan_filters[id(child)] = node.condition
             selection = _Select(node, child, self.remote, self.ansi)
+            self._filter_window_rows(node.condition, child)
             return self._noted(selection, selection.condition, child.schema)
         if isinstance(node, Project):
             below = self._build(node.child)
@@ -1125,6 +1158,28 @@ class IncrementalSketch:
         project = _Project(below, child, self.remote, self.ansi)
         self._noted(project, project.outputs, child.schema)
         return replace(node, child=below, groups=groups, aggregates=calls), project
+
+    def _filter_window_rows(self, condition: exp.Expr, below: _Node) -> None:
+        """Give a window right under a selection (through projections that pass the columns
+        the condition reads, as a derived table's select list does) the condition, so that
+        the rows it drops get no fragments there (the selection still applies it). Only a
+        condition evaluated in-process: a remote one would be evaluated twice."""
+        names = {c: c for c in below.schema.names}  # condition's column -> below's column
+        while isinstance(below, _Project):
+            passed = below.passed
+            names = {mine: passed[theirs] for mine, theirs in names.items() if theirs in passed}
+            below = below.child
+        if not isinstance(below, _Window) or not {c.name for c in condition.find_all(exp.Column)} <= set(
+            names
+        ):
+            return
+        renamed = condition.transform(lambda n: column(names[n.name]) if isinstance(n, exp.Column) else n)
+        kept = stateless.selection(renamed, self.remote, self.ansi)
+        try:
+            if not kept.remote_names(below.schema):
+                below.kept = kept
+        except UnsupportedQueryError:  # (the selection itself says so, by name)
+            return
 
     def _noted(self, built: _N, translated: Translated, schema: pa.Schema) -> _N:
         """``built``, with those of ``translated``'s expressions (over ``schema``) that are

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
@@ -22,6 +23,7 @@ def scan(node: Scan, rows: AnnotatedDelta) -> AnnotatedDelta:
 
 # The name a selection's condition has in its :class:`Translated`.
 CONDITION = "condition"
+_POSITION = "__position"  # (numbers rows to find which a condition keeps)
 
 
 def selection(condition: exp.Expr, remote: RemoteEvaluator | None = None, ansi: bool = True) -> Translated:
@@ -37,6 +39,14 @@ def select(rows: AnnotatedDelta, condition: Translated) -> AnnotatedDelta:
     table, translated = condition.over(rows.table)
     kept = filter_rows(table, translated[CONDITION]).select(range(rows.table.num_columns))
     return AnnotatedDelta(kept, rows.annotations)
+
+
+def kept_positions(table: pa.Table, condition: Translated) -> np.ndarray:
+    """The positions of ``table``'s rows that ``condition`` (made by :func:`selection`) keeps."""
+    numbered = table.append_column(_POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    over, translated = condition.over(numbered)
+    kept: np.ndarray = filter_rows(over, translated[CONDITION]).column(_POSITION).to_numpy()
+    return kept
 
 
 def project(rows: AnnotatedDelta, outputs: Translated) -> AnnotatedDelta:

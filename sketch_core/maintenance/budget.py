@@ -50,9 +50,11 @@ MODES_TTL_SECONDS = 30.0
 # maintained by recaptures for this long before its state is tried again: each try can cost the
 # whole state job (a minute there) before the recapture. Remembered as the mode "none" with a
 # reason that starts with NOT_BUILT, with or without a budget, so that every process (each
-# Airflow task) knows it.
+# Airflow task) knows it. So is a sketch whose incremental runs cost far more than recaptures
+# (TOO_COSTLY: see IncrementalTooCostlyError).
 STATE_RETRY_SECONDS = 24 * 3600.0
 NOT_BUILT = "its operator state cannot be built"
+TOO_COSTLY = "its incremental runs cost more than recaptures"
 
 
 @dataclass(frozen=True)
@@ -110,13 +112,14 @@ class StateBudget:
             self.modes.clear(name)
             self._modes = None
 
-    def cannot_build_state(self, name: str, cause: str) -> None:
-        """Remember that the sketch's state cannot be built (``cause``): until
+    def cannot_build_state(self, name: str, cause: str, what: str = NOT_BUILT) -> None:
+        """Remember that the sketch's state cannot be built (``cause``; ``what``: or, with
+        TOO_COSTLY, that its incremental runs cost far more than recaptures): until
         ``STATE_RETRY_SECONDS`` have passed it keeps no state, and ``auto`` recaptures it
-        instead of running that job again."""
+        instead of trying again."""
         retry = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() + STATE_RETRY_SECONDS))
         shown = cause if len(cause) <= 300 else cause[:297] + "..."
-        reason = f"{NOT_BUILT} ({shown}); maintained by recaptures, the state tried again after {retry}"
+        reason = f"{what} ({shown}); maintained by recaptures, the state tried again after {retry}"
         log.warning("%s: %s", name, reason)
         try:
             self.modes.set(name, "none", None, 0, None, reason)
@@ -239,4 +242,4 @@ def _failure_remembered(mode: StateMode) -> bool:
 
 def _is_failure_mark(mode: StateMode) -> bool:
     """Whether ``mode`` was stored by :meth:`StateBudget.cannot_build_state` (not by the budget)."""
-    return mode.reason.startswith(NOT_BUILT)
+    return mode.reason.startswith((NOT_BUILT, TOO_COSTLY))

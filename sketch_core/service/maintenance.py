@@ -19,6 +19,7 @@ from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
     ColumnsDroppedError,
     DeltaQuarantinedError,
+    IncrementalTooCostlyError,
     KeptValuesExhaustedError,
     SketchError,
     SketchNotFoundError,
@@ -29,6 +30,7 @@ from sketch_core.errors import (
 )
 from sketch_core.incremental.engine import Frontier, RowDelta
 from sketch_core.incremental.partials import Partials
+from sketch_core.maintenance.budget import TOO_COSTLY
 from sketch_core.maintenance.driver import (
     DeltaSummarizer,
     MaintainedSketch,
@@ -290,6 +292,8 @@ class Maintainer:
                 # An expired snapshot: the delta from the version's snapshots cannot be read any
                 # more (a capture that outlived the retention time); a recapture needs only the
                 # target's.
+                if isinstance(exc, IncrementalTooCostlyError):  # not tried again for a while
+                    self.context.budget.cannot_build_state(name, str(exc.construct), TOO_COSTLY)
                 if strategy == "incremental":
                     raise
                 log.info("%s: recapturing instead of incremental maintenance: %s", name, exc)

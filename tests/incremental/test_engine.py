@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sketch_core.algebra.frontend import to_ir
-from sketch_core.errors import KeptValuesExhaustedError, UnsupportedQueryError
+from sketch_core.errors import IncrementalTooCostlyError, KeptValuesExhaustedError, UnsupportedQueryError
+from sketch_core.incremental import engine as engine_module
 from sketch_core.incremental.engine import IncrementalSketch, RowDelta
 from sketch_core.partitions import RangePartition
 from tests.oracles.lineage import provenance
@@ -430,3 +431,35 @@ def test_delta_filters_come_from_selections_right_above_every_scan() -> None:
     assert rows.filter(union["t.facts"]).column("v").to_pylist() == []
     # An unfiltered scan reads every delta row.
     assert new_sketch(QUERIES["having_sum"][0], "id").delta_filters() == {}
+
+
+def test_a_window_whose_rows_carry_too_many_fragments_is_refused_unless_a_filter_drops_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each row of ``SUM(v) OVER (PARTITION BY g)`` carries its whole partition's fragments:
+    rows times fragments ids. Above WINDOW_FRAGMENT_IDS for one delta the run is refused with
+    IncrementalTooCostlyError (``auto`` then recaptures). The rows a selection above the window
+    drops (through the derived table's select list) are neither built nor counted: the same
+    window under a selective filter is maintained, equal to the oracle."""
+    monkeypatch.setattr(engine_module, "WINDOW_FRAGMENT_IDS", 600)
+    rng = np.random.default_rng(5)
+    current = rows(rng, np.arange(200))
+
+    def read(table: str, columns: Sequence[str], keys: Mapping[str, pa.Array] | None) -> pa.Table:
+        return current.select(list(columns))
+
+    window = "SELECT id, g, t FROM (SELECT id, g, SUM(v) OVER (PARTITION BY g) AS t FROM t.facts) x"
+    wide = new_sketch(window, "id")
+    with pytest.raises(IncrementalTooCostlyError) as info:
+        wide.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())}, read)
+    assert "carry their partition's fragments" in str(info.value)
+    assert "SUM(...) OVER (PARTITION BY g)" in str(info.value)
+
+    filtered = f"{window} WHERE id < 15"
+    narrow = new_sketch(filtered, "id")
+    narrow.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())}, read)
+    assert narrow.sketch()["t.facts"] == oracle(filtered, "id", current)
+    inserted = rows(rng, np.arange(200, 210))
+    current = pa.concat_tables([current, inserted])
+    narrow.apply({"t.facts": RowDelta(inserted, SCHEMA.empty_table())}, read)
+    assert narrow.sketch()["t.facts"] == oracle(filtered, "id", current)

@@ -17,7 +17,8 @@ import pytest
 from sketch_core import faults
 from sketch_core.datasets import TPCH_SORT_KEYS, DeltaGenerator, load_tpch
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
-from sketch_core.errors import StateMissingError
+from sketch_core.errors import IncrementalTooCostlyError, StateMissingError
+from sketch_core.incremental import engine as engine_module
 from sketch_core.maintenance.driver import advance, build_engine
 from sketch_core.service import SketchService
 from sketch_core.service import engines as engines_module
@@ -194,5 +195,53 @@ def test_a_stored_state_that_grew_too_big_to_hold_in_process_is_not_restored(
     attributes = {t: a for t, (a, _) in version.partitions.items()}
     fresh = svc.capture(sql, name="imp_grown_fresh", attributes=attributes, fragments=64, snapshot=after)
     assert fragments_of(svc, fresh.name) == fragments_of(svc, version.name)
+    for name in (version.name, fresh.name):
+        svc.drop_sketch(name)
+
+
+def test_a_window_costlier_than_a_recapture_is_recaptured_and_remembered(
+    imp_svc: SketchService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each customer's share of its priority's total, the top two per priority: every row of a
+    priority carries all that priority's fragments, rows times fragments ids for a delta (at
+    SF0.05 a 50-row delta took 160 s, a recapture 3 s). Above WINDOW_FRAGMENT_IDS (lowered
+    here for SF0.01) the incremental run is refused: ``auto`` recaptures and remembers why
+    (the state mode, for every process), its next run recaptures without trying,
+    ``incremental`` raises IncrementalTooCostlyError, and the sketch equals a fresh capture."""
+    svc = imp_svc
+    sql = f"""
+        SELECT * FROM (
+          SELECT o_orderpriority, o_custkey, SUM(o_totalprice) AS s,
+                 SUM(o_totalprice) / SUM(SUM(o_totalprice)) OVER (PARTITION BY o_orderpriority) AS pct,
+                 ROW_NUMBER() OVER (
+                   PARTITION BY o_orderpriority ORDER BY SUM(o_totalprice) DESC, o_custkey) AS rn
+          FROM {NAMESPACE}.orders GROUP BY o_orderpriority, o_custkey) t
+        WHERE rn <= 2"""
+    monkeypatch.setattr(engine_module, "WINDOW_FRAGMENT_IDS", 10_000)
+    version = svc.capture(sql, name="imp_wide_window", fragments=64)
+    orders = DeltaGenerator(svc.tables, f"{NAMESPACE}.orders", TPCH_SORT_KEYS["orders"], seed=73)
+    orders.mixed(30).apply(svc.tables)
+    (run,) = svc.maintain(version.name)
+    assert run.strategy == "full"
+    mode = svc.context.budget.mode(version.name)
+    assert mode is not None and mode.mode == "none", mode
+    assert "cost more than recaptures" in mode.reason and "carry their partition's fragments" in mode.reason
+
+    evaluated: list[int] = []
+    original = engine_module._Window._evaluate
+    monkeypatch.setattr(
+        engine_module._Window, "_evaluate", lambda self, rows: evaluated.append(1) or original(self, rows)
+    )
+    after = orders.mixed(30).apply(svc.tables)
+    (run,) = svc.maintain(version.name)
+    assert run.strategy == "full" and evaluated == [], "recaptured without trying while remembered"
+    orders.inserts(5).apply(svc.tables)
+    with pytest.raises(IncrementalTooCostlyError, match="fragment ids"):
+        svc.maintain(version.name, strategy="incremental")
+    attributes = {t: a for t, (a, _) in version.partitions.items()}
+    fresh = svc.capture(sql, name="imp_wide_fresh", attributes=attributes, fragments=64, snapshot=after)
+    assert fragments_of(svc, fresh.name) == {
+        t: set(ids) for t, ids in svc.sketch(version.name).fragments.items()
+    }
     for name in (version.name, fresh.name):
         svc.drop_sketch(name)
