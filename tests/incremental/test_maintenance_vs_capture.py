@@ -139,6 +139,15 @@ def test_a_capture_over_big_tables_takes_its_sketch_from_the_state_spark_compute
         svc.drop_sketch(name)
 
 
+def assert_equals_a_fresh_capture_and_drop(svc: SketchService, sql: str, name: str, sequence: int) -> None:
+    """The sketch ``name`` equals a fresh capture at ``sequence`` on its attributes; both dropped."""
+    attributes = {t: a for t, (a, _) in svc.sketch(name).partitions.items()}
+    fresh = svc.capture(sql, name=f"{name}_fresh", attributes=attributes, fragments=64, snapshot=sequence)
+    assert fragments_of(svc, fresh.name) == fragments_of(svc, name)
+    for dropped in (name, fresh.name):
+        svc.drop_sketch(dropped)
+
+
 def test_a_state_that_would_hold_big_tables_in_process_is_not_built(
     imp_svc: SketchService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -165,13 +174,7 @@ def test_a_state_that_would_hold_big_tables_in_process_is_not_built(
         with pytest.raises(StateMissingError, match="in-process"):
             svc.maintain(version.name, strategy="incremental")
     assert state_jobs == [], "no Spark job for a state that would not be kept"
-    attributes = {t: a for t, (a, _) in version.partitions.items()}
-    fresh = svc.capture(sql, name="imp_held_fresh", attributes=attributes, fragments=64, snapshot=after)
-    assert fragments_of(svc, fresh.name) == {
-        t: set(ids) for t, ids in svc.sketch(version.name).fragments.items()
-    }
-    for name in (version.name, fresh.name):
-        svc.drop_sketch(name)
+    assert_equals_a_fresh_capture_and_drop(svc, sql, version.name, after)
 
 
 def test_a_stored_state_that_grew_too_big_to_hold_in_process_is_not_restored(
@@ -192,11 +195,7 @@ def test_a_stored_state_that_grew_too_big_to_hold_in_process_is_not_restored(
     assert run.strategy == "full"
     mode = svc.context.budget.mode(version.name)
     assert mode is not None and "in-process" in mode.reason
-    attributes = {t: a for t, (a, _) in version.partitions.items()}
-    fresh = svc.capture(sql, name="imp_grown_fresh", attributes=attributes, fragments=64, snapshot=after)
-    assert fragments_of(svc, fresh.name) == fragments_of(svc, version.name)
-    for name in (version.name, fresh.name):
-        svc.drop_sketch(name)
+    assert_equals_a_fresh_capture_and_drop(svc, sql, version.name, after)
 
 
 def test_a_window_costlier_than_a_recapture_is_recaptured_and_remembered(
@@ -238,10 +237,4 @@ def test_a_window_costlier_than_a_recapture_is_recaptured_and_remembered(
     orders.inserts(5).apply(svc.tables)
     with pytest.raises(IncrementalTooCostlyError, match="fragment ids"):
         svc.maintain(version.name, strategy="incremental")
-    attributes = {t: a for t, (a, _) in version.partitions.items()}
-    fresh = svc.capture(sql, name="imp_wide_fresh", attributes=attributes, fragments=64, snapshot=after)
-    assert fragments_of(svc, fresh.name) == {
-        t: set(ids) for t, ids in svc.sketch(version.name).fragments.items()
-    }
-    for name in (version.name, fresh.name):
-        svc.drop_sketch(name)
+    assert_equals_a_fresh_capture_and_drop(svc, sql, version.name, after)
