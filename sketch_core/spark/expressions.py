@@ -24,7 +24,7 @@ def evaluate_on_spark(spark: SparkSession, table: pa.Table, expressions: Mapping
     while evaluating is the job's (see :func:`~sketch_core.spark.jobs.spark_job`)."""
     numbered = table.append_column(_ROW, pa.array(range(table.num_rows), pa.int64()))
     selected = [f"`{_ROW}`"] + [
-        f"{expression.sql(dialect='spark')} AS {exp.to_identifier(name).sql(dialect='spark')}"
+        f"{expression.sql(dialect=SPARK)} AS {exp.to_identifier(name).sql(dialect=SPARK)}"
         for name, expression in expressions.items()
     ]
     text = ", ".join(e.sql(dialect=SPARK) for e in expressions.values())[:200]

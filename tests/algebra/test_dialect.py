@@ -33,3 +33,12 @@ def test_the_plain_path_binds_tables_without_rewriting_functions() -> None:
     bound = text.bound_to_snapshots("lake", {"ns.t": 7})
     assert "PERCENTILE_DISC(0.9) WITHIN GROUP (ORDER BY x DESC)" in bound
     assert "PERCENTILE_APPROX" not in bound and "lake.ns.t VERSION AS OF 7" in bound
+
+
+def test_names_spark_takes_only_quoted_are_printed_quoted() -> None:
+    """Spark's parser takes only ASCII letters, digits and underscores bare; sqlglot left any
+    letter bare (``\\w``), and Spark refused the printed text."""
+    tree = sqlglot.parse_one("SELECT `priorité`, `чистый`, `2nd`, plain, `Mixed` FROM t", read="spark")
+    assert tree.sql(dialect=SPARK) == "SELECT `priorité`, `чистый`, `2nd`, plain, `Mixed` FROM t"
+    built = sqlglot.exp.select(sqlglot.exp.column("priorité"), sqlglot.exp.column("plain_1")).from_("t")
+    assert built.sql(dialect=SPARK) == "SELECT `priorité`, plain_1 FROM t"

@@ -6,6 +6,8 @@ plain path and the sketched one.
 Metabase orders its nested `source` query and limits the outer one: Spark keeps that order
 (a top-k), and the sketched path had read the LIMIT as keeping any rows.
 
+Names in other scripts (`priorité`) must stay quoted: Spark takes only ASCII names bare.
+
 Metabase qualifies columns with the full table name (`ns`.`table`.`column`): the plain path
 bound the table to a view and Spark could not resolve them. A hint naming an alias
 (``/*+ BROADCAST(c) */``) was taken for a table and the capture refused the text. ``ORDER BY
@@ -178,6 +180,12 @@ REPORTS = {
         SELECT /*+ BROADCAST(customer), REPARTITION(4) */ customer.c_name, SUM(orders.o_totalprice) AS t
         FROM {t}tpch.orders JOIN {t}tpch.customer ON orders.o_custkey = customer.c_custkey
         GROUP BY customer.c_name ORDER BY t DESC, customer.c_name LIMIT 5""",
+    # Names in other scripts, quoted as Spark needs them (the service printed `priorité` bare).
+    "non_ascii_names": """
+        WITH `données` AS (SELECT o_orderpriority AS `priorité`, o_totalprice AS `montant`
+                           FROM {t}tpch.orders)
+        SELECT `priorité`, SUM(`montant`) AS `чистый_доход` FROM `données`
+        GROUP BY `priorité` ORDER BY 2 DESC LIMIT 2""",
 }
 
 
