@@ -24,8 +24,10 @@ from sketch_core.partitions.range_partition import PartitionError, RangePartitio
 def range_partitionable(kind: pa.DataType) -> bool:
     """Whether a column of this type can be a sketch attribute: its values have an order a
     range partition cuts (not structs, lists, maps or binary: a table Spark wrote may hold
-    them beside the columns a report reads)."""
-    return partitions_locally(kind) or pa.types.is_timestamp(kind) or pa.types.is_boolean(kind)
+    them beside the columns a report reads; not booleans either: two values cut into two
+    fragments at most skip nothing, and Spark's partitioning refuses them, so a report
+    filtering on a flag failed its default capture)."""
+    return partitions_locally(kind) or pa.types.is_timestamp(kind)
 
 
 def partitions_locally(kind: pa.DataType) -> bool:
