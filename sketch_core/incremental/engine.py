@@ -725,8 +725,11 @@ def _frame_of(node: Window, schema: pa.Schema) -> Frame | str:
 # those of its first N rows): rows times fragments ids over many rows in few partitions. A
 # share-of-total over 37,000 groups in 5 partitions of an SF0.05 table gave 5,000 fragments to
 # each row: 160 s for a 50-row delta, where a recapture took 3 s. Above this many ids for one
-# delta the run is refused (IncrementalTooCostlyError), and ``auto`` recaptures.
+# delta, and this many per row on average, the run is refused (IncrementalTooCostlyError), and
+# ``auto`` recaptures. (A top-N per group, or a window over small partitions, carries a few per
+# row: its first state over a big table may hold millions, once; its deltas hold few.)
 WINDOW_FRAGMENT_IDS = 2_000_000
+WINDOW_FRAGMENTS_PER_ROW = 100
 
 
 class _Window(_Node):
@@ -807,10 +810,11 @@ class _Window(_Node):
                 data = data.take(positions)
                 lists = [[listed[p] for p in positions] for listed in lists]
         carried = sum(len(row_ids) for listed in lists for row_ids in listed)  # (shared per partition)
-        if carried > WINDOW_FRAGMENT_IDS:
+        if carried > WINDOW_FRAGMENT_IDS and carried > WINDOW_FRAGMENTS_PER_ROW * data.num_rows:
             raise IncrementalTooCostlyError(
                 f"a window whose rows each carry their partition's fragments ({carried:,} fragment ids "
-                f"for {data.num_rows:,} rows of this delta, more than {WINDOW_FRAGMENT_IDS:,})",
+                f"for {data.num_rows:,} rows of this delta, more than {WINDOW_FRAGMENT_IDS:,} and "
+                f"{WINDOW_FRAGMENTS_PER_ROW} per row)",
                 self._shown(),
             )
         annotations = {a: pa.array(ids, FRAGMENTS) for a, ids in zip(self.annotations, lists, strict=True)}

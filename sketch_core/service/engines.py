@@ -15,7 +15,12 @@ from sqlglot import exp
 
 from sketch_core import faults
 from sketch_core.algebra.query_text import referenced_tables
-from sketch_core.errors import SparkJobError, StateMissingError, UnsupportedQueryError
+from sketch_core.errors import (
+    IncrementalTooCostlyError,
+    SparkJobError,
+    StateMissingError,
+    UnsupportedQueryError,
+)
 from sketch_core.incremental.engine import Frontier, IncrementalSketch
 from sketch_core.incremental.partials import Partials
 from sketch_core.incremental.remote import RemoteEvaluator
@@ -116,6 +121,8 @@ class EngineFactory:
         if self.computes_state_locally(rows):
             try:
                 built = build(None)
+            except IncrementalTooCostlyError:
+                raise  # (the state's rows would be the same computed on Spark)
             except UnsupportedQueryError as exc:
                 log.info("%s: state computed on Spark (in-process: %s)", definition.name, exc)
         if built is None:

@@ -437,11 +437,13 @@ def test_a_window_whose_rows_carry_too_many_fragments_is_refused_unless_a_filter
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each row of ``SUM(v) OVER (PARTITION BY g)`` carries its whole partition's fragments:
-    rows times fragments ids. Above WINDOW_FRAGMENT_IDS for one delta the run is refused with
+    rows times fragments ids. Above WINDOW_FRAGMENT_IDS for one delta (and
+    WINDOW_FRAGMENTS_PER_ROW per row: a top-N per group carries a few) the run is refused with
     IncrementalTooCostlyError (``auto`` then recaptures). The rows a selection above the window
     drops (through the derived table's select list) are neither built nor counted: the same
     window under a selective filter is maintained, equal to the oracle."""
     monkeypatch.setattr(engine_module, "WINDOW_FRAGMENT_IDS", 600)
+    monkeypatch.setattr(engine_module, "WINDOW_FRAGMENTS_PER_ROW", 10)
     rng = np.random.default_rng(5)
     current = rows(rng, np.arange(200))
 
@@ -463,3 +465,21 @@ def test_a_window_whose_rows_carry_too_many_fragments_is_refused_unless_a_filter
     current = pa.concat_tables([current, inserted])
     narrow.apply({"t.facts": RowDelta(inserted, SCHEMA.empty_table())}, read)
     assert narrow.sketch()["t.facts"] == oracle(filtered, "id", current)
+
+
+def test_a_window_over_small_partitions_carrying_a_few_fragments_per_row_is_not_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A window over many small partitions (or a top-N per group) carries a few fragments per
+    row: many ids over a big first load, few per row; not refused, equal to the oracle."""
+    monkeypatch.setattr(engine_module, "WINDOW_FRAGMENT_IDS", 50)
+    monkeypatch.setattr(engine_module, "WINDOW_FRAGMENTS_PER_ROW", 10)
+    current = rows(np.random.default_rng(6), np.arange(300))
+
+    def read(table: str, columns: Sequence[str], keys: Mapping[str, pa.Array] | None) -> pa.Table:
+        return current.select(list(columns))
+
+    sql = "SELECT id, v, t FROM (SELECT id, v, SUM(w) OVER (PARTITION BY v) AS t FROM t.facts) x"
+    sketch = new_sketch(sql, "id")
+    sketch.apply({"t.facts": RowDelta(current, SCHEMA.empty_table())}, read)
+    assert sketch.sketch()["t.facts"] == oracle(sql, "id", current)

@@ -217,6 +217,7 @@ def test_a_window_costlier_than_a_recapture_is_recaptured_and_remembered(
           FROM {NAMESPACE}.orders GROUP BY o_orderpriority, o_custkey) t
         WHERE rn <= 2"""
     monkeypatch.setattr(engine_module, "WINDOW_FRAGMENT_IDS", 10_000)
+    monkeypatch.setattr(engine_module, "WINDOW_FRAGMENTS_PER_ROW", 10)
     version = svc.capture(sql, name="imp_wide_window", fragments=64)
     orders = DeltaGenerator(svc.tables, f"{NAMESPACE}.orders", TPCH_SORT_KEYS["orders"], seed=73)
     orders.mixed(30).apply(svc.tables)
