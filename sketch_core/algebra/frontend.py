@@ -610,6 +610,15 @@ _UNSUPPORTED_SELECT_ARGS = {
 }
 
 
+def _subquery_construct(node: exp.Expr) -> str:
+    """What a subquery inside an expression is, as an error names it."""
+    if isinstance(node.parent, exp.Exists):
+        return "EXISTS inside an expression (under OR, in CASE or the select list)"
+    if isinstance(node.parent, exp.In):
+        return "IN (subquery) inside an expression (under OR, in CASE or the select list)"
+    return "scalar subquery"
+
+
 def _refuse_unsupported_clauses(node: exp.Select) -> None:
     for arg, construct in _UNSUPPORTED_SELECT_ARGS.items():
         if node.args.get(arg):
@@ -635,7 +644,7 @@ class _Builder:
             if isinstance(node, exp.Window):
                 raise UnsupportedQueryError("window function", _where(node))
             if isinstance(node, exp.Query | exp.Subquery):
-                raise UnsupportedQueryError("scalar subquery", _where(where))
+                raise UnsupportedQueryError(_subquery_construct(node), _where(where))
             if isinstance(node, exp.AggFunc) and type(node) not in _AGGREGATES and not opaque:
                 raise UnsupportedQueryError(f"aggregate function {node.key.upper()}", _where(node))
 
@@ -987,6 +996,13 @@ class _Builder:
             return self._correlated_scalar(sub, ctes, scopes, rejecting)
         if len(built.visible) != 1:
             raise QueryError(f"a scalar subquery must return one column: {_where(sub)[:200]!r}")
+        if not _one_row(built.rel) and isinstance(sub.parent, exp.In):  # (a membership test outside WHERE)
+            raise UnsupportedQueryError(
+                _subquery_construct(sub),
+                _where(sub.parent),
+                hint="make it a conjunct of WHERE (... AND x IN (SELECT ...)), or LEFT JOIN the "
+                "subquery's DISTINCT keys and test them IS NOT NULL",
+            )
         if not _one_row(built.rel):
             raise UnsupportedQueryError(
                 "a scalar subquery that may return no row or several",

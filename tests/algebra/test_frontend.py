@@ -202,6 +202,20 @@ def test_params_round_trip_through_json() -> None:
             "SELECT id FROM s.sales WHERE amount > (SELECT amount FROM s.sales ORDER BY id LIMIT 1)",
             "a scalar subquery that may return no row or several",
         ),
+        # A membership test is no scalar: named as what it is (it was "a scalar subquery that
+        # may return no row or several", with a hint to aggregate it).
+        (
+            "SELECT id FROM s.sales WHERE id IN (SELECT id FROM s.sales WHERE amount > 5) OR amount < 0",
+            "IN (subquery) inside an expression (under OR, in CASE or the select list)",
+        ),
+        (
+            "SELECT CASE WHEN id IN (SELECT id FROM s.sales WHERE amount > 5) THEN 1 END AS k FROM s.sales",
+            "IN (subquery) inside an expression (under OR, in CASE or the select list)",
+        ),
+        (
+            "SELECT id, EXISTS (SELECT 1 FROM s.sales y WHERE y.id = x.id + 1) AS e FROM s.sales x",
+            "EXISTS inside an expression (under OR, in CASE or the select list)",
+        ),
         (
             "SELECT id FROM s.sales x WHERE amount > (SELECT COUNT(*) FROM s.sales y WHERE y.id = x.id)",
             "COUNT in a correlated scalar subquery",
