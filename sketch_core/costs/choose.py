@@ -177,8 +177,9 @@ def choose(
 
 
 def stateless_choice(why: str) -> Choice:
-    """A sketch the state budget keeps no state for (``why``) can only be recaptured."""
-    return Choice("full", {}, f"full: the state budget keeps no state for this sketch ({why})")
+    """A sketch that keeps no state (``why``: the state budget's choice, or a state that cannot
+    be built or costs more than recaptures) can only be recaptured."""
+    return Choice("full", {}, f"full: no operator state is kept for this sketch ({why})")
 
 
 def exploring_rule(

@@ -59,7 +59,7 @@ def test_a_tight_budget_cuts_min_max_state_drops_the_rest_and_maintenance_follow
     # No state: auto recaptures, says why, and stores no state.
     assert runs[sums].strategy == "full"
     decision = tight.costs.last_decision(sums)
-    assert decision is not None and "state budget keeps no state" in decision.reason
+    assert decision is not None and "no operator state is kept" in decision.reason
     assert tight.sketch(sums).version == 2 and not tight.sketches.version(sums).state_ref  # type: ignore[union-attr]
     # Top-m: the state kept in full is not restored; it is rebuilt with the cut, and stored so.
     assert runs[extremes].strategy == "incremental"
