@@ -63,9 +63,8 @@ def single_fragments(partition: RangePartition, values: pa.ChunkedArray | pa.Arr
     """Each value's fragment as a one-element list (annotate(R, F, a), Def. 4.4)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
-    if pa.types.is_integer(values.type) and all(isinstance(c, int) for c in partition.cuts):
-        # Exact integer search: the float path of fragments_of would round values above 2**53.
-        cuts = np.asarray(partition.cuts, dtype=np.int64)
+    cuts = partition.integer_cuts if pa.types.is_integer(values.type) else None
+    if cuts is not None:
         filled = values.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         ids = np.searchsorted(cuts, filled, side="right")
         ids[values.is_null().to_numpy(zero_copy_only=False)] = partition.null_fragment

@@ -9,7 +9,20 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, bindparam, exists, func, insert, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Row,
+    Select,
+    bindparam,
+    exists,
+    func,
+    insert,
+    select,
+    text,
+    true,
+    update,
+)
 from sqlalchemy.dialects.postgresql import distinct_on
 
 from sketch_core.errors import TableError
@@ -215,6 +228,25 @@ _COMMITS_AFTER = (
     .where(schema.table_commits.c.seq > bindparam("through"), _BEFORE_UNRECORDED)
     .order_by(schema.table_commits.c.seq)
 )
+# The questions and the commits after the window (``window_through``) in one round trip, as a
+# refresh of a window asks them: a row per commit, or one row of questions and NULLs when
+# there is none. One statement, so both are read at one snapshot.
+_QUESTIONS = select(
+    _ANY_UNRECORDED.scalar_subquery().label("unrecorded"),
+    select(func.max(_CATALOG.seq)).scalar_subquery().label("newest_catalog"),
+    exists(_METADATA_COMMITS_AFTER).label("metadata_only"),
+).subquery("questions")
+_AFTER_WINDOW = (
+    _commit_query()
+    .where(schema.table_commits.c.seq > bindparam("window_through"), _BEFORE_UNRECORDED)
+    .lateral("after_window")
+)
+_REFRESH_WITH_COMMITS = (
+    select(_QUESTIONS, _AFTER_WINDOW)
+    .select_from(_QUESTIONS.outerjoin(_AFTER_WINDOW, true()))
+    .order_by(_AFTER_WINDOW.c.seq)
+)
+_COMMIT_FIELDS = tuple(_commit_query().selected_columns.keys())
 
 
 class CommitLog:
@@ -456,13 +488,22 @@ class CommitLog:
         c = schema.table_commits.c
         with reading(self.engine) as conn:
             through = self._catalog_through if self._catalog_through is not None else _MAX_BIGINT
-            unrecorded, newest_catalog, metadata_only = conn.execute(
-                _REFRESH_QUESTIONS, {"through": through}
-            ).one()
+            rows: Sequence[Row[Any]] | None = None
+            if window is None:
+                unrecorded, newest_catalog, metadata_only = conn.execute(
+                    _REFRESH_QUESTIONS, {"through": through}
+                ).one()
+            else:  # the usual refresh: one round trip
+                both = conn.execute(
+                    _REFRESH_WITH_COMMITS, {"through": through, "window_through": window.through}
+                ).all()
+                unrecorded, newest_catalog, metadata_only = both[0][:3]
+                rows = [row for row in both if row.seq is not None]
             if self.ingest is not None and unrecorded is not None:
                 conn.rollback()  # no transaction held open over the ingester's file reads
                 self.ingest()
                 metadata_only = True  # (the ingester may have recorded some: read them)
+                rows = None  # nor were the commits it recorded read
             self._see_catalog_commits(conn, newest_catalog, metadata_only)
             if window is None:
                 newest = (
@@ -472,9 +513,12 @@ class CommitLog:
                     .ext(distinct_on(c.table_id))
                 )
                 rows = conn.execute(newest).all()
-            else:
+            elif rows is None:
                 rows = conn.execute(_COMMITS_AFTER, {"through": window.through}).all()
-        records = sorted((CommitRecord(**row._mapping) for row in rows), key=lambda r: r.seq)
+        records = sorted(
+            (CommitRecord(**{f: row._mapping[f] for f in _COMMIT_FIELDS}) for row in rows),
+            key=lambda r: r.seq,
+        )
         if window is None:
             self._window = _CommitWindow(records)
             self._older.clear()

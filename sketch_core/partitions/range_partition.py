@@ -18,6 +18,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -142,6 +143,15 @@ class RangePartition:
     @property
     def null_fragment(self) -> int:
         return self.fragment_count
+
+    @cached_property
+    def integer_cuts(self) -> np.ndarray | None:
+        """The cuts as int64, when every cut is an integer (exact search for integer columns,
+        which the float path of :meth:`fragments_of` would round above 2**53); else None.
+        Computed once: a maintenance run annotates every delta with it."""
+        if all(isinstance(c, int) for c in self.cuts):
+            return np.asarray(self.cuts, dtype=np.int64)
+        return None
 
     # -- lookup ------------------------------------------------------------------------------
     def fragment_of(self, value: Any) -> int:

@@ -100,3 +100,24 @@ def test_old_sequences_are_read_once_and_asked_again_after_a_drop(svc: SketchSer
     log.latest_sequence()  # the window sees the drop
     assert log.commit_at(name, appended) is None, "the name bears no table now"
     assert log.commits(name, after_seq=first - 1, until_seq=appended) == []
+
+
+def test_a_refresh_reads_the_new_commits_in_the_statement_that_asks_for_them(
+    svc: SketchService, ns: str
+) -> None:
+    """Every maintenance run and query starts by bringing the window up to date: once it holds
+    commits, that is one round trip, with or without new commits to read."""
+    name = f"{ns}.a"
+    svc.tables.create(name, synthetic_table(10, groups=2), sort_by=["key"])
+    log = CommitLog(svc.engine)
+    log.latest_sequence()  # the window starts here
+    appended = [
+        svc.tables.append(name, synthetic_table(3, groups=2, key_start=100 + 10 * i)) for i in range(2)
+    ]
+    with counted_statements(svc.engine) as statements:
+        assert log.latest_sequence() == appended[-1]
+        assert len(statements) == 1, statements
+        statements.clear()
+        assert log.latest_sequence() == appended[-1]  # nothing new
+        assert len(statements) == 1, statements
+    assert [c.seq for c in log.commits(name, after_seq=appended[0] - 1)] == appended
