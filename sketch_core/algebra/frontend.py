@@ -1379,7 +1379,7 @@ class _Builder:
         if group is not None and (
             group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets")
         ):
-            raise UnsupportedQueryError("ROLLUP/CUBE/GROUPING SETS", _where(group))
+            raise UnsupportedQueryError("ROLLUP/CUBE/GROUPING SETS", _where(group), hint=_GROUPING_SETS_HINT)
         aggregates: list[tuple[str, AggCall]] = []
         aliases = {
             item.this.sql(dialect=SPARK): item.alias
@@ -1551,6 +1551,17 @@ _CHANGING: tuple[type[exp.Expr], ...] = (
 _CHANGING_NAMES = frozenset({"now", "current_timezone", "shuffle", "random", "uuid"})
 
 
+# Subtotals and grand totals depend on every row the WHERE clause keeps, so a sketch of such a
+# report could skip no more than its WHERE clause does (tried as a UNION ALL of one GROUP BY per
+# grouping set: every attribute was unsafe under its ORDER BY ... LIMIT, the grand total's
+# group being cut short by any sketch).
+_GROUPING_SETS_HINT = (
+    "subtotals read every row the WHERE clause keeps, which no sketch can skip: sketch the "
+    "report's finest grouping (GROUP BY every column of the ROLLUP or CUBE) and total its "
+    "result, or run this query with use_sketches=False"
+)
+
+
 def _refuse_changing_values(tree: exp.Expr) -> None:
     for node in tree.walk():
         named = isinstance(node, exp.Anonymous) and str(node.this).lower() in _CHANGING_NAMES
@@ -1597,7 +1608,7 @@ def ir_from_tree(
     for group in tree.find_all(exp.Group):
         nested = any(isinstance(e, exp.Rollup | exp.Cube | exp.GroupingSets) for e in group.expressions)
         if nested or group.args.get("rollup") or group.args.get("cube") or group.args.get("grouping_sets"):
-            raise UnsupportedQueryError("ROLLUP/CUBE/GROUPING SETS", _where(group))
+            raise UnsupportedQueryError("ROLLUP/CUBE/GROUPING SETS", _where(group), hint=_GROUPING_SETS_HINT)
     lowered = {name.lower(): cols for name, cols in schemas.items()}
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):

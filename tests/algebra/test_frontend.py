@@ -335,3 +335,22 @@ def test_the_whole_querys_limit_without_order_is_a_row_cap_outside_the_plan() ->
     everything = to_ir("SELECT id FROM s.sales ORDER BY id LIMIT ALL", SCHEMAS)
     assert everything.row_cap is None and not any(isinstance(n, TopK) for n in everything.plan.walk())
     assert to_ir("SELECT id FROM s.sales LIMIT ALL", SCHEMAS).row_cap is None
+
+
+@pytest.mark.parametrize(
+    "group_by",
+    [
+        "ROLLUP (region, day)",
+        "CUBE (region, day)",
+        "GROUPING SETS ((region, day), (region), ())",
+        "region, ROLLUP (day)",
+        "ROLLUP (region), CUBE (day)",
+    ],
+)
+def test_subtotals_are_refused_with_what_to_sketch_instead(group_by: str) -> None:
+    """A subtotal depends on every row the WHERE clause keeps: the hint names the finest
+    grouping as the report to sketch."""
+    with pytest.raises(UnsupportedQueryError) as refused:
+        to_ir(f"SELECT region, day, SUM(amount) AS s FROM s.sales GROUP BY {group_by}", SCHEMAS)
+    assert refused.value.construct == "ROLLUP/CUBE/GROUPING SETS"
+    assert "finest grouping" in (refused.value.hint or "")
