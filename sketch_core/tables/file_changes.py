@@ -69,6 +69,16 @@ def summary_count(snapshot: Snapshot | None, key: str) -> int:
     return int(snapshot.summary.get(key) or 0)
 
 
+def live_rows_of(snapshot: Snapshot | None) -> int:
+    """The table's rows at ``snapshot``: its data files' rows less the positions and
+    equality-deleted rows its delete files count (the summary counts deleted rows as written)."""
+    return (
+        summary_count(snapshot, "total-records")
+        - summary_count(snapshot, "total-position-deletes")
+        - summary_count(snapshot, "total-equality-deletes")
+    )
+
+
 def read_snapshot_files(io: FileIO, snapshot: Snapshot) -> SnapshotFiles:
     """The files ``snapshot`` added and removed, from the manifests it wrote.
 

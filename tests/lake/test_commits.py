@@ -314,3 +314,32 @@ def test_a_commit_that_cannot_be_recorded_is_a_typed_error_and_recorded_on_a_lat
             conn.execute(text(f"ALTER TABLE sketch.table_commits DROP CONSTRAINT {refusal}"))
     assert [c.operation for c in svc.tables.commits(table)] == ["create", "append"]
     assert sorted(svc.tables.read_arrow(table)["k"].to_pylist()) == [1, 2, 3]
+
+
+def test_a_compaction_of_a_merge_on_read_table_changes_no_rows_to_validate(
+    spark_svc: SketchService, spark: SparkSession, ns: str
+) -> None:
+    """Spark's ``rewrite_data_files`` writes its files without the rows position deletes had
+    deleted, while those deletes stay counted in the table's totals until they are removed: the
+    totals drop by rows no one deleted. The compaction changes no rows, so no batch is
+    quarantined for it (every sketch of the table was blocked: "0 rows inserted, the commit's
+    metadata says -N"), and the commits after it are checked by their own changes."""
+    svc, table, name = spark_svc, f"{ns}.facts", f"{ns}_having"
+    sql = _sketched(svc, table, name, synthetic_table(2000, 20, seed=3), fragments=10)
+    spark.sql(f"ALTER TABLE lake.{table} SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')")
+    spark.sql(f"DELETE FROM lake.{table} WHERE a = 3")
+    svc.maintain(name)
+    spark.sql(
+        f"CALL lake.system.rewrite_data_files(table => '{table}', options => map('rewrite-all', 'true'))"
+    )
+    deleted, compaction = svc.tables.commits(table)[-2:]
+    assert compaction.operation == "replace" and (compaction.added_rows, compaction.deleted_rows) == (0, 0)
+    assert compaction.total_rows < deleted.total_rows, "the premise: the totals drop by the deleted rows"
+    spark.sql(f"INSERT INTO lake.{table} SELECT * FROM lake.{table} WHERE a = 5 LIMIT 7")
+    seq = svc.latest_sequence()
+    (run,) = svc.maintain(name)  # raised DeltaQuarantinedError
+    assert run.published and run.delta_rows == 7
+    assert maintained(svc, name) == fresh_fragments(svc, sql, name, seq)
+    used = svc.query(sql, use_sketches="always")
+    assert used.sketch == (name, run.to_version)
+    assert sorted_rows(used.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
