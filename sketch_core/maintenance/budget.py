@@ -93,7 +93,7 @@ class StateBudget:
         """The sketch's mode (None: never allocated, so its state is kept in full); read from
         the metastore at most every MODES_TTL_SECONDS (another process may have allocated).
         Without a budget only a state that could not be built counts (see
-        :meth:`cannot_build_state`), and only for ``STATE_RETRY_SECONDS``."""
+        :meth:`maintain_by_recaptures`), and only for ``STATE_RETRY_SECONDS``."""
         mode = self._stored_modes().get(name)
         if mode is not None and _is_failure_mark(mode):
             return mode if _failure_remembered(mode) else None
@@ -112,11 +112,11 @@ class StateBudget:
             self.modes.clear(name)
             self._modes = None
 
-    def cannot_build_state(self, name: str, cause: str, what: str = NOT_BUILT) -> None:
-        """Remember that the sketch's state cannot be built (``cause``; ``what``: or, with
-        TOO_COSTLY, that its incremental runs cost far more than recaptures): until
-        ``STATE_RETRY_SECONDS`` have passed it keeps no state, and ``auto`` recaptures it
-        instead of trying again."""
+    def maintain_by_recaptures(self, name: str, cause: str, what: str = NOT_BUILT) -> None:
+        """Maintain the sketch by recaptures for a while: its state cannot be built
+        (``cause``; ``what``: NOT_BUILT), or its incremental runs cost far more than recaptures
+        (TOO_COSTLY). Until ``STATE_RETRY_SECONDS`` have passed it keeps no state, and ``auto``
+        recaptures it instead of trying again."""
         retry = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() + STATE_RETRY_SECONDS))
         shown = cause if len(cause) <= 300 else cause[:297] + "..."
         reason = f"{what} ({shown}); maintained by recaptures, the state tried again after {retry}"
@@ -241,5 +241,5 @@ def _failure_remembered(mode: StateMode) -> bool:
 
 
 def _is_failure_mark(mode: StateMode) -> bool:
-    """Whether ``mode`` was stored by :meth:`StateBudget.cannot_build_state` (not by the budget)."""
+    """Whether ``mode`` was stored by :meth:`StateBudget.maintain_by_recaptures` (not by the budget)."""
     return mode.reason.startswith((NOT_BUILT, TOO_COSTLY))

@@ -315,7 +315,7 @@ class Capturer:
         try:
             keeps = (request.with_state or maintained is not None) and ctx.budget.keeps_state(name)
             if unbuilt is not None and keeps:  # a new sketch: remembered now that it exists, not tried twice
-                ctx.budget.cannot_build_state(name, unbuilt)
+                ctx.budget.maintain_by_recaptures(name, unbuilt)
                 keeps = False
             if maintained is None and keeps:
                 maintained = self._initial_state(name, sequence)

@@ -140,7 +140,7 @@ class EngineFactory:
     def _unbuildable(self, name: str, why: str, ref: str) -> StateMissingError:
         """Remember that the sketch's state cannot be built (``why``, shown in its status), and
         the error to raise: one phrasing whichever path found it."""
-        self.context.budget.cannot_build_state(name, why)
+        self.context.budget.maintain_by_recaptures(name, why)
         return StateMissingError(ref, why)
 
     def _held_in_process(

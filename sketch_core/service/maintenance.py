@@ -293,7 +293,7 @@ class Maintainer:
                 # more (a capture that outlived the retention time); a recapture needs only the
                 # target's.
                 if isinstance(exc, IncrementalTooCostlyError):  # not tried again for a while
-                    self.context.budget.cannot_build_state(name, str(exc.construct), TOO_COSTLY)
+                    self.context.budget.maintain_by_recaptures(name, str(exc.construct), TOO_COSTLY)
                 if strategy == "incremental":
                     raise
                 log.info("%s: recapturing instead of incremental maintenance: %s", name, exc)
