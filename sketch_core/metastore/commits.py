@@ -216,9 +216,9 @@ _METADATA_COMMITS_AFTER = select(_CATALOG.seq, _CATALOG.table_namespace, _CATALO
 # What a refresh asks first, in one statement: an unrecorded commit, the newest catalog commit,
 # and whether there are metadata-only ones to read.
 _REFRESH_QUESTIONS = select(
-    _ANY_UNRECORDED.scalar_subquery(),
-    select(func.max(_CATALOG.seq)).scalar_subquery(),
-    exists(_METADATA_COMMITS_AFTER),
+    _ANY_UNRECORDED.scalar_subquery().label("unrecorded"),
+    select(func.max(_CATALOG.seq)).scalar_subquery().label("newest_catalog"),
+    exists(_METADATA_COMMITS_AFTER).label("metadata_only"),
 )
 
 # What refreshing the window asks on every read about recent commits; built once (building it
@@ -231,11 +231,7 @@ _COMMITS_AFTER = (
 # The questions and the commits after the window (``window_through``) in one round trip, as a
 # refresh of a window asks them: a row per commit, or one row of questions and NULLs when
 # there is none. One statement, so both are read at one snapshot.
-_QUESTIONS = select(
-    _ANY_UNRECORDED.scalar_subquery().label("unrecorded"),
-    select(func.max(_CATALOG.seq)).scalar_subquery().label("newest_catalog"),
-    exists(_METADATA_COMMITS_AFTER).label("metadata_only"),
-).subquery("questions")
+_QUESTIONS = _REFRESH_QUESTIONS.subquery("questions")
 _AFTER_WINDOW = (
     _commit_query()
     .where(schema.table_commits.c.seq > bindparam("window_through"), _BEFORE_UNRECORDED)

@@ -35,7 +35,7 @@ from sketch_core.lru import LruMap
 from sketch_core.metastore.commits import CommitLog, NewCommit
 from sketch_core.metastore.engine import ping_idle_connections, reading
 from sketch_core.metastore.migrations import MIGRATION_LOCK_KEY
-from sketch_core.tables.file_changes import live_rows_of, record_commit_files
+from sketch_core.tables.file_changes import live_rows, record_commit_files, rows_deleted
 from sketch_core.tables.metadata_parse import MetadataParser
 
 
@@ -75,12 +75,6 @@ def _summary_int(metadata: TableMetadata | None, snapshot_id: int | None, key: s
     return int(snapshot.summary.get(key, "0") or 0)
 
 
-def _live_rows(metadata: TableMetadata | None, snapshot_id: int | None) -> int:
-    if metadata is None or snapshot_id is None:
-        return 0
-    return live_rows_of(metadata.snapshot_by_id(snapshot_id))
-
-
 def new_snapshots(before: TableMetadata | None, after: TableMetadata) -> list[Snapshot]:
     """The snapshots a commit added, oldest first (an overwrite adds a delete and an append)."""
     known = {s.snapshot_id for s in before.snapshots} if before is not None else set()
@@ -98,21 +92,20 @@ def describe_commit(
     A copy-on-write delete reports the rewritten files' rows as deleted and re-added; users care
     about the rows that really left, so deleted rows are derived from the totals instead. The
     totals are live rows, less those the table's delete files delete (other engines' merge-on-read
-    deletes), as for the commits of other engines (:func:`~sketch_core.tables.ingest.live_rows`):
+    deletes), as for the commits of other engines (:func:`~sketch_core.tables.file_changes.live_rows`):
     the validation of each commit compares their changes. A rewrite deletes no row.
     """
     parent = before.current_snapshot_id if before is not None else None
     current = after.current_snapshot_id
     new_ids = [s.snapshot_id for s in new_snapshots(before, after)]
-    total_before = _live_rows(before, parent)
-    total_after = _live_rows(after, current)
-    deleted = 0 if pending.operation == "replace" else max(0, total_before + pending.added_rows - total_after)
+    total_before = live_rows(before)
+    total_after = live_rows(after)
     return NewCommit(
         operation=pending.operation,
         snapshot_id=current,
         parent_snapshot_id=parent,
         added_rows=pending.added_rows,
-        deleted_rows=deleted,
+        deleted_rows=rows_deleted(pending.operation, total_before, pending.added_rows, total_after),
         added_files=sum(_summary_int(after, sid, "added-data-files") for sid in new_ids),
         removed_files=sum(_summary_int(after, sid, "deleted-data-files") for sid in new_ids),
         total_rows=total_after,

@@ -26,6 +26,7 @@ from pyiceberg.manifest import (
     read_manifest_list,
 )
 from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import (
     ADDED_DATA_FILES,
     ADDED_DELETE_FILES,
@@ -69,14 +70,25 @@ def summary_count(snapshot: Snapshot | None, key: str) -> int:
     return int(snapshot.summary.get(key) or 0)
 
 
-def live_rows_of(snapshot: Snapshot | None) -> int:
-    """The table's rows at ``snapshot``: its data files' rows less the positions and
-    equality-deleted rows its delete files count (the summary counts deleted rows as written)."""
+def live_rows(metadata: TableMetadata | None) -> int:
+    """The table's rows at its current snapshot: data files' rows less deleted positions (and
+    equality-deleted rows, which the summary counts as written)."""
+    if metadata is None or metadata.current_snapshot_id is None:
+        return 0
+    snapshot = metadata.snapshot_by_id(metadata.current_snapshot_id)
     return (
         summary_count(snapshot, "total-records")
         - summary_count(snapshot, "total-position-deletes")
         - summary_count(snapshot, "total-equality-deletes")
     )
+
+
+def rows_deleted(operation: str, live_before: int, added: int, live_after: int) -> int:
+    """The rows a commit deleted, from the live rows before and after it and those it added. A
+    rewrite (``replace``) deletes none, whatever the totals say: a compaction of a merge-on-read
+    table drops the deleted rows from the files it writes, while the position deletes that
+    pointed at them stay counted until they are removed (rewrite_position_delete_files)."""
+    return 0 if operation == "replace" else max(0, live_before + added - live_after)
 
 
 def read_snapshot_files(io: FileIO, snapshot: Snapshot) -> SnapshotFiles:

@@ -42,7 +42,7 @@ from sketch_core.errors import TableError
 from sketch_core.metastore import schema
 from sketch_core.metastore.commits import CommitLog, NewCommit
 from sketch_core.tables.catalog import RecordingSqlCatalog
-from sketch_core.tables.file_changes import live_rows_of, record_commit_files, summary_count
+from sketch_core.tables.file_changes import live_rows, record_commit_files, rows_deleted, summary_count
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +70,6 @@ class CatalogCommit:
     @property
     def name(self) -> str:
         return f"{self.table_namespace}.{self.table_name}"
-
-
-def live_rows(metadata: TableMetadata | None) -> int:
-    """The table's rows at its current snapshot: data files' rows less deleted positions (and
-    equality-deleted rows, which the summary counts as written)."""
-    if metadata is None or metadata.current_snapshot_id is None:
-        return 0
-    return live_rows_of(metadata.snapshot_by_id(metadata.current_snapshot_id))
 
 
 def commit_snapshots(before: TableMetadata | None, after: TableMetadata) -> list[Snapshot] | None:
@@ -116,16 +108,12 @@ def describe_external(
         added = max(0, live_rows(after) - live_rows(before))
     elif operation == "replace":
         added = 0  # a compaction or a sort rewrites the rows it reads: none changes (spec)
-    # Nor does it delete any, whatever the totals say: a compaction of a merge-on-read table
-    # drops the deleted rows from the files it writes, while the position deletes that pointed
-    # at them stay counted until they are removed (rewrite_position_delete_files).
-    deleted = 0 if operation == "replace" else max(0, live_rows(before) + added - live_rows(after))
     return NewCommit(
         operation=operation,
         snapshot_id=after.current_snapshot_id,
         parent_snapshot_id=before.current_snapshot_id if before is not None else None,
         added_rows=added,
-        deleted_rows=deleted,
+        deleted_rows=rows_deleted(operation, live_rows(before), added, live_rows(after)),
         added_files=sum(summary_count(s, "added-data-files") for s in snapshots or []),
         removed_files=sum(summary_count(s, "deleted-data-files") for s in snapshots or []),
         total_rows=live_rows(after),

@@ -9,7 +9,8 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.types import LongType, NestedField
 
-from sketch_core.tables.ingest import commit_snapshots, describe_external, live_rows, operation_of
+from sketch_core.tables.file_changes import live_rows
+from sketch_core.tables.ingest import commit_snapshots, describe_external, operation_of
 
 SCHEMA = Schema(NestedField(1, "k", LongType(), required=False))
 
