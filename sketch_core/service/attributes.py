@@ -74,8 +74,6 @@ def _spelled_attribute(pin: PinnedSnapshot, attribute: str) -> str:
 
 def _no_candidates(sketched: Sequence[str], estimates: AttributeEstimates | None) -> str:
     """Why no table got a candidate attribute to check."""
-    if not sketched:
-        return "no table has enough data files to skip"
     if estimates is None:
         without_estimates = " (the attribute strategy is the heuristic)"
     else:
@@ -398,11 +396,20 @@ class AttributeChooser:
                 "full data: on a padded side of an outer join, or under NOT IN / NOT EXISTS",
             )
         # Largest tables first: they have the most to skip, so they get first pick.
-        sketched = [
-            table
-            for table in sorted(positive, key=lambda t: -pins[t].record_count)
-            if len(pins[table].files) >= self.context.settings.min_files_to_sketch
-        ]
+        by_size = sorted(positive, key=lambda t: -pins[t].record_count)
+        minimum = self.context.settings.min_files_to_sketch
+        sketched = [table for table in by_size if len(pins[table].files) >= minimum]
+        if not sketched:
+            # Every table is too small for a sketch to skip a file yet (a user trying the service
+            # on a sample, a table that is still filling up): sketched all the same, so that the
+            # capture a user asked for works and its sketch is maintained, ready for when the
+            # tables grow. Until then the use decision runs the query without it.
+            log.info(
+                "%s: fewer than %d data files each; sketched anyway, but a sketch skips no file yet",
+                ", ".join(by_size),
+                minimum,
+            )
+            sketched = by_size
         strategy = self.context.settings.attribute_strategy
         estimates: AttributeEstimates | None = None
         if strategy == "heuristic" or not sketched:  # (nothing to sketch: nothing to estimate)

@@ -5,11 +5,13 @@ which way it went and why; ``use_sketches="always"`` applies it whatever it cost
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from sketch_core.datasets import synthetic_table
 from sketch_core.service import SketchService
 from tests.oracles.results import sorted_rows
 from tests.service.test_costs import pinned_model
-from tests.service.test_maintain import TOPK, captured
+from tests.service.test_maintain import TOPK, captured, fresh_fragments, maintained
 
 
 def test_a_sketch_that_skips_most_files_is_used_untimed_and_says_so(
@@ -48,6 +50,47 @@ def test_a_sketch_that_skips_nothing_is_left_unused_and_says_why(spark_svc: Sket
     # Asked for, it is applied all the same, and answers the same.
     forced = svc.query(sql, use_sketches="always")
     assert forced.sketch == (name, 1) and sorted_rows(forced.table) == plain
+
+
+def test_a_capture_on_tables_too_small_to_skip_a_file_works(spark_svc: SketchService, ns: str) -> None:
+    """A user trying the service on a sample: one data file per table. A capture without
+    attributes is not refused: a report over one table runs without the sketch until it skips
+    something, a join may use it (it drops rows before the join), and the sketch is kept up to
+    date as the tables change. With a table of several files beside one of one file, only the
+    larger is sketched (``min_files_to_sketch``)."""
+    svc = spark_svc
+    facts, dim = f"{ns}.facts", f"{ns}.groups"
+    svc.tables.create(facts, synthetic_table(600, 30, seed=43), sort_by=["a"])
+    svc.tables.create(dim, pa.table({"gid": list(range(30)), "tier": [g % 4 for g in range(30)]}))
+    assert len(svc.tables.pin(facts).files) == 1 == len(svc.tables.pin(dim).files)
+
+    def plain(sql: str) -> list[tuple[object, ...]]:
+        return sorted_rows(svc.query(sql, use_sketches=False).table)
+
+    top = f"SELECT a, SUM(b) AS s FROM {facts} GROUP BY a ORDER BY s DESC LIMIT 3"
+    alone = svc.capture(top, name=f"{ns}_alone")
+    assert set(alone.partitions) == {facts} and alone.fragments[facts]
+    result = svc.query(top)
+    assert result.sketch is None and result.sketch_skipped == (alone.name, 1)
+    assert result.sketch_reason.startswith("skip, untimed: the sketch skips 0 of"), result.sketch_reason
+    assert sorted_rows(result.table) == plain(top)
+
+    join = f"FROM {facts} f JOIN {dim} g ON f.a = g.gid"
+    sql = f"SELECT g.tier, f.a, SUM(f.b) AS s {join} GROUP BY g.tier, f.a ORDER BY s DESC LIMIT 3"
+    version = svc.capture(sql, name=f"{ns}_small")
+    assert set(version.partitions) == {facts, dim} and all(version.fragments.values())
+    assert sorted_rows(svc.query(sql).table) == plain(sql)
+
+    svc.tables.append(facts, synthetic_table(600, 30, seed=44))
+    sequence = svc.latest_sequence()
+    for name, report in ((alone.name, top), (version.name, sql)):
+        svc.maintain(name)
+        assert maintained(svc, name) == fresh_fragments(svc, report, name, sequence)
+        forced = svc.query(report, use_sketches="always")
+        assert forced.sketch is not None and forced.sketch[0] == name
+        assert sorted_rows(forced.table) == plain(report)
+    # The fact table now has two files, the dimension still one: only the facts are sketched.
+    assert set(svc.capture(sql, name=f"{ns}_grown").partitions) == {facts}
 
 
 def test_once_timed_the_recorded_runs_decide(spark_svc: SketchService, ns: str) -> None:
