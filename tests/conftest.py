@@ -6,10 +6,12 @@ SKETCH_TEST_METASTORE_URL), Spark runs local[2], Iceberg tables live in a temp w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,10 +102,33 @@ def settings(databases: Databases, tmp_path_factory: pytest.TempPathFactory) -> 
         warehouse=tmp_path_factory.mktemp("warehouse"),
         spark_shuffle_partitions=2,
         spark_driver_memory="2g",
-        # Small files, so that even test-sized tables span several of them.
-        target_file_bytes=256 * 1024,
-        row_group_rows=4096,
     )
+
+
+# What a table written by a job that makes many files looks like at test size: files of 256 KiB
+# and row groups of 4,096 rows (the default 8 MiB files hold a test-sized table whole).
+SMALL_FILES = {"target_file_bytes": 256 * 1024, "row_group_rows": 4096}
+
+
+@contextlib.contextmanager
+def small_files_written(svc: SketchService) -> Iterator[SketchService]:
+    """While open, the tables ``svc`` creates are laid out in SMALL_FILES (the table's write
+    properties, so Spark's writes to them too, keep that layout after)."""
+    service_settings, table_settings = svc.settings, svc.tables.settings
+    svc.settings = replace(service_settings, **SMALL_FILES)  # type: ignore[arg-type]
+    svc.tables.settings = replace(table_settings, **SMALL_FILES)  # type: ignore[arg-type]
+    try:
+        yield svc
+    finally:
+        svc.settings, svc.tables.settings = service_settings, table_settings
+
+
+@pytest.fixture
+def small_files(svc: SketchService) -> Iterator[None]:
+    """For tests of what a sketch skips: the tables the test creates span several files and row
+    groups, as larger tables do (see SMALL_FILES); the service's other settings stay the defaults."""
+    with small_files_written(svc):
+        yield
 
 
 @pytest.fixture
@@ -156,5 +181,6 @@ def tpch_svc(svc: SketchService, spark: SparkSession, tpch_dir: Path) -> SketchS
     from sketch_core.datasets.tpch import load_tpch
 
     svc.context.spark_session = spark
-    load_tpch(svc.tables, 0.01, tpch_dir.parent.parent)
+    with small_files_written(svc):  # in several files each, as the tables of larger scales are
+        load_tpch(svc.tables, 0.01, tpch_dir.parent.parent)
     return svc

@@ -398,36 +398,50 @@ class AttributeChooser:
         # Largest tables first: they have the most to skip, so they get first pick.
         by_size = sorted(positive, key=lambda t: -pins[t].record_count)
         minimum = self.context.settings.min_files_to_sketch
-        sketched = [table for table in by_size if len(pins[table].files) >= minimum]
-        if not sketched:
-            # Every table is too small for a sketch to skip a file yet (a user trying the service
-            # on a sample, a table that is still filling up): sketched all the same, so that the
-            # capture a user asked for works and its sketch is maintained, ready for when the
-            # tables grow. Until then the use decision runs the query without it.
-            log.info(
-                "%s: fewer than %d data files each; sketched anyway, but a sketch skips no file yet",
-                ", ".join(by_size),
-                minimum,
-            )
-            sketched = by_size
-        strategy = self.context.settings.attribute_strategy
+        large = [table for table in by_size if len(pins[table].files) >= minimum]
+        # Tables with fewer files are sketched only where the larger ones have no safe pick, or
+        # there are none (a user trying the service on a sample, tables still filling up): the
+        # capture a user asked for works, and its sketch is maintained, ready for when the tables
+        # grow; until it skips something the use decision runs the query without it.
+        tiers = [large, by_size] if large and len(large) < len(by_size) else [large or by_size]
         estimates: AttributeEstimates | None = None
-        if strategy == "heuristic" or not sketched:  # (nothing to sketch: nothing to estimate)
-            grouped, ordered = group_by_attributes(plan), ordering_attributes(plan)
-            keys = self.sort_keys(pins)
-            cuttable = {t: set(_attributes(pins[t])) for t in sketched}
-            pools = {
-                t: TableCandidates(
-                    (),
-                    (),
-                    tuple(a for a in grouped.get(t, []) if a in cuttable[t]),
-                    tuple(a for a in keys[t][:1] if a in cuttable[t]),
-                    tuple(a for a in ordered.get(t, []) if a in cuttable[t]),
+        for sketched in tiers:
+            if sketched is not large:
+                log.info(
+                    "%s: fewer than %d data files each; sketched all the same (%s)",
+                    ", ".join(t for t in by_size if t not in large),
+                    minimum,
+                    "the larger tables have no safe attribute" if large else "no table has more",
                 )
-                for t in sketched
-            }
+            candidates, estimates, choice = self._choose_among(
+                plan, pins, statistics, fragments, sketched, estimates
+            )
+            if choice.chosen:
+                break
+        if not choice.chosen:
+            reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
+            raise NoSafeAttributeError(sorted(candidates), reasons or _no_candidates(sketched, estimates))
+        if estimates is not None:
+            estimates = replace(estimates, refused=choice.refused)
+        return choice.chosen, estimates
+
+    def _choose_among(
+        self,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        statistics: Statistics,
+        fragments: int,
+        sketched: Sequence[str],
+        estimates: AttributeEstimates | None,
+    ) -> tuple[dict[str, list[str]], AttributeEstimates | None, AttributeChoice]:
+        """The picks among the ``sketched`` tables' candidates (``estimates``: made already for
+        the query's tables, else made here unless the strategy is the heuristic)."""
+        strategy = self.context.settings.attribute_strategy
+        if strategy == "heuristic":
+            pools = self._heuristic_pools(plan, pins, sketched)
         else:
-            estimates = self.estimates(plan, pins, statistics, fragments, screen=False)
+            if estimates is None:
+                estimates = self.estimates(plan, pins, statistics, fragments, screen=False)
             pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
         candidates, estimates, choice = self._pick(plan, statistics, strategy, pools, estimates)
         if estimates is not None and not self._settled(choice.chosen, estimates, pools):
@@ -436,11 +450,41 @@ class AttributeChooser:
             estimates = self.estimates(plan, pins, statistics, fragments, screen=False, defer=False)
             candidates, estimates, choice = self._pick(plan, statistics, strategy, pools, estimates)
         if not choice.chosen:
-            reasons = "; ".join(f"{t}.{a}: {r}" for t, refused in choice.refused.items() for a, r in refused)
-            raise NoSafeAttributeError(sorted(candidates), reasons or _no_candidates(sketched, estimates))
-        if estimates is not None:
-            estimates = replace(estimates, refused=choice.refused)
-        return choice.chosen, estimates
+            # The last resort: the other columns the query reads (a join or correlation key is
+            # what a query with no safe group-by, ordering or sort-key attribute may still be
+            # sketched on), each table's after its preferred candidates.
+            widened = {t: list(dict.fromkeys([*c, *pools[t].used])) for t, c in candidates.items()}
+            if widened != candidates:
+                candidates, choice = widened, choose_attributes(plan, widened, statistics)
+        return candidates, estimates, choice
+
+    def _heuristic_pools(
+        self, plan: Relation, pins: Mapping[str, PinnedSnapshot], sketched: Sequence[str]
+    ) -> dict[str, TableCandidates]:
+        """The candidates the heuristic orders, without a safety screen (the pick checks them):
+        the group-by and ordering attributes and the sort key; and the columns the query reads,
+        for the last resort."""
+        grouped, ordered = group_by_attributes(plan), ordering_attributes(plan)
+        read: dict[str, list[str]] = {}
+        for scan in positive_scans(plan):
+            columns = read.setdefault(scan.table, [])
+            columns += [c for c in scan.source_columns if c not in columns]
+        keys = self.sort_keys(pins)
+        pools = {}
+        for t in sketched:
+            cuttable = _attributes(pins[t])
+
+            def among(names: Sequence[str], cuttable: list[str] = cuttable) -> tuple[str, ...]:
+                return tuple(a for a in names if a in cuttable)
+
+            pools[t] = TableCandidates(
+                (),
+                among(read.get(t, [])),
+                among(grouped.get(t, [])),
+                among(keys[t][:1]),
+                among(ordered.get(t, [])),
+            )
+        return pools
 
     def record_choice(
         self,

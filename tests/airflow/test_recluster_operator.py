@@ -14,7 +14,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_the_operator_rewrites_in_the_advised_or_the_given_layout(
-    spark_svc: SketchService, ns: str, sketch_conn: str
+    small_files: None, spark_svc: SketchService, ns: str, sketch_conn: str
 ) -> None:
     svc, table = spark_svc, f"{ns}.facts"
     svc.tables.create(table, synthetic_table(30_000, 150, seed=61), sort_by=["key"])

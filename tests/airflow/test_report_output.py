@@ -28,7 +28,12 @@ def _spark_rows(spark: SparkSession, relation: str) -> list[tuple[object, ...]]:
 
 
 def test_a_report_is_written_by_spark_to_a_table_and_to_files_with_a_preview_in_xcom(
-    spark_svc: SketchService, spark: SparkSession, ns: str, sketch_conn: str, tmp_path: Path
+    small_files: None,
+    spark_svc: SketchService,
+    spark: SparkSession,
+    ns: str,
+    sketch_conn: str,
+    tmp_path: Path,
 ) -> None:
     svc, table = spark_svc, f"{ns}.facts"
     svc.tables.create(table, synthetic_table(6000, 60, seed=41), sort_by=["a"])

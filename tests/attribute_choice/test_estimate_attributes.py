@@ -39,7 +39,7 @@ def skewed_table(svc: SketchService, ns: str, rows: int, groups: int, seed: int)
 
 
 def test_estimates_rank_the_candidates_of_a_having_query_like_their_sketches(
-    spark_svc: SketchService, ns: str
+    small_files: None, spark_svc: SketchService, ns: str
 ) -> None:
     table, threshold = skewed_table(spark_svc, ns, 40_000, 200, seed=5)
     sql = (
@@ -170,7 +170,7 @@ def test_choose_attributes_names_what_a_capture_without_attributes_sketches(
 
 
 def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
-    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+    small_files: None, spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A dimension sorted by its key over ten files: ``tier`` and ``slot`` take every value in
     each file, so a sketch on either reads every file however little it keeps. Where the key's

@@ -218,7 +218,9 @@ def test_validation_lists_overrides_and_declares(
     assert declared.exit_code == EXIT_TERMINAL and "nope" in declared.output
 
 
-def test_tables_advise_and_recluster(env: dict[str, str], spark_svc: SketchService, ns: str) -> None:
+def test_tables_advise_and_recluster(
+    small_files: None, env: dict[str, str], spark_svc: SketchService, ns: str
+) -> None:
     runner = CliRunner()
     table = f"{ns}.sales"
     spark_svc.tables.create(table, synthetic_table(30_000, groups=150, seed=7), sort_by=["key"])

@@ -63,7 +63,9 @@ def test_delta_generators_have_exact_sizes(svc: SketchService, ns: str, tpch_dir
         assert after.num_rows == before.num_rows
 
 
-def test_clustered_deletes_remove_one_run_of_keys_from_few_files(svc: SketchService, ns: str) -> None:
+def test_clustered_deletes_remove_one_run_of_keys_from_few_files(
+    small_files: None, svc: SketchService, ns: str
+) -> None:
     name = f"{ns}.r"
     svc.tables.create(name, synthetic_table(40_000, groups=20, seed=1), sort_by=["key"])
     before = svc.tables.pin(name)
@@ -137,7 +139,9 @@ def test_inserts_come_from_the_same_distribution(svc: SketchService, ns: str) ->
     )
 
 
-def test_deltas_of_a_large_table_come_from_a_run_of_its_files(svc: SketchService, ns: str) -> None:
+def test_deltas_of_a_large_table_come_from_a_run_of_its_files(
+    small_files: None, svc: SketchService, ns: str
+) -> None:
     name = f"{ns}.big"
     svc.tables.create(name, synthetic_table(40_000, groups=20, seed=1), sort_by=["key"])
     assert len(svc.tables.pin(name).files) >= 4

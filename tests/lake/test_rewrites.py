@@ -68,7 +68,7 @@ def test_a_zorder_rewrite_is_a_replace_that_maintenance_passes_over(
 
 
 def test_a_rewrite_carries_a_sketch_forward_without_building_its_state_or_recapturing(
-    spark_svc: SketchService, spark: SparkSession, ns: str
+    small_files: None, spark_svc: SketchService, spark: SparkSession, ns: str
 ) -> None:
     """A sketch captured without operator state (the capture's default) is published again at
     the rewrite as it was: no state computed for it, no table read; a recapture only when
@@ -113,7 +113,7 @@ def test_a_rewrite_carries_a_sketch_forward_without_building_its_state_or_recapt
 
 
 def test_a_sort_rewrite_becomes_the_table_s_write_order_and_skips_files_on_its_column(
-    spark_svc: SketchService, spark: SparkSession, ns: str
+    small_files: None, spark_svc: SketchService, spark: SparkSession, ns: str
 ) -> None:
     svc, table, name = spark_svc, f"{ns}.sales", f"{ns}_by_a"
     sql, params = _sketched_table(svc, table, name, 33)

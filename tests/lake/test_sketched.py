@@ -28,7 +28,7 @@ def _rows(frame: object) -> list[tuple[object, ...]]:
 
 
 def test_a_sketched_report_is_a_lazy_frame_that_skips_files_and_equals_the_plain_query(
-    spark_svc: SketchService, spark: SparkSession, ns: str
+    small_files: None, spark_svc: SketchService, spark: SparkSession, ns: str
 ) -> None:
     svc, table = spark_svc, f"{ns}.facts"
     svc.tables.create(table, synthetic_table(40_000, 200, seed=21), sort_by=["a"])

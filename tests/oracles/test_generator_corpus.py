@@ -33,6 +33,7 @@ from sketch_core.datasets.tpch import TPCH_SORT_KEYS
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.service import SketchService
+from tests.conftest import small_files_written
 from tests.oracles.results import sorted_rows
 
 # The queries an earlier issue required to be captured and used.
@@ -63,7 +64,8 @@ def tpch_query(number: int, catalog: str) -> str:
 @pytest.fixture(scope="module")
 def corpus_svc(tpch_svc: SketchService, tpch_dir: Path) -> Iterator[SketchService]:
     svc = tpch_svc
-    load_tpch(svc.tables, 0.01, tpch_dir.parent.parent, namespace=TPCH_NS)
+    with small_files_written(svc):  # in several files each, as the tables of larger scales are
+        load_tpch(svc.tables, 0.01, tpch_dir.parent.parent, namespace=TPCH_NS)
     if svc.commit_log.get_table(f"{SYN_NS}.sales") is None:
         retail = sales_tables(12_000, seed=5)
         svc.tables.create(f"{SYN_NS}.sales", retail["sales"], sort_by=["sale_id"])

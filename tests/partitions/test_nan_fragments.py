@@ -14,7 +14,9 @@ pytestmark = pytest.mark.spark
 ROWS = 80_000  # several files, so that the sketch prunes some
 
 
-def test_nan_rows_are_read_with_the_null_fragment_and_only_then(spark_svc: SketchService, ns: str) -> None:
+def test_nan_rows_are_read_with_the_null_fragment_and_only_then(
+    small_files: None, spark_svc: SketchService, ns: str
+) -> None:
     table = f"{ns}.scores"
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 100, ROWS)

@@ -81,7 +81,7 @@ def read_rows(files: list[DataFileInfo]) -> pa.Table:
     return pa.concat_tables([pq.read_table(f.path.removeprefix("file://")) for f in files])
 
 
-def test_pruning_is_sound_on_real_files(svc: SketchService, ns: str) -> None:
+def test_pruning_is_sound_on_real_files(small_files: None, svc: SketchService, ns: str) -> None:
     name = f"{ns}.r"
     data = synthetic_table(30_000, groups=40, seed=9)
     svc.tables.create(name, data, sort_by=["key"])

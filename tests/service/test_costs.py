@@ -435,7 +435,9 @@ def test_a_fit_reads_the_newest_runs_of_each_operation_and_the_template_in_one_r
         svc.costs.recorded_runs(f"{name}_unknown")
 
 
-def test_a_sketch_s_share_is_the_rows_of_the_files_it_keeps(spark_svc: SketchService, ns: str) -> None:
+def test_a_sketch_s_share_is_the_rows_of_the_files_it_keeps(
+    small_files: None, spark_svc: SketchService, ns: str
+) -> None:
     """The cost model expects a query with the sketch to read the rows of the files that may
     hold its fragments, not its share of fragments: where the layout scatters them, a sketch of
     a few fragments reads every file."""

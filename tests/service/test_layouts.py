@@ -12,7 +12,8 @@ from sketch_core.layout.simulation import Layout
 from sketch_core.service.facade import SketchService
 from tests.oracles.results import sorted_rows
 
-pytestmark = pytest.mark.spark
+# Layouts matter to tables of many files: these tests' tables span several (conftest's SMALL_FILES).
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("small_files")]
 
 BY_GROUP = "SELECT a, SUM(b) AS s FROM {t} GROUP BY a HAVING SUM(b) > :floor"
 BY_KEY = "SELECT key, b FROM {t} WHERE key < :top"

@@ -285,7 +285,7 @@ def test_old_versions_and_the_state_only_they_read_are_collected(
 
 
 def test_collecting_expires_the_table_snapshots_no_kept_version_reads(
-    spark_svc: SketchService, table: str
+    small_files: None, spark_svc: SketchService, table: str
 ) -> None:
     svc = sibling(spark_svc, retain_versions=1, retain_seconds=0)
     held, _ = captured(svc, table, "held")  # an older sketch's only version protects its snapshots

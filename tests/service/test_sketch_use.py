@@ -8,6 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sketch_core.datasets import synthetic_table
+from sketch_core.datasets.generator_style import generator_style
 from sketch_core.service import SketchService
 from tests.oracles.results import sorted_rows
 from tests.service.test_costs import pinned_model
@@ -15,7 +16,7 @@ from tests.service.test_maintain import TOPK, captured, fresh_fragments, maintai
 
 
 def test_a_sketch_that_skips_most_files_is_used_untimed_and_says_so(
-    spark_svc: SketchService, ns: str
+    small_files: None, spark_svc: SketchService, ns: str
 ) -> None:
     svc = spark_svc
     table = f"{ns}.facts"
@@ -30,7 +31,9 @@ def test_a_sketch_that_skips_most_files_is_used_untimed_and_says_so(
     assert decision is not None and (decision.context, decision.action) == ("query", "use")
 
 
-def test_a_sketch_that_skips_nothing_is_left_unused_and_says_why(spark_svc: SketchService, ns: str) -> None:
+def test_a_sketch_that_skips_nothing_is_left_unused_and_says_why(
+    small_files: None, spark_svc: SketchService, ns: str
+) -> None:
     svc = spark_svc
     table = f"{ns}.facts"
     svc.tables.create(table, synthetic_table(40_000, 200, seed=42), sort_by=["a"])
@@ -93,7 +96,34 @@ def test_a_capture_on_tables_too_small_to_skip_a_file_works(spark_svc: SketchSer
     assert set(svc.capture(sql, name=f"{ns}_grown").partitions) == {facts}
 
 
-def test_once_timed_the_recorded_runs_decide(spark_svc: SketchService, ns: str) -> None:
+def test_a_report_whose_preferred_attributes_are_unsafe_is_sketched_on_a_column_it_reads(
+    spark_svc: SketchService, ns: str
+) -> None:
+    """TPC-H Q17's shape as generators print it: a global aggregate over the rows below their
+    group's average, correlated on the group. The sort key is unsafe (a group's average over
+    part of its rows differs), there is no group-by or ordering attribute, and the dimension is
+    one file (not sketched by default): the capture falls back to the columns the query reads
+    and sketches the correlation key, and the sketched report equals the plain one."""
+    svc = spark_svc
+    facts, dim = f"{ns}.facts", f"{ns}.groups"
+    svc.tables.create(facts, synthetic_table(3000, 30, seed=45), sort_by=["key"])
+    svc.tables.append(facts, synthetic_table(3000, 30, seed=46))
+    svc.tables.create(dim, pa.table({"gid": list(range(30)), "tier": [g % 4 for g in range(30)]}))
+    assert len(svc.tables.pin(facts).files) >= 2 and len(svc.tables.pin(dim).files) == 1
+    written = (
+        f"SELECT SUM(f.b) / 7.0 AS avg_yearly FROM {facts} f, {dim} p WHERE p.gid = f.a AND p.tier = 1 "
+        f"AND f.b < (SELECT 0.5 * AVG(f2.b) FROM {facts} f2 WHERE f2.a = p.gid)"
+    )
+    columns = {facts: tuple(svc.tables.pin(facts).schema.names), dim: ("gid", "tier")}
+    sql = generator_style(written, columns)
+    version = svc.capture(sql, name=f"{ns}_correlated")
+    assert version.partitions[facts][0] == "a" and set(version.partitions) == {facts}
+    forced = svc.query(sql, use_sketches="always")
+    assert forced.sketch == (version.name, 1)
+    assert sorted_rows(forced.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
+
+
+def test_once_timed_the_recorded_runs_decide(small_files: None, spark_svc: SketchService, ns: str) -> None:
     svc = spark_svc
     table = f"{ns}.facts"
     svc.tables.create(table, synthetic_table(40_000, 200, seed=43), sort_by=["a"])

@@ -88,7 +88,7 @@ def test_table_references_are_found_and_bound() -> None:
 
 
 def test_a_view_is_reused_only_while_it_covers_the_same_files(
-    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+    small_files: None, spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     svc, name = spark_svc, f"{ns}.r"
     builds: list[int] = []  # file counts of the views actually built

@@ -221,7 +221,7 @@ def test_random_histories_match_the_oracle(svc: SketchService, ns: str) -> None:
 
 
 def test_keyed_reads_open_only_files_that_can_hold_the_keys(
-    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+    small_files: None, svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
     name = f"{ns}.r"

@@ -32,7 +32,9 @@ def rows(n: int, start: int = 0) -> pa.Table:
     return synthetic_table(n, groups=10, seed=start, key_start=start)
 
 
-def test_create_records_the_commit_and_sorts_into_files(svc: SketchService, ns: str) -> None:
+def test_create_records_the_commit_and_sorts_into_files(
+    small_files: None, svc: SketchService, ns: str
+) -> None:
     data = rows(20_000)
     shuffled = data.take(pa.array(list(reversed(range(data.num_rows)))))
     seq = svc.tables.create(f"{ns}.r", shuffled, sort_by=["key"])
@@ -212,7 +214,7 @@ class TestBadInput:
 
 
 def test_pinned_files_are_planned_once_per_snapshot(
-    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+    small_files: None, svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sketch_core.tables import file_changes, statistics
 
@@ -373,7 +375,7 @@ def test_missing_warehouse_files_give_a_typed_error(svc: SketchService, ns: str)
 
 
 def test_commits_touching_many_files_are_not_recorded(
-    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+    small_files: None, svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A commit above the cap carries no file changes (readers read its manifests), and the
     commits after it are recorded again."""
