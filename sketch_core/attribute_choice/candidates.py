@@ -12,6 +12,15 @@ from sketch_core.attribute_choice.strategies import TableCandidates
 SafetyCheck = Callable[[str, str], str | None]
 
 
+def columns_read(plan: Relation) -> dict[str, list[str]]:
+    """Per table the query reads rows from (not only under an anti join), the columns it reads."""
+    read: dict[str, list[str]] = {}
+    for scan in positive_scans(plan):
+        used = read.setdefault(scan.table, [])
+        used += [c for c in scan.source_columns if c not in used]
+    return read
+
+
 def table_candidates(
     plan: Relation,
     columns: Mapping[str, Sequence[str]],
@@ -21,10 +30,7 @@ def table_candidates(
     """Per table the query reads rows from (not only under an anti join), its safe attributes:
     all of its columns, those the query reads, its group-by attributes and its sort key; and the
     unsafe ones with the reasons."""
-    read: dict[str, list[str]] = {}
-    for scan in positive_scans(plan):
-        used = read.setdefault(scan.table, [])
-        used += [c for c in scan.source_columns if c not in used]
+    read = columns_read(plan)
     grouped, ordered = group_by_attributes(plan), ordering_attributes(plan)
     tables: dict[str, TableCandidates] = {}
     refused: dict[str, list[tuple[str, str]]] = {}

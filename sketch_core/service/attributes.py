@@ -24,7 +24,7 @@ from sketch_core.analysis.safety import (
     group_by_attributes,
     ordering_attributes,
 )
-from sketch_core.attribute_choice.candidates import table_candidates
+from sketch_core.attribute_choice.candidates import columns_read, table_candidates
 from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES, Estimation
 from sketch_core.attribute_choice.layout import files_read_on, reads_every_file, skips_files
 from sketch_core.attribute_choice.local_plan import evaluate_plan
@@ -465,10 +465,7 @@ class AttributeChooser:
         the group-by and ordering attributes and the sort key; and the columns the query reads,
         for the last resort."""
         grouped, ordered = group_by_attributes(plan), ordering_attributes(plan)
-        read: dict[str, list[str]] = {}
-        for scan in positive_scans(plan):
-            columns = read.setdefault(scan.table, [])
-            columns += [c for c in scan.source_columns if c not in columns]
+        read = columns_read(plan)
         keys = self.sort_keys(pins)
         pools = {}
         for t in sketched:
