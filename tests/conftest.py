@@ -1,7 +1,10 @@
 """Shared fixtures: one private PostgreSQL server, one SparkSession, one warehouse per session.
 
 Everything is real: the server is PostgreSQL started by the project's own code (or the one in
-SKETCH_TEST_METASTORE_URL), Spark runs local[2], Iceberg tables live in a temp warehouse.
+SKETCH_TEST_METASTORE_URL), Spark runs local[2], Iceberg tables live in a temp warehouse. The
+service runs on the settings users get (Spark's shuffle partitions and driver memory sized for
+the test machine aside); a test of what a sketch skips asks for tables in several files
+(``small_files``).
 """
 
 from __future__ import annotations
