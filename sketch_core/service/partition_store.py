@@ -4,6 +4,7 @@ a new computation gets a new id)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from pyroaring import BitMap
@@ -30,6 +31,8 @@ from sketch_core.tables.service import TableService
 # is as correct as any (its ranges cover every value); only its fragments' sizes vary more.
 LOCAL_PARTITION_ROWS = 2_000_000
 
+log = logging.getLogger(__name__)
+
 
 class PartitionStore:
     """Stored range partitions, and what is read through them (sketch versions, shares)."""
@@ -52,6 +55,21 @@ class PartitionStore:
         found = self.sketches.find_partition(name, attribute, fragments)
         if found is None:
             computed = self.compute(pinned, attribute, fragments)
+            if computed.fragment_count < fragments and pinned.record_count < fragments:
+                # Stored for good (fragment ids stay comparable): the sketches on it stay this
+                # coarse however the table grows. Said once, where it is decided.
+                log.warning(
+                    "%s has %d rows: its partition on %s has %d of the %d fragments asked for, and "
+                    "every sketch on (%s, %d) keeps whole fragments of it as the table grows; capture "
+                    "on loaded data, or ask for another fragment count later to get a new partition",
+                    name,
+                    pinned.record_count,
+                    attribute,
+                    computed.fragment_count,
+                    fragments,
+                    attribute,
+                    fragments,
+                )
             found = self.sketches.ensure_partition(
                 name, attribute, fragments, computed.to_json(), pinned.sequence
             )

@@ -5,7 +5,10 @@ which way it went and why; ``use_sketches="always"`` applies it whatever it cost
 
 from __future__ import annotations
 
+import logging
+
 import pyarrow as pa
+import pytest
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.generator_style import generator_style
@@ -94,6 +97,28 @@ def test_a_capture_on_tables_too_small_to_skip_a_file_works(spark_svc: SketchSer
         assert sorted_rows(forced.table) == plain(report)
     # The fact table now has two files, the dimension still one: only the facts are sketched.
     assert set(svc.capture(sql, name=f"{ns}_grown").partitions) == {facts}
+
+
+def test_a_capture_on_an_empty_table_works_and_warns_that_its_partition_stays_coarse(
+    spark_svc: SketchService, ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pipeline's first capture before its first load: the partition is computed from no
+    rows (one fragment) and stored for good; the capture says so. The sketch is exact all the
+    same as rows arrive."""
+    svc = spark_svc
+    table = f"{ns}.facts"
+    svc.tables.create(table, synthetic_table(10, 5, seed=47).schema.empty_table())
+    sql = f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a ORDER BY s DESC LIMIT 3"
+    with caplog.at_level(logging.WARNING, logger="sketch_core.service.partition_store"):
+        version = svc.capture(sql, name=f"{ns}_early", fragments=40)
+    assert version.fragments == {table: []}
+    assert f"{table} has 0 rows: its partition on a has 1 of the 40 fragments" in caplog.text
+    svc.tables.append(table, synthetic_table(2000, 60, seed=48))
+    sequence = svc.latest_sequence()
+    svc.maintain(version.name)
+    assert maintained(svc, version.name) == fresh_fragments(svc, sql, version.name, sequence) == {table: {0}}
+    forced = svc.query(sql, use_sketches="always")
+    assert sorted_rows(forced.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
 
 
 def test_a_report_whose_preferred_attributes_are_unsafe_is_sketched_on_a_column_it_reads(
