@@ -30,7 +30,7 @@ from sketch_core.incremental.aggregate import AggregateOperator, GroupState, ord
 from sketch_core.incremental.merge import MergeState
 from sketch_core.incremental.ordering import group_key, key_value
 from sketch_core.incremental.stored_groups import StoredGroups
-from sketch_core.incremental.topk import TopKOperator, sort_keys
+from sketch_core.incremental.topk import TopKOperator, entry_keys
 
 # 3: aggregations keep only the aggregates that decide rows (see rewrites.prune_outputs); a
 # state of an earlier format is laid out for other operators, and is not read.
@@ -205,12 +205,14 @@ def _restore_topk(op: TopKOperator, layers: Sequence[pa.Table]) -> None:
         op.partial = (table.schema.metadata or {}).get(_PARTIAL.encode()) == b"1"  # the newest says
         columns = [table.column(n).to_pylist() for n in op.schema.names]
         rows = list(zip(*columns, strict=True))
-        keys = sort_keys(columns, op.positions)
         annotated = [_id_tuples(table.column(f"__ann_{a}")) for a in op.annotations]
         annotations = list(zip(*annotated, strict=True)) if annotated else [()] * len(rows)
+        keys = entry_keys(columns, op.positions, annotations)
         counts = table.column("__count").to_pylist()
-        for (ordered, ties), annotation, row, count in zip(keys, annotations, rows, counts, strict=True):
-            key = (ordered, ties, annotation)
+        if not entries and 0 not in counts:  # a whole state: every entry new, none removed
+            entries = dict(zip(keys, zip(rows, counts, strict=True), strict=True))
+            continue
+        for key, row, count in zip(keys, rows, counts, strict=True):
             if count:
                 entries[key] = (row, count)
             else:

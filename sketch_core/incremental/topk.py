@@ -23,6 +23,7 @@ from sortedcontainers import SortedDict
 
 from sketch_core.algebra.ir import SortKey, TopK
 from sketch_core.errors import KeptValuesExhaustedError
+from sketch_core.gc_pause import collection_paused
 from sketch_core.incremental.annotated import FRAGMENTS, MULTIPLICITY, AnnotatedDelta
 from sketch_core.incremental.ordering import spark_order
 
@@ -71,17 +72,19 @@ def _tiebreak_part(value: Any) -> Any:
     return (0, None) if value is None else (1, spark_order(value))
 
 
-def sort_keys(columns: Sequence[Sequence[Any]], positions: Sequence[tuple[int, SortKey]]) -> list[Any]:
-    """:func:`sort_key` and :func:`tiebreak` of every row of ``columns`` (the rows' values, a
-    column at a time): the same keys, built a column at a time. Restoring a top-k state builds
-    one per stored row (hundreds of thousands at TPC-H SF10), where a call per row was most of
-    a cold maintenance run."""
-    rows = len(columns[0]) if columns else 0
+def entry_keys(
+    columns: Sequence[Sequence[Any]],
+    positions: Sequence[tuple[int, SortKey]],
+    annotations: Sequence[tuple[Any, ...]],
+) -> list[tuple[Any, ...]]:
+    """The state's key of every row of ``columns`` (the rows' values, a column at a time) with
+    its annotation: :func:`sort_key`, :func:`tiebreak` and the annotation, as
+    :meth:`TopKOperator.apply` makes them, built a column at a time. Restoring a top-k state
+    builds one per stored row (hundreds of thousands at TPC-H SF10), where a call per row was
+    most of a cold maintenance run."""
     ordered = [[_key_part(v, key) for v in columns[index]] for index, key in positions]
     ties = [[_tiebreak_part(v) for v in column] for column in columns]
-    if not ordered:
-        return [((), ())] * rows
-    return list(zip(zip(*ordered, strict=True), zip(*ties, strict=True), strict=True))
+    return list(zip(zip(*ordered, strict=True), zip(*ties, strict=True), annotations, strict=True))
 
 
 class _Entry:
@@ -144,18 +147,27 @@ class TopKOperator:
     def apply(self, rows: AnnotatedDelta) -> AnnotatedDelta:
         if rows.num_rows == 0:
             return AnnotatedDelta.empty(self.schema, self.annotations)
+        with collection_paused():  # a first load makes an entry per input row (see restore_topk)
+            return self._apply(rows)
+
+    def _apply(self, rows: AnnotatedDelta) -> AnnotatedDelta:
         before = self.top()
         data = rows.data()
-        values = list(zip(*(data.column(c).to_pylist() for c in data.column_names), strict=True))
+        columns = [data.column(c).to_pylist() for c in data.column_names]
+        values = list(zip(*columns, strict=True))
         multiplicities = rows.table.column(MULTIPLICITY).to_pylist()
-        fragments = [rows.table.column(a).to_pylist() for a in self.annotations]
+        fragments = [
+            [tuple(sorted(ids)) if ids else () for ids in rows.table.column(a).to_pylist()]
+            for a in self.annotations
+        ]
+        annotations = list(zip(*fragments, strict=True)) if fragments else [()] * len(values)
         # Net each entry over the batch first: a batch may list a row's deletion before its
         # insertion, and only the end state has to be a valid bag.
         net: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
-        for i, row in enumerate(values):
-            annotation = tuple(tuple(sorted(f[i] or ())) for f in fragments)
-            entry = (sort_key(row, self.positions), tiebreak(row), annotation)
-            net[entry] = (row, net.get(entry, (row, 0))[1] + multiplicities[i])
+        for entry, row, multiplicity in zip(
+            entry_keys(columns, self.positions, annotations), values, multiplicities, strict=True
+        ):
+            net[entry] = (row, net.get(entry, (row, 0))[1] + multiplicity)
         if not self.rows and not self.partial:  # the first load: one sort, not an insertion per entry
             if any(change < 0 for _, change in net.values()):
                 raise AssertionError("top-k input rows deleted more often than inserted")

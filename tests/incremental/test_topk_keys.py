@@ -13,7 +13,7 @@ import pytest
 
 from sketch_core.algebra.ir import SortKey
 from sketch_core.incremental.state import _id_tuples
-from sketch_core.incremental.topk import sort_key, sort_keys, tiebreak
+from sketch_core.incremental.topk import entry_keys, sort_key, tiebreak
 
 COLUMNS = [
     [3, None, -1, 3, True, 0],
@@ -34,8 +34,11 @@ ORDERS = [
 def test_keys_built_a_column_at_a_time_equal_the_row_keys(order: list[SortKey]) -> None:
     positions = [(int(k.column[1:]), k) for k in order]
     rows = list(zip(*COLUMNS, strict=True))
-    expected = [(sort_key(row, positions), tiebreak(row)) for row in rows]
-    built = sort_keys(COLUMNS, positions)
+    annotations = [((i, 7),) for i in range(len(rows))]
+    expected = [
+        (sort_key(row, positions), tiebreak(row), a) for row, a in zip(rows, annotations, strict=True)
+    ]
+    built = entry_keys(COLUMNS, positions, annotations)
     assert built == expected
     assert [hash(k) for k in built] == [hash(k) for k in expected]
     # ... and they order the rows alike (NaN is one value, above every number, in Spark).
