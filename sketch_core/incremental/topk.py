@@ -72,6 +72,27 @@ def _tiebreak_part(value: Any) -> Any:
     return (0, None) if value is None else (1, spark_order(value))
 
 
+def _key_parts(values: Sequence[Any], key: SortKey) -> list[Any]:
+    """:func:`_key_part` of each value; without a float among them (no NaN to place) the
+    parts are written out here, a call per value saved."""
+    if any(isinstance(v, float) for v in values):
+        return [_key_part(v, key) for v in values]
+    nulls = (0 if key.effective_nulls_first else 2, None)
+    if not key.descending:
+        return [nulls if v is None else (1, (0, v)) for v in values]
+    return [
+        nulls if v is None else (1, (0, -v)) if isinstance(v, _NEGATABLE) else (1, _Descending((0, v)))
+        for v in values
+    ]
+
+
+def _tiebreak_parts(values: Sequence[Any]) -> list[Any]:
+    """:func:`_tiebreak_part` of each value (written out where no float needs NaN's place)."""
+    if any(isinstance(v, float) for v in values):
+        return [_tiebreak_part(v) for v in values]
+    return [(0, None) if v is None else (1, (0, v)) for v in values]
+
+
 def entry_keys(
     columns: Sequence[Sequence[Any]],
     positions: Sequence[tuple[int, SortKey]],
@@ -82,8 +103,8 @@ def entry_keys(
     :meth:`TopKOperator.apply` makes them, built a column at a time. Restoring a top-k state
     builds one per stored row (hundreds of thousands at TPC-H SF10), where a call per row was
     most of a cold maintenance run."""
-    ordered = [[_key_part(v, key) for v in columns[index]] for index, key in positions]
-    ties = [[_tiebreak_part(v) for v in column] for column in columns]
+    ordered = [_key_parts(columns[index], key) for index, key in positions]
+    ties = [_tiebreak_parts(column) for column in columns]
     return list(zip(zip(*ordered, strict=True), zip(*ties, strict=True), annotations, strict=True))
 
 
