@@ -19,23 +19,31 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from decimal import Decimal
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from sortedcontainers import SortedDict
 
 from sketch_core.gc_pause import collection_paused
 from sketch_core.incremental.aggregate import AggregateOperator, GroupState, ordered_values
 from sketch_core.incremental.merge import MergeState
 from sketch_core.incremental.ordering import group_key, key_value
 from sketch_core.incremental.stored_groups import StoredGroups
-from sketch_core.incremental.topk import TopKOperator, entry_keys
+from sketch_core.incremental.stored_topk import (
+    COUNT,
+    StoredEntries,
+    annotation_column,
+    is_searchable,
+    stored_entries,
+)
+from sketch_core.incremental.topk import TopKOperator
 
 # 3: aggregations keep only the aggregates that decide rows (see rewrites.prune_outputs); a
 # state of an earlier format is laid out for other operators, and is not read.
 STATE_FORMAT = 3
 _PARTIAL = "partial"
+_ENTRIES = "entries"
 
 
 def _counts_column(counters: list[Counter[int]]) -> pa.Array:
@@ -178,37 +186,51 @@ def topk_state(op: TopKOperator, changes_only: bool = False) -> pa.Table:
     if changes_only:
         entries = [(key, op.rows.get(key, (row, 0))) for key, row in op.dirty.items()]
     else:
+        if isinstance(op.rows, StoredEntries):  # a whole state needs every entry, in order
+            with collection_paused():
+                op.rows = op.rows.materialized()
         entries = list(op.rows.items())
     columns = {
         name: pa.array([row[i] for _, (row, _) in entries], op.schema.field(name).type)
         for i, name in enumerate(op.schema.names)
     }
-    columns["__count"] = pa.array([count for _, (_, count) in entries], pa.int64())
+    columns[COUNT] = pa.array([count for _, (_, count) in entries], pa.int64())
     for k, a in enumerate(op.annotations):
-        columns[f"__ann_{a}"] = pa.array([list(key[2][k]) for key, _ in entries], pa.list_(pa.int32()))
-    # Whether entries past the last one were dropped (top-m); every layer says it anew.
-    return pa.table(columns).replace_schema_metadata({_PARTIAL: "1" if op.partial else "0"})
+        columns[annotation_column(a)] = pa.array(
+            [list(key[2][k]) for key, _ in entries], pa.list_(pa.int32())
+        )
+    # Every layer says anew whether entries past the last one were dropped (top-m), and how
+    # many entries the state holds with it (a restore that builds no key per entry cannot count).
+    metadata = {_PARTIAL: "1" if op.partial else "0", _ENTRIES: str(len(op.rows))}
+    return pa.table(columns).replace_schema_metadata(metadata)
 
 
 def restore_topk(op: TopKOperator, layers: Sequence[pa.Table]) -> None:
-    """Load a whole state and its layers of changes, oldest first."""
+    """Load a whole state and its layers of changes, oldest first: the whole state is searched
+    where it is stored (:class:`StoredEntries`) when the state keeps every entry and says how
+    many; else (top-m, or a state stored without the count) every entry is read."""
     # Millions of new tuples and none of them in a cycle: the collector would walk the growing
     # heap again and again while they are made (a third of a restore, measured at TPC-H SF1).
     with collection_paused():
-        _restore_topk(op, layers)
+        newest = layers[-1].schema.metadata or {}
+        op.dirty.clear()
+        op.partial = newest.get(_PARTIAL.encode()) == b"1"
+        entries = newest.get(_ENTRIES.encode())
+        if op.keep is None and not op.partial and entries is not None and is_searchable(layers[0]):
+            names, positions, annotations = op.schema.names, op.positions, op.annotations
+            overlay: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
+            for table in layers[1:]:
+                keys, rows, counts = stored_entries(table, names, positions, annotations)
+                overlay.update(zip(keys, zip(rows, counts, strict=True), strict=True))
+            op.rows = StoredEntries(layers[0], names, positions, annotations, overlay, int(entries))
+        else:
+            _restore_every_entry(op, layers)
 
 
-def _restore_topk(op: TopKOperator, layers: Sequence[pa.Table]) -> None:
-    op.dirty.clear()
+def _restore_every_entry(op: TopKOperator, layers: Sequence[pa.Table]) -> None:
     entries: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
     for table in layers:
-        op.partial = (table.schema.metadata or {}).get(_PARTIAL.encode()) == b"1"  # the newest says
-        columns = [table.column(n).to_pylist() for n in op.schema.names]
-        rows = list(zip(*columns, strict=True))
-        annotated = [_id_tuples(table.column(f"__ann_{a}")) for a in op.annotations]
-        annotations = list(zip(*annotated, strict=True)) if annotated else [()] * len(rows)
-        keys = entry_keys(columns, op.positions, annotations)
-        counts = table.column("__count").to_pylist()
+        keys, rows, counts = stored_entries(table, op.schema.names, op.positions, op.annotations)
         if not entries and 0 not in counts:  # a whole state: every entry new, none removed
             entries = dict(zip(keys, zip(rows, counts, strict=True), strict=True))
             continue
@@ -217,20 +239,8 @@ def _restore_topk(op: TopKOperator, layers: Sequence[pa.Table]) -> None:
                 entries[key] = (row, count)
             else:
                 entries.pop(key, None)
-    op.rows.clear()
+    op.rows = SortedDict()
     op.rows.update(entries)  # one sort, not an insertion per entry
-
-
-def _id_tuples(column: pa.ChunkedArray) -> list[tuple[int, ...]]:
-    """A list column of fragment ids as a tuple per row (a NULL list as the empty tuple), sliced
-    from the flat values: ``to_pylist`` builds a list object per row first, and a top-k state's
-    rows carry a list per annotation (at TPC-H SF1 Q10's restore spent half its time there)."""
-    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if array.null_count:
-        return [tuple(ids) if ids else () for ids in array.to_pylist()]
-    offsets = array.offsets.to_numpy().tolist()
-    values = array.values.to_numpy(zero_copy_only=False).tolist()
-    return [tuple(values[start:end]) for start, end in pairwise(offsets)]
 
 
 # -- merge ---------------------------------------------------------------------------------------

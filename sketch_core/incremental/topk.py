@@ -44,6 +44,9 @@ class _Descending:
     def __hash__(self) -> int:
         return hash(self.value)
 
+    def __repr__(self) -> str:
+        return f"_Descending({self.value!r})"
+
 
 def sort_key(row: tuple[Any, ...], positions: Sequence[tuple[int, SortKey]]) -> tuple[Any, ...]:
     return tuple(_key_part(row[index], key) for index, key in positions)
@@ -142,7 +145,8 @@ class TopKOperator:
         names = schema.names
         self.positions = [(names.index(k.column), k) for k in node.order]
         # (sort key, tiebreak, annotation) -> (row, multiplicity), in output order. The row
-        # itself stays out of the key: NaN values would not compare.
+        # itself stays out of the key: NaN values would not compare. Restored from a stored
+        # state, a StoredEntries (get, set, pop, len, items in order) unless top-m is kept.
         self.rows: SortedDict = SortedDict()
         # Entries changed since the state was last persisted -> their row (see AggregateOperator).
         self.dirty: dict[tuple[Any, ...], tuple[Any, ...]] = {}

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from sketch_core.algebra.ir import SortKey
-from sketch_core.incremental.state import _id_tuples
+from sketch_core.incremental.stored_topk import id_tuples
 from sketch_core.incremental.topk import entry_keys, sort_key, tiebreak
 
 COLUMNS = [
@@ -51,9 +51,9 @@ def test_stored_fragment_id_lists_read_back_as_tuples() -> None:
     lists = [[4, 1], [], None, [7], [2, 2, 9]]
     array = pa.array(lists, pa.list_(pa.int32()))
     expected = [tuple(ids) if ids else () for ids in lists]
-    assert _id_tuples(pa.chunked_array([array])) == expected
+    assert id_tuples(pa.chunked_array([array])) == expected
     without_nulls = pa.array([ids or [] for ids in lists], pa.list_(pa.int32()))
     chunked = pa.chunked_array([without_nulls.slice(0, 2), without_nulls.slice(2)])
-    assert _id_tuples(chunked) == expected
-    assert _id_tuples(pa.chunked_array([without_nulls.slice(3)])) == expected[3:]
-    assert _id_tuples(pa.chunked_array([], pa.list_(pa.int32()))) == []
+    assert id_tuples(chunked) == expected
+    assert id_tuples(pa.chunked_array([without_nulls.slice(3)])) == expected[3:]
+    assert id_tuples(pa.chunked_array([], pa.list_(pa.int32()))) == []
