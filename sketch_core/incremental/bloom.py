@@ -98,11 +98,20 @@ class KeyBloom:
 
     def add(self, columns: Sequence[pa.Array | pa.ChunkedArray]) -> None:
         hashed, valid = key_hashes(columns)
-        positions = self._positions(hashed[valid]).ravel()
-        if positions.size:
-            np.bitwise_or.at(
-                self.words, (positions >> _U64(6)).astype(np.int64), _U64(1) << (positions & _U64(63))
-            )
+        hashed = hashed[valid]
+        if hashed.size:
+            # A byte per bit, marked a hash function at a time and packed into words once:
+            # setting the same bit twice is harmless, so plain assignment does what an OR per
+            # position (``np.bitwise_or.at``) did, which took 3 s of a filter over 15M keys
+            # (TPC-H SF10 orders: the first maintenance run after a capture builds it).
+            marks = np.zeros(self.bits, dtype=np.uint8)
+            low, high = hashed & _U64(0xFFFFFFFF), (hashed >> _U64(32)) | _U64(1)
+            mask = _U64(self.bits - 1)
+            with np.errstate(over="ignore"):
+                for step in range(HASHES):
+                    marks[((low + _U64(step) * high) & mask).astype(np.intp)] = 1
+            # Bit p of the filter is bit p % 64 of word p // 64: packed little-endian.
+            self.words |= np.packbits(marks, bitorder="little").view("<u8").astype(_U64)
             self.dirty = True
         self.added += int(valid.sum())
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from sketch_core.algebra.frontend import to_ir
-from sketch_core.incremental.bloom import KeyBloom, hashable
+from sketch_core.incremental.bloom import KeyBloom, hashable, key_hashes
 from sketch_core.incremental.engine import IncrementalSketch, RowDelta
 from tests.incremental.test_engine_joins import PARTITIONS, SCHEMAS, SPARK_TYPES, generate, reader_of, remove
 
@@ -125,3 +125,20 @@ def test_a_side_whose_keys_come_from_a_cross_product_gets_no_filter(monkeypatch:
     inserted = generate("t.facts", rng, np.arange(100, 110))
     data["t.facts"] = pa.concat_tables([data["t.facts"], inserted])
     engine.apply({"t.facts": RowDelta(inserted, SCHEMAS["t.facts"].empty_table())}, reader_of(data))
+
+
+def test_added_keys_set_the_bits_their_positions_name() -> None:
+    """The bits are set where the filter's positions say (word p // 64, bit p % 64): what
+    ``might_contain`` reads, and what a stored filter holds for another process."""
+    rng = np.random.default_rng(7)
+    keys = pa.array(rng.integers(-(10**12), 10**12, 5_000))
+    bloom = KeyBloom(4_000)
+    bloom.add([keys.slice(0, 3_000)])
+    bloom.add([keys.slice(3_000)])
+    hashed, _ = key_hashes([keys])
+    positions = bloom._positions(hashed).ravel()
+    expected = np.zeros_like(bloom.words)
+    np.bitwise_or.at(
+        expected, (positions >> np.uint64(6)).astype(np.int64), np.uint64(1) << (positions & np.uint64(63))
+    )
+    assert np.array_equal(bloom.words, expected)
