@@ -76,10 +76,15 @@ class KeyIndex:
     def numbers(self, keys: pa.Table) -> np.ndarray:
         """Each row's number, new keys numbered on from the last; ``keys`` must be distinct."""
         ids = self.lookup(keys)
+        count = len(ids)
         new = np.flatnonzero(ids < 0)
         if len(new):
             first = len(self)
             ids[new] = np.arange(first, first + len(new), dtype=np.int64)
+            if first == 0 and len(new) == count:  # the first keys (a restore's whole state): no copies
+                self.keys = self._conform(keys).combine_chunks()
+                self._joinable = pa.table({**_join_columns(self.keys), _ID: pa.array(ids)})
+                return ids
             added = self._conform(keys).take(pa.array(new))
             self.keys = pa.concat_tables([self.keys, added]).combine_chunks()
             joinable = pa.table({**_join_columns(added), _ID: pa.array(ids[new])})

@@ -193,8 +193,11 @@ def evaluate_partition(
     AVG's result (None, or left out: a double); ``frame``: the calls' frame (None: SQL's
     default). A RANGE frame by value needs exactly one order key (Spark's rule too)."""
     frame = frame or frame_of(None, bool(order))
-    ordered = sorted(rows, key=lambda r: sort_key(r, order)) if order else list(rows)
-    keys = [sort_key(r, order) for r in ordered] if order else [()] * len(ordered)
+    # Each row's key built once, to sort by and then to find its peers.
+    unsorted = [sort_key(r, order) for r in rows] if order else [()] * len(rows)
+    positions = sorted(range(len(rows)), key=unsorted.__getitem__)  # stable, as sorted(rows) was
+    ordered = [rows[i] for i in positions]
+    keys = [unsorted[i] for i in positions]
     # Per row: the index of its first peer, and one past its last.
     first = [0] * len(ordered)
     last = [len(ordered)] * len(ordered)
