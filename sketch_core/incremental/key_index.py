@@ -12,6 +12,7 @@ column is joined as two, the value with NULL replaced by a placeholder and a NUL
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +20,8 @@ import pyarrow.compute as pc
 
 _ID = "__id"
 _ROW = "__row"
+# An index this many times a batch's keys is narrowed by their first column before the join.
+_NARROWED_BELOW = 8
 
 
 def _placeholder(kind: pa.DataType) -> pa.Scalar:
@@ -29,7 +32,9 @@ def _placeholder(kind: pa.DataType) -> pa.Scalar:
         return pa.scalar(b"", kind)
     if pa.types.is_boolean(kind):
         return pa.scalar(False)
-    return pa.scalar(0).cast(kind)
+    if pa.types.is_decimal(kind):  # an int64 0 cast to a decimal needs precision 21 or more
+        return pa.scalar(Decimal(0), kind)
+    return pa.scalar(0, kind)  # (ints, dates, timestamps: an int64 0 does not cast to a date)
 
 
 def _join_columns(keys: pa.Table) -> dict[str, pa.Array]:
@@ -64,11 +69,20 @@ class KeyIndex:
             {**_join_columns(self._conform(keys)), _ROW: pa.array(np.arange(count, dtype=np.int64))}
         )
         keys_joined = [c for c in probe.column_names if c != _ROW]
+        joinable = self._joinable
+        if probe.num_rows * _NARROWED_BELOW < joinable.num_rows:
+            # A batch's few keys against a large index: the join would hash every key column of
+            # every indexed row, each batch (20 ms of a 70 ms run against TPC-H SF10 Q10's
+            # 380,000 groups). The rows whose first column holds one of the batch's values are
+            # a superset of the matches (NULLs hold the placeholder on both sides), found in one
+            # pass over that column.
+            first = probe.column("__v0").combine_chunks()
+            joinable = joinable.filter(pc.is_in(joinable.column("__v0"), value_set=first))
         # Arrow builds its hash table on the right side: the smaller one (a batch's keys, mostly).
-        if probe.num_rows <= self._joinable.num_rows:
-            joined = self._joinable.join(probe, keys=keys_joined, join_type="inner", use_threads=False)
+        if probe.num_rows <= joinable.num_rows:
+            joined = joinable.join(probe, keys=keys_joined, join_type="inner", use_threads=False)
         else:
-            joined = probe.join(self._joinable, keys=keys_joined, join_type="inner", use_threads=False)
+            joined = probe.join(joinable, keys=keys_joined, join_type="inner", use_threads=False)
         ids = np.full(count, -1, np.int64)
         ids[joined.column(_ROW).to_numpy()] = joined.column(_ID).to_numpy()
         return ids

@@ -4,6 +4,7 @@ each restores the other's stored state, and the decimal and key helpers are exac
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 
 import numpy as np
@@ -169,6 +170,35 @@ def test_key_index_tells_null_from_the_placeholder_and_keeps_numbers() -> None:
     assert index.lookup(again).tolist() == [3, -1, 0]
     assert index.numbers(again).tolist() == [3, 4, 0]
     assert index.take(np.array([4, 1])).to_pylist() == [{"__k0": "x", "__k1": 1}, {"__k0": None, "__k1": 0}]
+
+
+def test_key_index_takes_null_dates_and_decimals_and_narrows_large_indexes() -> None:
+    """NULL keys of every key type (a date's or a small decimal's placeholder is not an int's),
+    and a batch's few keys looked up in an index many times larger: the index rows are first
+    narrowed by the first column, which must keep every match (NULLs and their placeholder)."""
+    kinds = [pa.date32(), pa.decimal128(9, 2), pa.bool_(), pa.timestamp("us")]
+    index = KeyIndex(kinds)
+    days = [None, *(dt.date(2024, 1, 1) + dt.timedelta(days=i % 40) for i in range(1, 200))]
+    cents = [None if i % 9 == 0 else Decimal(i % 5).scaleb(-2) for i in range(200)]
+    stored = pa.table(
+        {
+            "d": pa.array(days, pa.date32()),
+            "m": pa.array(cents, pa.decimal128(9, 2)),
+            "b": [None if i % 4 == 0 else i % 3 == 0 for i in range(200)],
+            "t": pa.array([None if i % 6 == 0 else dt.datetime(2024, 1, 1, i % 24) for i in range(200)]),
+        }
+    )
+    unique = stored.group_by(stored.column_names, use_threads=False).aggregate([]).select(stored.column_names)
+    numbers = index.numbers(unique)
+    assert numbers.tolist() == list(range(unique.num_rows))
+    picked = [0, unique.num_rows // 2, unique.num_rows - 1]
+    batch = pa.concat_tables([unique.take(picked), stored.slice(0, 0)])
+    assert index.lookup(batch).tolist() == picked  # narrowed: the index is 8+ times the batch
+    nulls = pa.table({n: pa.nulls(1, k) for n, k in zip(stored.column_names, kinds, strict=True)})
+    known = (
+        unique.to_pylist().index(nulls.to_pylist()[0]) if nulls.to_pylist()[0] in unique.to_pylist() else -1
+    )
+    assert index.lookup(nulls).tolist() == [known]
 
 
 def test_unscaled_decimals_round_trip_to_the_precision_limit() -> None:
