@@ -14,7 +14,7 @@ splitmix64, so the filter means the same in every process and can be stored with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -88,13 +88,17 @@ class KeyBloom:
     def bits(self) -> int:
         return len(self.words) * 64
 
-    def _positions(self, hashed: np.ndarray) -> np.ndarray:
-        """HASHES bit positions per hash (double hashing), shape (HASHES, rows)."""
-        h1 = hashed & _U64(0xFFFFFFFF)
-        h2 = (hashed >> _U64(32)) | _U64(1)
-        steps = np.arange(HASHES, dtype=_U64)[:, None]
+    def _positions_by_hash(self, hashed: np.ndarray) -> Iterator[np.ndarray]:
+        """Each hash function's bit position per hash (double hashing), one function at a time."""
+        low, high = hashed & _U64(0xFFFFFFFF), (hashed >> _U64(32)) | _U64(1)
+        mask = _U64(self.bits - 1)
         with np.errstate(over="ignore"):
-            return (h1[None, :] + steps * h2[None, :]) & _U64(self.bits - 1)
+            for step in range(HASHES):
+                yield (low + _U64(step) * high) & mask
+
+    def _positions(self, hashed: np.ndarray) -> np.ndarray:
+        """HASHES bit positions per hash, shape (HASHES, rows)."""
+        return np.stack(list(self._positions_by_hash(hashed)))
 
     def add(self, columns: Sequence[pa.Array | pa.ChunkedArray]) -> None:
         hashed, valid = key_hashes(columns)
@@ -105,11 +109,8 @@ class KeyBloom:
             # position (``np.bitwise_or.at``) did, which took 3 s of a filter over 15M keys
             # (TPC-H SF10 orders: the first maintenance run after a capture builds it).
             marks = np.zeros(self.bits, dtype=np.uint8)
-            low, high = hashed & _U64(0xFFFFFFFF), (hashed >> _U64(32)) | _U64(1)
-            mask = _U64(self.bits - 1)
-            with np.errstate(over="ignore"):
-                for step in range(HASHES):
-                    marks[((low + _U64(step) * high) & mask).astype(np.intp)] = 1
+            for positions in self._positions_by_hash(hashed):
+                marks[positions.astype(np.intp)] = 1
             # Bit p of the filter is bit p % 64 of word p // 64: packed little-endian.
             self.words |= np.packbits(marks, bitorder="little").view("<u8").astype(_U64)
             self.dirty = True

@@ -95,14 +95,13 @@ class KeyIndex:
         if len(new):
             first = len(self)
             ids[new] = np.arange(first, first + len(new), dtype=np.int64)
-            if first == 0 and len(new) == count:  # the first keys (a restore's whole state): no copies
-                self.keys = self._conform(keys).combine_chunks()
-                self._joinable = pa.table({**_join_columns(self.keys), _ID: pa.array(ids)})
-                return ids
-            added = self._conform(keys).take(pa.array(new))
-            self.keys = pa.concat_tables([self.keys, added]).combine_chunks()
+            # Every key new (a restore's whole state, mostly): taken as they are, not copied.
+            added = self._conform(keys) if len(new) == count else self._conform(keys).take(pa.array(new))
             joinable = pa.table({**_join_columns(added), _ID: pa.array(ids[new])})
-            self._joinable = pa.concat_tables([self._joinable, joinable]).combine_chunks()
+            if first:
+                added = pa.concat_tables([self.keys, added])
+                joinable = pa.concat_tables([self._joinable, joinable])
+            self.keys, self._joinable = added.combine_chunks(), joinable.combine_chunks()
         return ids
 
     def take(self, ids: np.ndarray) -> pa.Table:
