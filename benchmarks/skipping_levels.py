@@ -161,9 +161,11 @@ def run(scale: float, home: Path, queries: tuple[int, ...], repeat: int, rewrite
     return results
 
 
-def report(results: list[Levels], scale: float, command: str) -> Path:
+def report(results: list[Levels], scale: float, command: str, queries: tuple[int, ...] = QUERIES) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = f"skipping_levels_sf{scale:g}"
+    # A run of some of the queries keeps to a report of its own (the full run's stays).
+    only = "" if queries == QUERIES else "_" + "_".join(f"q{n}" for n in queries)
+    stem = f"skipping_levels_sf{scale:g}{only}"
     payload = [{**asdict(r), "speedups": {level: r.speedup(level) for level in r.level_s}} for r in results]
     (RESULTS / f"{stem}.json").write_text(json.dumps({"scale": scale, "results": payload}, indent=2))
     lines = [
@@ -201,7 +203,7 @@ def main() -> None:
     home = Settings.from_env().warehouse.parent
     results = run(args.scale, home, queries, args.repeat, args.rewrite)
     command = "python -m benchmarks.skipping_levels " + " ".join(sys.argv[1:])
-    print(report(results, args.scale, command).read_text())
+    print(report(results, args.scale, command, queries).read_text())
 
 
 if __name__ == "__main__":
