@@ -36,7 +36,7 @@ from pyiceberg.table.snapshots import (
     Snapshot,
 )
 
-from sketch_core.tables.pinned import DataFileInfo
+from sketch_core.tables.pinned import DataFileInfo, DataFiles
 from sketch_core.tables.statistics import describe_bounds, describe_file
 
 # A commit touching more files than this is not recorded: its row would carry a large document
@@ -145,8 +145,9 @@ def apply_snapshot_files(
 def _after(
     parent: Iterable[DataFileInfo], removed: frozenset[str] | set[str], added: list[DataFileInfo]
 ) -> tuple[DataFileInfo, ...]:
-    files = [f for f in parent if f.path not in removed] + added
-    return tuple(sorted(files, key=lambda f: f.path))
+    if isinstance(parent, DataFiles):  # sorted already
+        return parent.changed(removed, added)
+    return DataFiles.sorted([*(f for f in parent if f.path not in removed), *added])
 
 
 def _hex_bounds(bounds: Mapping[int, bytes] | None) -> dict[str, str]:

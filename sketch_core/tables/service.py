@@ -78,7 +78,14 @@ from sketch_core.tables.ingest import CommitIngester
 from sketch_core.tables.locations import location_taken, new_table_location, purge_location
 from sketch_core.tables.names import normalize_table_name, split_table_name
 from sketch_core.tables.orphans import RemovedFiles, remove_unreferenced_files
-from sketch_core.tables.pinned import DataFileInfo, PinnedSnapshot
+from sketch_core.tables.pinned import (
+    DataFileInfo,
+    DataFiles,
+    PinnedSnapshot,
+    any_deletes,
+    file_paths,
+    other_format,
+)
 from sketch_core.tables.predicates import to_iceberg_expression
 from sketch_core.tables.recent_deltas import RecentDeltas
 from sketch_core.tables.rewrites import rewrite_in_layout
@@ -151,7 +158,6 @@ def _require_pyiceberg_writable(name: str, table: Table) -> None:
 
 # Data files in Iceberg's other formats (``write.format.default`` = ``orc`` or ``avro``), as every
 # Iceberg writer names them. Pins hand their files to Parquet readers (Spark's and Arrow's).
-_OTHER_FORMATS = (".orc", ".avro")
 
 
 def _snapshot_names(table: Table, snapshot_id: int | None) -> dict[str, str | None]:
@@ -163,7 +169,7 @@ def _snapshot_names(table: Table, snapshot_id: int | None) -> dict[str, str | No
 
 
 def _refuse_other_formats(name: str, files: tuple[DataFileInfo, ...]) -> None:
-    other = next((f.path for f in files if f.path.endswith(_OTHER_FORMATS)), None)
+    other = other_format(files)
     if other is not None:
         kind = other.rsplit(".", 1)[1].upper()
         raise UnsupportedTableFeatureError(
@@ -678,7 +684,7 @@ class TableService:
         parent: tuple[DataFileInfo, ...] | None = ()  # the first snapshot's parent: no files
         if commit.parent_snapshot_id is not None:
             parent = self._pinned_files.get((uuid, commit.parent_snapshot_id, schema_id))
-        if commit.files is not None and parent is not None and not any(f.deletes for f in parent):
+        if commit.files is not None and parent is not None and not any_deletes(parent):
             recorded = apply_recorded(parent, commit.files, table.schema())
             if recorded is not None:
                 self._pinned_files.put(key, recorded)
@@ -717,7 +723,7 @@ class TableService:
                 raise _equality_deletes(name, snapshot_id)
             deletes = tuple(sorted({d.file_path for d in task.delete_files}))
             files.append(describe_file(task.file, table.schema(), deletes))
-        return tuple(sorted(files, key=lambda f: f.path))
+        return DataFiles.sorted(files)
 
     @staticmethod
     def _derived_files(
@@ -729,7 +735,7 @@ class TableService:
         if summary is None or TOTAL_DATA_FILES not in summary:
             return None  # nothing to check the result against
         files: tuple[DataFileInfo, ...] | None
-        if any(f.deletes for f in parent) or summary_count(snapshot, TOTAL_DELETE_FILES):
+        if any_deletes(parent) or summary_count(snapshot, TOTAL_DELETE_FILES):
             # Merge-on-read: the delete files that apply to each data file come along (see
             # row_level_changes: derived where that is exact, else planned in full).
             if not never_partitioned(table):
@@ -743,7 +749,7 @@ class TableService:
                 return None
         if files is None:
             return None
-        return files if summary_count(snapshot, TOTAL_DATA_FILES) == len(files) else None
+        return DataFiles(files) if summary_count(snapshot, TOTAL_DATA_FILES) == len(files) else None
 
     def delta(
         self,
@@ -804,7 +810,7 @@ class TableService:
                 previous = current
                 continue
             if commit.operation in ("create", "append"):
-                known = {f.path for f in previous.files} if previous is not None else set()
+                known = file_paths(previous.files) if previous is not None else frozenset()
                 appeared = [f for f in current.files if f.path not in known]
                 inserted.append(read_files(appeared, after.schema, columns, row_filter))
                 files_read += len(appeared)

@@ -1,0 +1,53 @@
+"""A snapshot's file list: sorted by path after a change, and what is known of it carried over
+only where it still holds (checked against the same sums worked out afresh)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sketch_core.tables.pinned import DataFileInfo, DataFiles, any_deletes, other_format, total_records
+
+
+def _file(n: int, rows: int, *, deletes: tuple[str, ...] = (), suffix: str = ".parquet") -> DataFileInfo:
+    return DataFileInfo(f"s3://t/data/{n:05d}{suffix}", rows, rows * 10, deletes=deletes)
+
+
+def _fresh(files: DataFiles) -> tuple[int, bool, str | None, frozenset[str]]:
+    plain = tuple(files)  # a plain tuple: every sum worked out again
+    return total_records(plain), any_deletes(plain), other_format(plain), frozenset(f.path for f in plain)
+
+
+def _known(files: DataFiles) -> tuple[int, bool, str | None, frozenset[str]]:
+    return files.record_count, files.has_deletes, files.other_format, files.paths
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_change_keeps_the_files_sorted_and_what_is_known_of_them_right(seed: int) -> None:
+    rng = random.Random(seed)
+    numbers = rng.sample(range(10_000), 60)
+    files = DataFiles.sorted(_file(n, rng.randint(1, 1000)) for n in numbers[:40])
+    _known(files)  # worked out before the change: carried over by it
+    removed = {f.path for f in rng.sample(list(files), rng.randint(0, 5))}
+    added = [
+        _file(
+            n,
+            rng.randint(1, 1000),
+            deletes=("s3://t/deletes/d.parquet",) if rng.random() < 0.1 else (),
+            suffix=".orc" if rng.random() < 0.1 else ".parquet",
+        )
+        for n in numbers[40 : 40 + rng.randint(0, 20)]
+    ]
+    after = files.changed(removed, added)
+    assert list(after) == sorted([*(f for f in files if f.path not in removed), *added], key=lambda f: f.path)
+    assert _known(after) == _fresh(after)
+
+
+def test_what_a_removed_file_made_true_is_worked_out_again() -> None:
+    with_deletes = _file(1, 5, deletes=("s3://t/deletes/d.parquet",))
+    orc = _file(2, 7, suffix=".orc")
+    files = DataFiles.sorted([with_deletes, orc, _file(3, 11)])
+    assert _known(files) == (23, True, orc.path, files.paths)
+    after = files.changed({with_deletes.path, orc.path}, [_file(4, 2)])
+    assert _known(after) == (13, False, None, frozenset({_file(3, 1).path, _file(4, 1).path}))
