@@ -139,7 +139,9 @@ class SampleStore:
         frame = whole.select(*chosen) if len(chosen) < len(whole.columns) else whole
         # The sample at `rate` holds about rate * rows rows; more groups than that: whole groups.
         many = more_groups_than(pinned, columns, rate * pinned.record_count)
-        rows, how = draw_sample(frame, columns, rate, self.seed, too_many_groups=many)
+        # Without deletes, the files' counts are the rows (no Spark job to count them).
+        counted = None if pinned.has_deletes else pinned.record_count
+        rows, how = draw_sample(frame, columns, rate, self.seed, too_many_groups=many, rows=counted)
         rows = rows.append_column(SAMPLE_ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{pinned.table}-{uuid.uuid4().hex}.parquet"

@@ -37,12 +37,15 @@ def draw_sample(
     seed: int = 0,
     *,
     too_many_groups: bool = False,
+    rows: int | None = None,
 ) -> tuple[pa.Table, str]:
     """A sample of ``frame`` at ``rate`` (see the module docstring), as Arrow; and how it was
     drawn: :data:`STRATIFIED`, :data:`WHOLE_GROUPS` (the groups were too many) or
     :data:`UNIFORM` (no group columns). ``too_many_groups``: the caller knows the groups
     outnumber the rows a sample at ``rate`` holds (see
-    :mod:`sketch_core.attribute_choice.group_probe`), so they are not counted."""
+    :mod:`sketch_core.attribute_choice.group_probe`), so they are not counted. ``rows``: the
+    frame's row count, where the caller knows it (a table's metadata counts the rows of a
+    snapshot without deletes), so that a uniform sample is one Spark job, not two."""
     if not 0 < rate <= 1:
         raise SamplingError(f"the sample rate must be in (0, 1], not {rate}")
     missing = [c for c in group_columns if c not in frame.columns]
@@ -50,7 +53,7 @@ def draw_sample(
         raise SamplingError(f"the table has no column {missing[0]!r}")
     columns = [F.col(c) for c in frame.columns]
     if not group_columns:
-        total = frame.count()
+        total = frame.count() if rows is None else rows
         uniform = frame.sample(withReplacement=False, fraction=rate, seed=seed)
         sized = uniform.select(*columns, F.lit(int(total)).cast("long").alias(STRATUM_ROWS))
         return sized.toArrow(), UNIFORM

@@ -12,7 +12,7 @@ from sketch_core.attribute_choice.group_probe import more_groups_than
 from sketch_core.attribute_choice.sampling import quota
 from sketch_core.attribute_choice.store import sample_rate
 from sketch_core.service import SketchService
-from sketch_core.spark.sampling import WHOLE_GROUPS, draw_sample
+from sketch_core.spark.sampling import STRATUM_ROWS, WHOLE_GROUPS, draw_sample
 from sketch_core.spark.views import pinned_dataframe
 
 pytestmark = pytest.mark.spark
@@ -132,3 +132,17 @@ def test_a_large_table_gets_a_sample_of_bounded_size_and_keeps_it(
     record = spark_svc.samples.repository.find(name, [], rate)
     assert record is not None and record.rate == rate
     assert not spark_svc.samples.sample(spark_svc.tables.pin(name), []).drawn
+
+
+def test_a_uniform_sample_told_the_row_count_draws_the_same_rows(spark_svc: SketchService, ns: str) -> None:
+    name = f"{ns}.facts"
+    spark_svc.tables.create(name, grouped(4, 500), sort_by=["id"])
+    pin = spark_svc.tables.pin(name)
+    frame = pinned_dataframe(spark_svc.spark, pin)
+    counted, _ = draw_sample(frame, [], 0.1, seed=7)
+    told, how = draw_sample(frame, [], 0.1, seed=7, rows=pin.record_count)
+    assert how == "uniform" and 100 < told.num_rows < 300
+    assert told.column("id").to_pylist() == counted.column("id").to_pylist()
+    assert (
+        set(told.column(STRATUM_ROWS).to_pylist()) == set(counted.column(STRATUM_ROWS).to_pylist()) == {2_000}
+    )
