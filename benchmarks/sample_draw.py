@@ -2,7 +2,9 @@
 group first against the in-process look at the first files' groups
 (:mod:`sketch_core.attribute_choice.group_probe`) that decides the same without the count; and
 the draw of every column against the draw of the columns a report reads (``--columns``, by
-default TPC-H Q3's `lineitem` columns), as a first capture draws it.
+default TPC-H Q3's `lineitem` columns), as a first capture draws it; and a uniform draw of
+those columns (a report that groups by no column of the table, as Q10 of `lineitem`) counting
+the table's rows on Spark against one told the count from the files' metadata.
 
 Per round, in one process, interleaved: the draw that counts (``draw_sample`` told nothing),
 then the probe and the draw it informs, then the probe and the narrow draw. All must return
@@ -42,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     columns = args.groups.split(",")
     narrow_columns = list(dict.fromkeys([*columns, *args.columns.split(",")]))
-    counted_s, probe_s, probed_s, narrow_s = [], [], [], []
+    counted_s, probe_s, probed_s, narrow_s, uniform_s, told_s = [], [], [], [], [], []
     home = Settings.from_env().warehouse.parent
     with bench_service(args.scale, home) as svc:
         pin = svc.tables.pin(args.table, svc.context.latest_sequence())
@@ -69,10 +71,19 @@ def main() -> None:
                 wanted = probed.select(narrow_columns).sort_by([(c, "ascending") for c in narrow_columns])
                 got = narrow.select(narrow_columns).sort_by([(c, "ascending") for c in narrow_columns])
                 assert wanted.equals(got), "the narrow draw kept other rows"
+            narrow_frame = frame.select(*narrow_columns)
+            began = time.perf_counter()
+            uniform, _ = draw_sample(narrow_frame, [], rate, svc.samples.seed)
+            uniform_s.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            told, _ = draw_sample(narrow_frame, [], rate, svc.samples.seed, rows=pin.record_count)
+            told_s.append(time.perf_counter() - began)
+            assert told.equals(uniform), "the uniform draws disagree"
             print(
                 f"round {round_number + 1}: counting {counted_s[-1]:.2f}s, probe {probe_s[-1]:.2f}s "
                 f"(too many groups: {many}), with the probe {probed_s[-1]:.2f}s, "
-                f"{len(narrow_columns)} columns {narrow_s[-1]:.2f}s; {how}, {counted.num_rows:,} rows",
+                f"{len(narrow_columns)} columns {narrow_s[-1]:.2f}s; {how}, {counted.num_rows:,} rows; "
+                f"uniform {uniform_s[-1]:.2f}s, told the count {told_s[-1]:.2f}s",
                 flush=True,
             )
     counting, probing, narrowed = (statistics.median(x) for x in (counted_s, probed_s, narrow_s))
@@ -91,6 +102,9 @@ def main() -> None:
         f"| the probe, then the draw of {len(narrow_columns)} of the {len(pin.schema)} columns "
         f"({', '.join(narrow_columns)}) | {narrowed:.2f} |",
         f"| every column over those | {probing / narrowed:.2f}x |",
+        f"| a uniform draw of those columns, counting the rows on Spark "
+        f"| {statistics.median(uniform_s):.2f} |",
+        f"| the same draw told the count from the files' metadata | {statistics.median(told_s):.2f} |",
         "",
         "Reproduce: `python -m benchmarks.sample_draw " + " ".join(sys.argv[1:]) + "`",
     ]
