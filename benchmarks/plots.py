@@ -100,7 +100,7 @@ def skipping_levels_plot(plt: Any) -> None:
     """Sketched speedup per report and layout at each level of skipping (files, row groups,
     pages), SF1 and SF10."""
     runs = [json.loads(path.read_text()) for path in sorted(RESULTS.glob("skipping_levels_sf*.json"))]
-    short = {"rewritten by Spark": "rewritten", "pages of a fragment": "1k-row pages"}
+    short = {"rewritten by Spark": "rewritten", "pages of a fragment": "fragment\npages"}
     bars = [
         (
             f"{r['query'].replace('tpch_', '').upper()} SF{run['scale']:g}\n"
