@@ -42,9 +42,9 @@ def _path(info: DataFileInfo) -> str:
 class DataFiles(tuple[DataFileInfo, ...]):
     """A snapshot's data files, sorted by path, with what every pin of the snapshot asks of
     them worked out once. A snapshot's list is planned once and shared (see
-    :mod:`.snapshot_files`), but its sums were recomputed on every pin: on a table of ~1,500
-    files, a pass each for the row count, the delete files and the file formats cost a warm
-    maintenance run several of its ~15 ms."""
+    :mod:`.snapshot_files`), but its sums were recomputed on every pin: on a table of 20,000
+    files, the passes of a maintenance run (three pins, the new snapshot's list sorted again)
+    took ~9.5 ms, ~1.4 ms with these (at 1,500 files, within a warm run's noise)."""
 
     @classmethod
     def sorted(cls, files: Iterable[DataFileInfo]) -> DataFiles:
