@@ -55,7 +55,7 @@ from sketch_core.spark.lake import iceberg_relation
 from sketch_core.spark.recursion import plain_frame
 from sketch_core.spark.views import keep_view, pinned_dataframe, register_view, table_schemas
 from sketch_core.tables.page_index import has_page_index
-from sketch_core.tables.pinned import PinnedSnapshot
+from sketch_core.tables.pinned import DataFiles, PinnedSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,8 @@ class QueryRunner:
             fragments = BitMap.deserialize(bitmap)
             sketched[stored.table] = (partition, fragments)
             pin = pins[stored.table]
-            pruned[stored.table] = replace(pin, files=tuple(prune_files(pin.files, partition, fragments)))
+            kept = prune_files(pin.files, partition, fragments)  # in the pin's order: still sorted
+            pruned[stored.table] = replace(pin, files=DataFiles(kept))
         return _UsableSketch(record, sketched, pruned)
 
     def _usable_sketch(

@@ -135,16 +135,14 @@ def snapshot_entries(io: FileIO, manifest: ManifestFile, snapshot: Snapshot) -> 
             yield entry
 
 
-def apply_snapshot_files(
-    parent: Iterable[DataFileInfo], changes: SnapshotFiles, schema: Schema
-) -> tuple[DataFileInfo, ...]:
+def apply_snapshot_files(parent: Iterable[DataFileInfo], changes: SnapshotFiles, schema: Schema) -> DataFiles:
     """The files after ``changes``, sorted by path (the order pins list them in)."""
     return _after(parent, changes.removed, [describe_file(d, schema) for d in changes.added])
 
 
 def _after(
     parent: Iterable[DataFileInfo], removed: frozenset[str] | set[str], added: list[DataFileInfo]
-) -> tuple[DataFileInfo, ...]:
+) -> DataFiles:
     if isinstance(parent, DataFiles):  # sorted already
         return parent.changed(removed, added)
     return DataFiles.sorted([*(f for f in parent if f.path not in removed), *added])
@@ -193,9 +191,16 @@ def record_commit_files(io: FileIO, snapshots: list[Snapshot]) -> dict[str, Any]
     }
 
 
+def recorded_added_paths(recorded: Mapping[str, Any] | None) -> list[str] | None:
+    """The paths of the data files a commit added, from its recorded form (None: not recorded)."""
+    if recorded is None or recorded.get("format") != _FORMAT:
+        return None
+    return [entry["path"] for entry in recorded["added"]]
+
+
 def apply_recorded(
     parent: Iterable[DataFileInfo], recorded: Mapping[str, Any], schema: Schema
-) -> tuple[DataFileInfo, ...] | None:
+) -> DataFiles | None:
     """The files after a commit whose parent snapshot had ``parent``, from the recorded form;
     None when the result does not add up to the commit's file count, or the form is unknown."""
     if recorded.get("format") != _FORMAT:

@@ -84,28 +84,19 @@ class DataFiles(tuple[DataFileInfo, ...]):
     def paths(self) -> frozenset[str]:
         return frozenset(f.path for f in self)
 
+    def with_paths(self, paths: Iterable[str]) -> list[DataFileInfo]:
+        """The files at ``paths`` (those it holds), in path order: a search each, not a pass."""
+        found = []
+        for path in sorted(paths):
+            at = bisect.bisect_left(self, path, key=_path)
+            if at < len(self) and self[at].path == path:
+                found.append(self[at])
+        return found
+
     @cached_property
     def other_format(self) -> str | None:
         """The first file not in Parquet (see :data:`OTHER_FORMATS`), if any."""
         return next((f.path for f in self if f.path.endswith(OTHER_FORMATS)), None)
-
-
-def total_records(files: tuple[DataFileInfo, ...]) -> int:
-    return files.record_count if isinstance(files, DataFiles) else sum(f.record_count for f in files)
-
-
-def any_deletes(files: tuple[DataFileInfo, ...]) -> bool:
-    return files.has_deletes if isinstance(files, DataFiles) else any(f.deletes for f in files)
-
-
-def file_paths(files: tuple[DataFileInfo, ...]) -> frozenset[str]:
-    return files.paths if isinstance(files, DataFiles) else frozenset(f.path for f in files)
-
-
-def other_format(files: tuple[DataFileInfo, ...]) -> str | None:
-    if isinstance(files, DataFiles):
-        return files.other_format
-    return next((f.path for f in files if f.path.endswith(OTHER_FORMATS)), None)
 
 
 @dataclass(frozen=True)
@@ -122,7 +113,7 @@ class PinnedSnapshot:
     table: str
     sequence: int
     snapshot_id: int | None
-    files: tuple[DataFileInfo, ...]
+    files: DataFiles
     schema: pa.Schema
     catalog: str | None = None
     catalog_table: str | None = None
@@ -131,6 +122,10 @@ class PinnedSnapshot:
     # the snapshot through Iceberg's source returns. None: the names never changed.
     snapshot_names: Mapping[str, str | None] | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.files, DataFiles):  # files listed by hand (tests, tools): sorted
+            object.__setattr__(self, "files", DataFiles.sorted(self.files))
+
     @property
     def iceberg_name(self) -> str:
         """``namespace.table`` as Spark's Iceberg catalog finds it."""
@@ -138,12 +133,12 @@ class PinnedSnapshot:
 
     @property
     def record_count(self) -> int:
-        return total_records(self.files)
+        return self.files.record_count
 
     @property
     def has_deletes(self) -> bool:
         """Whether some of its files have merge-on-read deletes."""
-        return any_deletes(self.files)
+        return self.files.has_deletes
 
     @property
     def view_name(self) -> str:

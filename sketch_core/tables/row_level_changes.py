@@ -41,7 +41,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from sketch_core.tables.file_changes import snapshot_entries, snapshot_manifests
-from sketch_core.tables.pinned import DataFileInfo
+from sketch_core.tables.pinned import DataFileInfo, DataFiles
 from sketch_core.tables.statistics import describe_file
 
 # The field id of a position-delete file's ``file_path`` column (Iceberg's reserved id).
@@ -104,7 +104,7 @@ def referenced_path(delete_file: DataFile) -> str | None:
 
 def apply_row_level_changes(
     parent: Iterable[DataFileInfo], changes: RowLevelChanges, schema: Schema
-) -> tuple[DataFileInfo, ...] | None:
+) -> DataFiles | None:
     """The files after ``changes``, sorted by path, each with its delete files; None where
     that cannot be told without a plan (see the module docstring)."""
     if not changes.own_sequence:
@@ -124,4 +124,4 @@ def apply_row_level_changes(
         if deletes != set(info.deletes):
             info = replace(info, deletes=tuple(sorted(deletes)))
         derived.append(info)
-    return tuple(sorted(derived, key=lambda f: f.path))
+    return DataFiles.sorted(derived)

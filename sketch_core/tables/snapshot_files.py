@@ -14,7 +14,7 @@ table), the snapshot, and the schema the bounds were decoded with.
 from __future__ import annotations
 
 from sketch_core.lru import LruMap
-from sketch_core.tables.pinned import DataFileInfo
+from sketch_core.tables.pinned import DataFiles
 
 Key = tuple[str, int, int]  # (table uuid, snapshot id, schema id)
 # A snapshot's list is a few hundred bytes per file; a table with 100,000 files keeps ~50 MB
@@ -22,7 +22,7 @@ Key = tuple[str, int, int]  # (table uuid, snapshot id, schema id)
 _ENTRIES = 256
 
 
-class PlannedFiles(LruMap[Key, tuple[DataFileInfo, ...]]):
+class PlannedFiles(LruMap[Key, DataFiles]):
     """A bounded LRU map from a snapshot to its data files, safe across threads."""
 
     def __init__(self, entries: int = _ENTRIES) -> None:

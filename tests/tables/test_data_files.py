@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from sketch_core.tables.pinned import DataFileInfo, DataFiles, any_deletes, other_format, total_records
+from sketch_core.tables.pinned import OTHER_FORMATS, DataFileInfo, DataFiles
 
 
 def _file(n: int, rows: int, *, deletes: tuple[str, ...] = (), suffix: str = ".parquet") -> DataFileInfo:
@@ -15,8 +15,13 @@ def _file(n: int, rows: int, *, deletes: tuple[str, ...] = (), suffix: str = ".p
 
 
 def _fresh(files: DataFiles) -> tuple[int, bool, str | None, frozenset[str]]:
-    plain = tuple(files)  # a plain tuple: every sum worked out again
-    return total_records(plain), any_deletes(plain), other_format(plain), frozenset(f.path for f in plain)
+    # Every sum worked out again from the files themselves.
+    return (
+        sum(f.record_count for f in files),
+        any(f.deletes for f in files),
+        next((f.path for f in files if f.path.endswith(OTHER_FORMATS)), None),
+        frozenset(f.path for f in files),
+    )
 
 
 def _known(files: DataFiles) -> tuple[int, bool, str | None, frozenset[str]]:
@@ -51,3 +56,22 @@ def test_what_a_removed_file_made_true_is_worked_out_again() -> None:
     assert _known(files) == (23, True, orc.path, files.paths)
     after = files.changed({with_deletes.path, orc.path}, [_file(4, 2)])
     assert _known(after) == (13, False, None, frozenset({_file(3, 1).path, _file(4, 1).path}))
+
+
+def test_files_are_found_by_path_and_absent_paths_are_left_out() -> None:
+    files = DataFiles.sorted(_file(n, n) for n in (9, 3, 7, 1))
+    assert files.with_paths([_file(7, 0).path, _file(5, 0).path, _file(1, 0).path]) == [files[0], files[2]]
+    assert files.with_paths([]) == []
+    assert DataFiles().with_paths([_file(1, 0).path]) == []
+
+
+def test_a_pin_listed_by_hand_gets_its_files_sorted_with_their_sums() -> None:
+    import pyarrow as pa
+
+    from sketch_core.tables.pinned import PinnedSnapshot
+
+    listed = (_file(3, 4), _file(1, 5, deletes=("s3://t/deletes/d.parquet",)))
+    pin = PinnedSnapshot("ns.t", 1, 1, listed, pa.schema([("x", pa.int64())]))  # type: ignore[arg-type]
+    assert isinstance(pin.files, DataFiles)
+    assert [f.path for f in pin.files] == [_file(1, 0).path, _file(3, 0).path]
+    assert (pin.record_count, pin.has_deletes) == (9, True)

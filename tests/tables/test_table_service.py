@@ -390,3 +390,31 @@ def test_commits_touching_many_files_are_not_recorded(
     assert small.files is not None and [f["path"] for f in small.files["added"]] != []
     assert small.files["removed"] == [] and small.files["total"] == big.added_files + 1
     assert len(svc.tables.pin(name).files) == big.added_files + 1
+
+
+def test_appended_rows_are_read_from_the_recorded_files_and_without_a_record(
+    small_files: None, svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append's new files are found by the paths its commit recorded, and, where the commit
+    carries no record (too many files), by comparing its files with the previous snapshot's:
+    both give exactly the appended rows."""
+    from sketch_core.tables import file_changes
+
+    monkeypatch.setattr(file_changes, "RECORDED_FILES_MAX", 2)
+    name = f"{ns}.r"
+    svc.tables.create(name, rows(100), sort_by=["key"])
+    start = svc.tables.commits(name)[-1].seq
+    many, few = rows(20_000, start=50_000), rows(10, start=90_000)
+    svc.tables.append(name, many)
+    svc.tables.append(name, few)
+    big, small = svc.tables.commits(name)[-2:]
+    assert big.files is None and small.files is not None  # one of each way
+    for since, until, expected in (
+        (start, big.seq, many),
+        (big.seq, small.seq, few),
+        (start, small.seq, None),
+    ):
+        delta = svc.tables.delta(name, since, until)
+        want = expected if expected is not None else pa.concat_tables([many, few])
+        assert delta.deleted.num_rows == 0
+        assert sorted(delta.inserted.column("key").to_pylist()) == sorted(want.column("key").to_pylist())
