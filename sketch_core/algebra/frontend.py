@@ -145,7 +145,42 @@ def parse_statement(sql: str) -> exp.Expr:
         raise QueryError("expected exactly one SQL statement", hint="remove extra statements")
     _name_identifier_tables(statements[0])
     _refuse_reads_of_other_states(statements[0])
+    _refuse_fetch_beyond_rows(statements[0])
+    _refuse_double_quoted_column_names(statements[0])
     return statements[0]
+
+
+def _refuse_double_quoted_column_names(tree: exp.Expr) -> None:
+    """``"orders"."o_totalprice"`` or ``o."o_totalprice"``, as ANSI SQL generators quote names:
+    Spark SQL reads double quotes as a string, and a string on either side of a dot is no Spark
+    SQL at all. Said here by name; Spark only reports a syntax error near the string."""
+
+    def string(node: object) -> bool:
+        return isinstance(node, exp.Literal) and node.is_string
+
+    for node in tree.find_all(exp.Dot, exp.Column):
+        parts = (node.this, node.expression) if isinstance(node, exp.Dot) else (node.this,)
+        if any(string(part) for part in parts):
+            printed = node.sql(dialect=SPARK)
+            raise QueryError(
+                f"{printed.replace(chr(39), chr(34))}: Spark SQL reads a name in double quotes as a string",
+                hint=f"quote names with backticks ({printed.replace(chr(39), '`')}); a BI tool does so "
+                "with its Spark SQL (or Databricks) dialect",
+            )
+
+
+def _refuse_fetch_beyond_rows(tree: exp.Expr) -> None:
+    """``FETCH FIRST n ROWS ONLY`` (as ANSI SQL generators print a limit) is Spark's ``LIMIT n``;
+    ``FETCH ... PERCENT`` and ``WITH TIES`` are refused: Spark SQL has neither, and the text
+    Spark runs would say ``LIMIT n`` for them, another answer."""
+    for fetch in tree.find_all(exp.Fetch):
+        options = fetch.args.get("limit_options")
+        for flag, clause in (("percent", "PERCENT"), ("with_ties", "WITH TIES")):
+            if options is not None and options.args.get(flag):
+                raise QueryError(
+                    f"FETCH ... {clause}: Spark SQL has no such clause ({fetch.sql(dialect=SPARK)[:200]})",
+                    hint="fetch a number of rows (FETCH FIRST n ROWS ONLY, or LIMIT n)",
+                )
 
 
 def tables_read(tree: exp.Expr) -> list[exp.Table]:
@@ -1497,7 +1532,10 @@ class _Builder:
 
 
 def _limit_and_offset(node: exp.Expr, limit: exp.Expr) -> tuple[int, int]:
-    count = limit.expression
+    if isinstance(limit, exp.Fetch):  # FETCH FIRST [n] ROWS ONLY: n rows, one when n is left out
+        count = limit.args.get("count") or exp.Literal.number(1)
+    else:
+        count = limit.expression
     if not isinstance(count, exp.Literal) or count.is_string:
         raise UnsupportedQueryError("a LIMIT that is not a number", _where(limit))
     skip = node.args.get("offset")

@@ -319,6 +319,50 @@ def test_windows_intersect_and_offset_have_plans() -> None:
     assert (top.limit, top.offset, top.reach) == (5, 10, 15)
 
 
+def test_fetch_first_rows_only_is_a_limit() -> None:
+    """``FETCH FIRST n ROWS ONLY`` (ANSI generators' limit; one row when n is left out), with
+    an ``OFFSET n ROWS`` before it: the same top-k as ``LIMIT``/``OFFSET``."""
+    for text, expected in (
+        ("SELECT id FROM s.sales ORDER BY id FETCH FIRST 5 ROWS ONLY", (5, 0)),
+        ("SELECT id FROM s.sales ORDER BY id FETCH NEXT ROW ONLY", (1, 0)),
+        ("SELECT id FROM s.sales ORDER BY id OFFSET 10 ROWS FETCH NEXT 5 ROWS ONLY", (5, 10)),
+    ):
+        (top,) = [n for n in to_ir(text, SCHEMAS).plan.walk() if isinstance(n, TopK)]
+        assert (top.limit, top.offset) == expected, text
+    capped = to_ir("SELECT region FROM s.sales FETCH FIRST 3 ROWS ONLY", SCHEMAS)
+    assert capped.row_cap is not None and (capped.row_cap.limit, capped.row_cap.offset) == (3, 0)
+
+
+@pytest.mark.parametrize("clause", ["FETCH FIRST 10 PERCENT ROWS ONLY", "FETCH FIRST 2 ROWS WITH TIES"])
+def test_fetch_by_percent_or_with_ties_is_refused_by_name(clause: str) -> None:
+    with pytest.raises(QueryError, match=r"PERCENT|WITH TIES") as info:
+        to_ir(f"SELECT id FROM s.sales ORDER BY amount {clause}", SCHEMAS)
+    assert "FETCH FIRST n ROWS ONLY" in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("text", "named", "fixed"),
+    [
+        ('SELECT "sales"."region" FROM s.sales "sales"', '"sales"."region"', "`sales`.`region`"),
+        ('SELECT x."amount" FROM s.sales x', 'x."amount"', "x.`amount`"),
+        ('SELECT id FROM s.sales WHERE "sales".day IS NULL', '"sales".day', "`sales`.day"),
+    ],
+)
+def test_names_in_double_quotes_are_refused_with_the_backticked_spelling(
+    text: str, named: str, fixed: str
+) -> None:
+    """ANSI generators quote names in double quotes; Spark reads those as strings and reported
+    only a syntax error near one."""
+    with pytest.raises(QueryError) as info:
+        to_ir(text, SCHEMAS)
+    assert str(info.value).startswith(named) and fixed in (info.value.hint or "")
+
+
+def test_a_string_in_double_quotes_is_still_a_string() -> None:
+    plan = to_ir('SELECT id FROM "s"."sales" WHERE region = "north"', SCHEMAS).plan
+    assert "'north'" in to_sql(plan)
+
+
 def test_the_whole_querys_limit_without_order_is_a_row_cap_outside_the_plan() -> None:
     """As Metabase caps every question (``LIMIT 2000``): any rows of the answer are an answer,
     so the plan is the query without it, and its sketch serves the capped query."""

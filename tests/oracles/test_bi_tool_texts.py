@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from sketch_core.errors import QueryError, UnsupportedQueryError
+from sketch_core.errors import QueryError, SparkQueryError, UnsupportedQueryError
 from sketch_core.service import SketchService
 from tests.oracles.results import check_against_spark, sorted_rows
 
@@ -242,3 +242,57 @@ def test_a_pivot_runs_plain_by_default_and_its_capture_is_refused_by_name(tpch_s
     with pytest.raises(UnsupportedQueryError) as refused:
         svc.capture(report.format(t=""), name="bi_pivot")
     assert refused.value.construct == "PIVOT"
+
+
+def test_fetch_first_rows_only_is_a_limit_and_fetch_percent_or_with_ties_is_refused(
+    tpch_svc: SketchService,
+) -> None:
+    """ANSI SQL generators print a limit as ``FETCH FIRST n ROWS ONLY``: the capture refused it
+    as "a LIMIT that is not a number". ``PERCENT`` and ``WITH TIES`` reached Spark as ``LIMIT n``
+    (the text Spark runs is printed from the parsed one), another answer without an error."""
+    svc, name = tpch_svc, "bi_fetch_first"
+    report = """
+        WITH order_facts AS (
+          SELECT o_custkey, COUNT(*) AS orders, SUM(o_totalprice) AS spend FROM {t}tpch.orders
+          WHERE o_orderdate >= DATE '1995-01-01' GROUP BY o_custkey)
+        SELECT c.c_name, f.orders, f.spend FROM order_facts f JOIN {t}tpch.customer c
+          ON c.c_custkey = f.o_custkey
+        WHERE f.orders > 1 ORDER BY f.spend DESC NULLS LAST, c.c_name FETCH FIRST 10 ROWS ONLY"""
+    as_limit = report.replace("FETCH FIRST 10 ROWS ONLY", "LIMIT 10")
+    expected = sorted_rows(svc.spark.sql(as_limit.format(t=f"{svc.settings.catalog_name}.")).toArrow())
+    assert len(expected) == 10
+    sql = report.format(t="")
+    assert sorted_rows(svc.query(sql, use_sketches=False).table) == expected
+    svc.capture(sql, name=name, fragments=50)
+    try:
+        sketched = svc.query(sql, use_sketches="always")
+        assert sketched.sketch is not None and sketched.sketch[0] == name
+        assert sorted_rows(sketched.table) == expected
+    finally:
+        svc.drop_sketch(name)
+    for clause, named in (
+        ("FETCH FIRST 10 PERCENT ROWS ONLY", "PERCENT"),
+        ("FETCH FIRST 10 ROWS WITH TIES", "WITH TIES"),
+    ):
+        with pytest.raises(QueryError, match=named):
+            svc.query(sql.replace("FETCH FIRST 10 ROWS ONLY", clause))
+
+
+def test_a_text_quoting_names_in_double_quotes_is_refused_with_the_spelling_spark_takes(
+    tpch_svc: SketchService,
+) -> None:
+    """A BI tool on a generic ANSI dialect prints ``"orders"."o_totalprice"``: Spark answered
+    with a syntax error near a string; the service names the column and the fix, and the same
+    text with backticks runs."""
+    text = (
+        "SELECT {q}customer{q}.{q}c_mktsegment{q} AS {q}c_mktsegment{q}, "
+        "SUM({q}orders{q}.{q}o_totalprice{q}) AS s "
+        "FROM {q}tpch{q}.{q}orders{q} {q}orders{q} INNER JOIN {q}tpch{q}.{q}customer{q} {q}customer{q} "
+        "ON ({q}orders{q}.{q}o_custkey{q} = {q}customer{q}.{q}c_custkey{q}) "
+        "GROUP BY 1 ORDER BY 2 DESC LIMIT 3"
+    )
+    with pytest.raises(QueryError) as info:
+        tpch_svc.query(text.format(q='"'))
+    assert not isinstance(info.value, SparkQueryError)
+    assert "`customer`.`c_mktsegment`" in (info.value.hint or "")
+    assert tpch_svc.query(text.format(q="`")).table.num_rows == 3
