@@ -21,11 +21,15 @@ def sorted_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     return sorted(rounded(r.values() for r in table.to_pylist()), key=repr)
 
 
-def check_against_spark(svc: SketchService, report: str, name: str | None) -> None:
+def check_against_spark(
+    svc: SketchService, report: str, name: str | None, as_spark: str | None = None
+) -> None:
     """``report`` (its table names prefixed with ``{t}``) answers through the service's plain
     path, and with a sketch captured as ``name`` (None: not sketched) through its sketched
-    path, what Spark answers for the text as written over the catalog's tables."""
-    expected = sorted_rows(svc.spark.sql(report.format(t=f"{svc.settings.catalog_name}.")).toArrow())
+    path, what Spark answers for the text as written over the catalog's tables (or for
+    ``as_spark``, the text in Spark's own words, where Spark does not take the report's)."""
+    oracle = report if as_spark is None else as_spark
+    expected = sorted_rows(svc.spark.sql(oracle.format(t=f"{svc.settings.catalog_name}.")).toArrow())
     assert expected, "the report returns nothing at this scale; the test would be vacuous"
     sql = report.format(t="")
     assert sorted_rows(svc.query(sql, use_sketches=False).table) == expected

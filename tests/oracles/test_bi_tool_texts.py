@@ -258,18 +258,8 @@ def test_fetch_first_rows_only_is_a_limit_and_fetch_percent_or_with_ties_is_refu
         SELECT c.c_name, f.orders, f.spend FROM order_facts f JOIN {t}tpch.customer c
           ON c.c_custkey = f.o_custkey
         WHERE f.orders > 1 ORDER BY f.spend DESC NULLS LAST, c.c_name FETCH FIRST 10 ROWS ONLY"""
-    as_limit = report.replace("FETCH FIRST 10 ROWS ONLY", "LIMIT 10")
-    expected = sorted_rows(svc.spark.sql(as_limit.format(t=f"{svc.settings.catalog_name}.")).toArrow())
-    assert len(expected) == 10
+    check_against_spark(svc, report, name, as_spark=report.replace("FETCH FIRST 10 ROWS ONLY", "LIMIT 10"))
     sql = report.format(t="")
-    assert sorted_rows(svc.query(sql, use_sketches=False).table) == expected
-    svc.capture(sql, name=name, fragments=50)
-    try:
-        sketched = svc.query(sql, use_sketches="always")
-        assert sketched.sketch is not None and sketched.sketch[0] == name
-        assert sorted_rows(sketched.table) == expected
-    finally:
-        svc.drop_sketch(name)
     for clause, named in (
         ("FETCH FIRST 10 PERCENT ROWS ONLY", "PERCENT"),
         ("FETCH FIRST 10 ROWS WITH TIES", "WITH TIES"),
