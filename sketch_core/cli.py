@@ -489,6 +489,8 @@ def tables_advise(name: str) -> None:
         view.add_row(label, *cells, f"{estimate.weighted_share:.0%}")
     console.print(view)
     console.print(advice.reason)
+    if advice.pages:
+        console.print(f"pages: {advice.pages}")
 
 
 @tables_app.command("recluster")
@@ -498,7 +500,10 @@ def tables_recluster(
         str | None, typer.Option(help="sort(a, ...) or zorder(a, ...); default: the advised layout.")
     ] = None,
     page_rows: Annotated[
-        int | None, typer.Option(help="Parquet pages of at most this many rows (default: Iceberg's 20,000).")
+        int | None,
+        typer.Option(
+            help="Parquet pages of at most this many rows (default: the advised size, else the table's)."
+        ),
     ] = None,
 ) -> None:
     """Rewrite NAME's files in a layout (one Iceberg rewrite on Spark; no rows change)."""

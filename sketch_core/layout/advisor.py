@@ -50,14 +50,18 @@ class LayoutEstimate:
 
 @dataclass(frozen=True)
 class Advice:
-    """The advisor's answer for one table: the current reads, every candidate simulated, and
-    the recommended layout (None: keep the table as it is, ``reason`` says why)."""
+    """The advisor's answer for one table: the current reads, every candidate simulated, the
+    recommended layout (None: keep the table's, ``reason`` says why) and page size."""
 
     table: str
     current: LayoutEstimate
     candidates: tuple[LayoutEstimate, ...]
     recommended: LayoutEstimate | None
     reason: str
+    # Rows per Parquet page the rewrite should write (None: keep the table's), and why (see
+    # :mod:`.pages`).
+    page_rows: int | None = None
+    pages: str = ""
 
 
 def candidate_layouts(reports: Sequence[ReportSketch]) -> list[Layout]:

@@ -622,23 +622,26 @@ class SketchService:
         each sketch with a partition on it (weighted by its query's runs in the last 30 days),
         the data files and row groups it reads now and under each candidate sort or Z-order,
         simulated on a sample of the table's rows, and the recommended layout (None, with the
-        reason, when no candidate cuts the reads by 10% without making some report read more).
-        Nothing is written. Raises TableNotFoundError."""
+        reason, when no candidate cuts the reads by 10% without making some report read more);
+        and ``page_rows``, Parquet pages of one fragment's rows of the finest partition on the
+        table where its pages hold over twice that and a fragment at least 1,500 rows (None
+        otherwise; ``pages`` says why, see :mod:`sketch_core.layout.pages`). Nothing is
+        written. Raises TableNotFoundError."""
         return self.layouts.advise(table)
 
     def recluster(self, table: str, layout: Layout | None = None, page_rows: int | None = None) -> int:
         """Rewrite ``table``'s files in ``layout`` (default: :meth:`advise_layout`'s
-        recommendation) with Iceberg's ``rewrite_data_files`` on Spark, as one ``replace``
+        recommendation, with its page size; where it recommends pages only, in the table's own
+        sort order) with Iceberg's ``rewrite_data_files`` on Spark, as one ``replace``
         commit that changes no rows: every sketch stays valid, and the sketches that were
         current before it are carried to it at once (their new versions read nothing), so the
         reports use them right away. ``page_rows``: Parquet pages of at most that many rows
         (Iceberg's default is 20,000), in this rewrite and in the table's later Spark writes.
         Smaller pages let a sketch's ranges skip more of each file it reads through the page
-        index, and cost the reports that read whole files: at TPC-H SF1, pages of 1,000 rows
-        took sketched Q10 from 0.50 s to 0.44 s and Q18 from 0.57 s to 0.47 s (docs/benchmarks.md,
-        "Skipping levels"). Returns the commit's sequence. Raises ConfigurationError (no
-        recommendation, a column the table lacks, a page size below one row),
-        TableNotFoundError or SparkJobError."""
+        index, and cost the reports that read whole files (see :mod:`sketch_core.layout.pages`
+        for the measurements the advised size rests on). Returns the commit's sequence. Raises
+        ConfigurationError (no recommendation, a column the table lacks, a page size below one
+        row), TableNotFoundError or SparkJobError."""
         sequence = self.layouts.recluster(table, layout, page_rows)
         self.maintainer.carry_after_rewrite(self.tables.record(table).name, sequence)
         return sequence

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from sketch_core.errors import ConfigurationError
 from sketch_core.layout.advisor import Advice, ReportSketch, advise
+from sketch_core.layout.pages import fragment_page_rows, page_row_limit
 from sketch_core.layout.simulation import Layout, SketchOnSample, UnitsRead
 from sketch_core.partitions import RangePartition
 from sketch_core.service.context import ServiceContext
@@ -78,18 +79,26 @@ class LayoutAdvisor:
         ]
         groups = max(1, round(footers.row_groups / max(1, len(pin.files))))
         order = self.context.tables.record(pin.table).sort_by
-        return advise(pin.table, simulated, ranks, current, max(1, len(pin.files)), groups, order)
+        advice = advise(pin.table, simulated, ranks, current, max(1, len(pin.files)), groups, order)
+        finest_count = max((r.partition.fragment_count for r in reports), default=0)
+        limit = page_row_limit(self.context.tables.properties(pin.table))
+        page_rows, pages = fragment_page_rows(pin.record_count, finest_count, limit)
+        return replace(advice, page_rows=page_rows, pages=pages)
 
     def recluster(self, table: str, layout: Layout | None = None, page_rows: int | None = None) -> int:
         """See :meth:`SketchService.recluster`."""
         if layout is None:
             advice = self.advise(table)
-            if advice.recommended is None or advice.recommended.layout is None:
+            page_rows = advice.page_rows if page_rows is None else page_rows
+            layout = advice.recommended.layout if advice.recommended is not None else None
+            order = self.context.tables.record(advice.table).sort_by
+            if layout is None and page_rows is not None and order:
+                layout = Layout("sort", tuple(order))  # its own order, in pages of a fragment
+            if layout is None:
                 raise ConfigurationError(
                     f"the layout advisor recommends no rewrite of {advice.table}: {advice.reason}",
                     hint="pass a layout to rewrite it anyway, e.g. Layout('sort', ('column',))",
                 )
-            layout = advice.recommended.layout
         return self.context.tables.recluster(table, layout, page_rows)
 
     def _reports(self, table: str) -> list[_Report]:

@@ -609,6 +609,11 @@ class TableService:
         earlier = {field.name.lower() for schema in table.metadata.schemas for field in schema.fields}
         return earlier - current
 
+    def properties(self, name: str) -> dict[str, str]:
+        """The table's Iceberg properties (its write settings among them), as committed last.
+        Raises TableNotFoundError."""
+        return dict(self._open(name, fresh=True)[2].properties)
+
     def schema(self, name: str) -> pa.Schema:
         """The table's current schema, as Arrow. Raises TableNotFoundError."""
         return self._open(name)[2].schema().as_arrow()
