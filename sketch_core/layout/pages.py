@@ -24,8 +24,9 @@ from collections.abc import Mapping
 
 # The smallest page suggested (see the module docstring for the measurements behind it).
 MIN_PAGE_ROWS = 1_500
-# Iceberg's page limit when the table sets none (``write.parquet.page-row-limit``).
+# The table property that caps the rows of a Parquet page in Iceberg's writers.
 PAGE_ROW_LIMIT = "write.parquet.page-row-limit"
+# Iceberg's cap when the table sets none.
 ICEBERG_PAGE_ROWS = 20_000
 
 
@@ -41,7 +42,7 @@ def fragment_page_rows(table_rows: int, fragments: int, page_limit: int) -> tupl
     """Pages of one fragment's rows of the finest partition the reports' sketches use
     (``fragments``), when that is worth a rewrite; and why (not)."""
     if fragments < 1 or table_rows < 1:
-        return None, "no sketch partitions this table: its pages stay as they are"
+        return None, "no sketch partitions this table, or it has no rows: its pages stay as they are"
     rows = table_rows // fragments
     if rows < MIN_PAGE_ROWS:
         return None, (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sketch_core.layout.pages import PAGE_ROW_LIMIT
 from sketch_core.layout.simulation import Layout
 
 
@@ -22,9 +23,7 @@ def layout_statements(catalog: str, table: str, layout: Layout, page_rows: int |
     target = f"{catalog}.{table}"
     pages = []
     if page_rows is not None:
-        pages = [
-            f"ALTER TABLE {target} SET TBLPROPERTIES ('write.parquet.page-row-limit' = '{int(page_rows)}')"
-        ]
+        pages = [f"ALTER TABLE {target} SET TBLPROPERTIES ('{PAGE_ROW_LIMIT}' = '{int(page_rows)}')"]
     if layout.kind == "sort":
         order = f"ALTER TABLE {target} WRITE ORDERED BY {layout.sort_order}"
     else:
