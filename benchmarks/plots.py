@@ -8,7 +8,10 @@
 - ``workload_auto_vs_best.png``: the ``auto`` strategy's total time per workload cell against the
   best fixed strategy's (1,000 operations on 1M rows);
 - ``read_paths.png``: sketched TPC-H Q3, Q10 and Q18 at SF1 and SF10, speedup over plain Spark
-  on the Iceberg tables through each read path.
+  on the Iceberg tables through each read path;
+- ``jit_warmup.png``: sketched TPC-H SF10 reports round after round in one session, and the
+  JVM's compile time in each run, with Spark's default cache of generated classes and the
+  service's.
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ def main() -> None:
     read_paths_plot(plt)
     skipping_levels_plot(plt)
     tpch_maintenance_plot(plt, "maintenance_sf10_q1_q6_q3_q10_rows_10_100_1000_10000_100000.json")
+    jit_warmup_plot(plt)
     print(f"plots written to {IMAGES}")
 
 
@@ -188,6 +192,35 @@ def read_paths_plot(plt: Any) -> None:
     axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(IMAGES / "read_paths.png", dpi=110)
+    plt.close(figure)
+
+
+def jit_warmup_plot(plt: Any) -> None:
+    """Per report, the sketched run's wall time (solid) and compile time (dotted) in each round,
+    one colour per size of Spark's cache of generated classes."""
+    runs = {}
+    for path in sorted(RESULTS.glob("jit_warmup_sf10*.json")):
+        payload = json.loads(path.read_text())
+        runs[payload["codegen_cache"]] = [r for r in payload["runs"] if r["mode"] == "sketched"]
+    queries = list(dict.fromkeys(r["query"] for by_cache in runs.values() for r in by_cache))
+    figure, axes = plt.subplots(1, len(queries), figsize=(4 * len(queries), 3.6))
+    for axis, query in zip(axes, queries, strict=True):
+        for cache, sketched in sorted(runs.items()):
+            mine = [r for r in sketched if r["query"] == query]
+            rounds = [r["round"] for r in mine]
+            label = f"{cache:,} plans" + (" (Spark's default)" if cache == 100 else "")
+            (line,) = axis.plot(rounds, [r["wall_s"] for r in mine], "o-", label=f"{label}: run")
+            axis.plot(
+                rounds, [r["jit_s"] for r in mine], "x:", color=line.get_color(), label=f"{label}: compiling"
+            )
+        axis.set_title(query.replace("tpch_", "").upper() + " sketched, SF10")
+        axis.set_xlabel("round")
+        axis.set_ylim(bottom=0)
+    axes[0].set_ylabel("seconds")
+    axes[-1].legend(fontsize=7)
+    figure.suptitle("Sketched reports round after round: run time and the JVM's compile time")
+    figure.tight_layout()
+    figure.savefig(IMAGES / "jit_warmup.png", dpi=110)
     plt.close(figure)
 
 

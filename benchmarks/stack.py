@@ -4,7 +4,7 @@ warehouse of its own per benchmark and scale, with TPC-H loaded (kept between ru
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -16,9 +16,16 @@ from sketch_core.service import SketchService
 
 
 @contextmanager
-def bench_service(scale: float, home: Path, prefix: str = "", fresh: bool = False) -> Iterator[SketchService]:
+def bench_service(
+    scale: float,
+    home: Path,
+    prefix: str = "",
+    fresh: bool = False,
+    spark_conf: Mapping[str, str] | None = None,
+) -> Iterator[SketchService]:
     """``prefix`` keeps benchmarks apart (``""``: capture and use; ``"maint_"``: maintenance);
-    ``fresh``: start from a new database and warehouse (a benchmark that rewrites the tables)."""
+    ``fresh``: start from a new database and warehouse (a benchmark that rewrites the tables);
+    ``spark_conf``: settings of the session over the service's own (a benchmark's variant)."""
     server = PrivatePostgres.default()
     port, started = server.ensure_running()
     # float(): scale 1 and 1.0 must name the same database (the warehouse is named by {scale:g}).
@@ -39,6 +46,8 @@ def bench_service(scale: float, home: Path, prefix: str = "", fresh: bool = Fals
         attribute_strategy="heuristic",
         validate_deltas=False,
     )
+    if spark_conf:
+        settings = replace(settings, extra={**settings.extra, **spark_conf})
     svc = SketchService.from_settings(settings)
     try:
         # From SF10 on Spark loads the tables (Arrow would sort lineitem in memory).
