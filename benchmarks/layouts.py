@@ -93,6 +93,16 @@ class TableResult:
     files_expected: dict[str, int]
     files_total: int
     rewrite_s: float = 0.0
+    page_rows: int | None = None  # the rows per Parquet page the rewrite wrote (None: the table's)
+
+    @property
+    def rewritten(self) -> bool:
+        return self.layout is not None or self.page_rows is not None
+
+    @property
+    def described(self) -> str:
+        order = self.layout or ("its own order" if self.page_rows is not None else "kept")
+        return f"{order}, pages of {self.page_rows:,} rows" if self.page_rows is not None else order
 
 
 def synthetic_queries(svc: SketchService) -> dict[str, str]:
@@ -161,14 +171,16 @@ def run(
                 {name: reads.files for name, reads in advice.current.reads.items()},
                 {name: reads.files for name, reads in (recommended or advice.current).reads.items()},
                 max((reads.files_total for reads in advice.current.reads.values()), default=0),
+                page_rows=advice.page_rows,
             )
-            if result.layout is not None:
+            if result.rewritten:  # a new order, pages of a fragment, or both
                 started = time.perf_counter()
                 svc.recluster(table)
                 result.rewrite_s = time.perf_counter() - started
             tables.append(result)
             print(
-                f"{table}: {result.layout or 'kept'} ({advice.reason}); rewrite {result.rewrite_s:.1f}s",
+                f"{table}: {result.described} ({advice.reason}; {advice.pages}); "
+                f"rewrite {result.rewrite_s:.1f}s",
                 flush=True,
             )
         # A rewrite changes no rows: svc.recluster carried the sketches to it (maintenance finds
@@ -241,8 +253,7 @@ def report(
             for name in sorted(t.files_before)
         )
         lines.append(
-            f"| {t.table} | {t.layout or 'kept'} | {reads} (of {t.files_total}) | {t.rewrite_s:.1f} "
-            f"| {t.reason} |"
+            f"| {t.table} | {t.described} | {reads} (of {t.files_total}) | {t.rewrite_s:.1f} | {t.reason} |"
         )
     lines += ["", "Maintenance after the rewrites: " + "; ".join(maintenance), ""]
     slower_than_plain = [

@@ -38,7 +38,7 @@ from sketch_core.rewrites.capture import FRAGMENT_COLUMN
 from sketch_core.service.partition_store import PartitionStore
 from sketch_core.spark.capture import register_annotated_view
 from sketch_core.spark.lake import ensure_lake
-from sketch_core.spark.session import build_session, exclude_wrong_result_rules
+from sketch_core.spark.session import build_session, exclude_wrong_result_rules, warn_small_codegen_cache
 from sketch_core.spark.views import register_view
 from sketch_core.tables.catalog import RecordingSqlCatalog
 from sketch_core.tables.catalog_views import CatalogViews
@@ -108,6 +108,7 @@ class ServiceContext:
             if self.settings.metastore_url:
                 ensure_lake(self.spark_session, self.settings)
             exclude_wrong_result_rules(self.spark_session)  # the service's answers must be right
+            warn_small_codegen_cache(self.spark_session)  # a session built elsewhere: say what it costs
             self._lake_checked = True
         return self.spark_session
 

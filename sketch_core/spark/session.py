@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -14,6 +15,8 @@ from sketch_core.config import Settings
 from sketch_core.errors import ConfigurationError
 from sketch_core.spark.jvm_output import launch_relayed_gateway
 from sketch_core.spark.lake import configure_lake
+
+log = logging.getLogger(__name__)
 
 
 def ensure_java() -> None:
@@ -32,6 +35,35 @@ def ensure_java() -> None:
 _JIT_ALL_METHODS = "-XX:-DontCompileHugeMethods"
 CODEGEN_CACHE_KEY = "spark.sql.codegen.cache.maxEntries"
 CODEGEN_CACHE_ENTRIES = 1_000  # Spark's default: 100
+
+
+def small_codegen_cache(configured: str | None) -> int | None:
+    """How many plans' generated classes a session keeps (its ``spark.sql.codegen.cache.maxEntries``,
+    ``configured``; unset is Spark's 100) when fewer than the service's own sessions keep, else None."""
+    try:
+        entries = int(configured) if configured is not None else 100
+    except ValueError:  # not a number: Spark would have refused to start with it
+        return None
+    return entries if entries < CODEGEN_CACHE_ENTRIES else None
+
+
+def warn_small_codegen_cache(spark: SparkSession) -> None:
+    """Log a warning when a session given to the service (built before it, with Spark's default)
+    keeps too few plans' classes. The setting is static: only whoever builds the session can set
+    it, so the service can only say so."""
+    entries = small_codegen_cache(spark.conf.get(CODEGEN_CACHE_KEY, None))
+    if entries is not None:
+        log.warning(
+            "the Spark session keeps the generated classes of %d plans (%s); reports run plain and "
+            "with sketches in one session evict each other's, and each run compiles them again "
+            "(sketched reports up to 3x slower). Build the session with %s=%d: it cannot be changed "
+            "once the session has started",
+            entries,
+            CODEGEN_CACHE_KEY,
+            CODEGEN_CACHE_KEY,
+            CODEGEN_CACHE_ENTRIES,
+        )
+
 
 EXCLUDED_RULES_KEY = "spark.sql.optimizer.excludedRules"
 # Optimizer rules that give wrong answers on report shapes users write. Spark 4.1's

@@ -4,11 +4,18 @@ run generates and JIT-compiles them again."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
-from sketch_core.spark.session import CODEGEN_CACHE_ENTRIES, CODEGEN_CACHE_KEY
+from sketch_core.spark.session import (
+    CODEGEN_CACHE_ENTRIES,
+    CODEGEN_CACHE_KEY,
+    small_codegen_cache,
+    warn_small_codegen_cache,
+)
 
 SPARK_DEFAULT_ENTRIES = 100
 
@@ -41,3 +48,20 @@ def test_the_session_keeps_the_generated_classes_of_more_plans_than_sparks_defau
     again = _compilations(spark)
     _plan(spark, base)  # its classes were generated before the others': still kept
     assert _compilations(spark) == again
+
+
+def test_a_session_with_sparks_default_cache_is_told_apart_from_the_services() -> None:
+    assert small_codegen_cache(None) == SPARK_DEFAULT_ENTRIES  # unset: Spark's default
+    assert small_codegen_cache("100") == SPARK_DEFAULT_ENTRIES
+    assert small_codegen_cache(str(CODEGEN_CACHE_ENTRIES - 1)) == CODEGEN_CACHE_ENTRIES - 1
+    assert small_codegen_cache(str(CODEGEN_CACHE_ENTRIES)) is None
+    assert small_codegen_cache("5000") is None
+    assert small_codegen_cache("many") is None  # Spark refuses it before the service sees it
+
+
+def test_the_services_session_is_not_warned_about(
+    spark: SparkSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="sketch_core.spark.session"):
+        warn_small_codegen_cache(spark)
+    assert not [r for r in caplog.records if CODEGEN_CACHE_KEY in r.getMessage()]
