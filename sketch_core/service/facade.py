@@ -632,16 +632,17 @@ class SketchService:
     def recluster(self, table: str, layout: Layout | None = None, page_rows: int | None = None) -> int:
         """Rewrite ``table``'s files in ``layout`` (default: :meth:`advise_layout`'s
         recommendation, with its page size; where it recommends pages only, in the table's own
-        sort order) with Iceberg's ``rewrite_data_files`` on Spark, as one ``replace``
-        commit that changes no rows: every sketch stays valid, and the sketches that were
-        current before it are carried to it at once (their new versions read nothing), so the
-        reports use them right away. ``page_rows``: Parquet pages of at most that many rows
-        (Iceberg's default is 20,000), in this rewrite and in the table's later Spark writes.
-        Smaller pages let a sketch's ranges skip more of each file it reads through the page
-        index, and cost the reports that read whole files (see :mod:`sketch_core.layout.pages`
-        for the measurements the advised size rests on). Returns the commit's sequence. Raises
-        ConfigurationError (no recommendation, a column the table lacks, a page size below one
-        row), TableNotFoundError or SparkJobError."""
+        sort order, or each file's rows in their order where the table declares none) with
+        Iceberg's ``rewrite_data_files`` on Spark, as one ``replace`` commit that changes no
+        rows: every sketch stays valid, and the sketches that were current before it are
+        carried to it at once (their new versions read nothing), so the reports use them right
+        away. ``page_rows``: Parquet pages of at most that many rows (Iceberg's default is
+        20,000), in this rewrite and in the table's later Spark writes. Smaller pages let a
+        sketch's ranges skip more of each file it reads through the page index, and cost the
+        reports that read whole files (see :mod:`sketch_core.layout.pages` for the measurements
+        the advised size rests on). Returns the commit's sequence. Raises ConfigurationError (no
+        recommendation, a column the table lacks, a page size below one row),
+        TableNotFoundError or SparkJobError."""
         sequence = self.layouts.recluster(table, layout, page_rows)
         self.maintainer.carry_after_rewrite(self.tables.record(table).name, sequence)
         return sequence

@@ -94,7 +94,7 @@ class LayoutAdvisor:
             order = self.context.tables.record(advice.table).sort_by
             if layout is None and page_rows is not None and order:
                 layout = Layout("sort", tuple(order))  # its own order, in pages of a fragment
-            if layout is None:
+            if layout is None and page_rows is None:
                 raise ConfigurationError(
                     f"the layout advisor recommends no rewrite of {advice.table}: {advice.reason}",
                     hint="pass a layout to rewrite it anyway, e.g. Layout('sort', ('column',))",

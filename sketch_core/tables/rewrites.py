@@ -17,13 +17,23 @@ from sketch_core.layout.pages import PAGE_ROW_LIMIT
 from sketch_core.layout.simulation import Layout
 
 
-def layout_statements(catalog: str, table: str, layout: Layout, page_rows: int | None = None) -> list[str]:
+def layout_statements(
+    catalog: str, table: str, layout: Layout | None, page_rows: int | None = None
+) -> list[str]:
     """The Spark SQL statements that rewrite ``table`` (``namespace.name``) in ``layout``;
-    with ``page_rows``, the table's Parquet pages hold at most that many rows from then on."""
+    with ``page_rows``, the table's Parquet pages hold at most that many rows from then on.
+    ``layout`` None (pages only): every file rewritten as it is (Iceberg's ``binpack``, which
+    keeps each file's rows in their order), the table's write order unchanged."""
     target = f"{catalog}.{table}"
     pages = []
     if page_rows is not None:
         pages = [f"ALTER TABLE {target} SET TBLPROPERTIES ('{PAGE_ROW_LIMIT}' = '{int(page_rows)}')"]
+    if layout is None:
+        rewrite = (
+            f"CALL {catalog}.system.rewrite_data_files(table => '{table}', strategy => 'binpack', "
+            "options => map('rewrite-all', 'true'))"
+        )
+        return [*pages, rewrite]
     if layout.kind == "sort":
         order = f"ALTER TABLE {target} WRITE ORDERED BY {layout.sort_order}"
     else:
@@ -36,7 +46,7 @@ def layout_statements(catalog: str, table: str, layout: Layout, page_rows: int |
 
 
 def rewrite_in_layout(
-    spark: Any, catalog: str, table: str, layout: Layout, page_rows: int | None = None
+    spark: Any, catalog: str, table: str, layout: Layout | None, page_rows: int | None = None
 ) -> dict[str, Any]:
     """Run the rewrite; returns what Iceberg's procedure reports (files rewritten and added,
     bytes rewritten)."""

@@ -527,14 +527,16 @@ class TableService:
         self._loaded.pop(name, None)
         log.info("expired %d snapshots of %s with Spark", len(snapshot_ids), name)
 
-    def recluster(self, name: str, layout: Layout, page_rows: int | None = None) -> int:
+    def recluster(self, name: str, layout: Layout | None, page_rows: int | None = None) -> int:
         """Rewrite every data file of ``name`` in ``layout`` (a sort or a Z-order) with
         Iceberg's ``rewrite_data_files`` on Spark: one ``replace`` commit, the same rows, so
         sketches stay valid and their maintenance has nothing to do (see
         :mod:`sketch_core.tables.rewrites`). ``page_rows``: Parquet pages of at most that many
-        rows, in this rewrite and the table's later Spark writes. Returns the latest commit
-        sequence of the table after it. Raises TableNotFoundError, ConfigurationError (a
-        column the table lacks, a page size below one row, or no Spark) or SparkJobError."""
+        rows, in this rewrite and the table's later Spark writes; with ``layout`` None only the
+        pages change (each file rewritten with its rows in their order). Returns the latest
+        commit sequence of the table after it. Raises TableNotFoundError, ConfigurationError (a
+        column the table lacks, a page size below one row, neither a layout nor pages, or no
+        Spark) or SparkJobError."""
         if page_rows is not None and (
             isinstance(page_rows, bool) or not isinstance(page_rows, int) or page_rows < 1
         ):
@@ -542,10 +544,15 @@ class TableService:
                 f"page_rows must be a positive number of rows, got {page_rows!r}",
                 hint="e.g. the rows of one sketch fragment (table rows / fragments), or leave it unset",
             )
+        if layout is None and page_rows is None:
+            raise ConfigurationError(
+                f"nothing to rewrite {name} in: neither a layout nor a page size was given",
+                hint="give a layout, e.g. Layout('sort', ('column',)), or page_rows, or both",
+            )
         name = self._require(name).name
         loaded = self.catalog.load_table(name)
         columns = loaded.schema().column_names
-        missing = [c for c in layout.columns if c not in columns]
+        missing = [c for c in (layout.columns if layout is not None else ()) if c not in columns]
         if missing:
             raise ConfigurationError(
                 f"{name} has no column {', '.join(missing)} to lay its files out by",
@@ -558,12 +565,13 @@ class TableService:
             )
         from sketch_core.spark.jobs import spark_job
 
-        with spark_job(f"the rewrite of {name} in {layout}"):
+        described = str(layout) if layout is not None else f"pages of {page_rows} rows"
+        with spark_job(f"the rewrite of {name} in {described}"):
             outcome = rewrite_in_layout(
                 self.spark(), self.settings.catalog_name, iceberg_name(loaded), layout, page_rows
             )
         self._loaded.pop(name, None)
-        log.info("rewrote %s in %s: %s", name, layout, outcome)
+        log.info("rewrote %s in %s: %s", name, described, outcome)
         self.commit_log.latest_sequence()  # records the rewrite's commit
         return self._latest_seq(name)
 
