@@ -34,14 +34,15 @@ def ensure_java() -> None:
 
 _JIT_ALL_METHODS = "-XX:-DontCompileHugeMethods"
 CODEGEN_CACHE_KEY = "spark.sql.codegen.cache.maxEntries"
-CODEGEN_CACHE_ENTRIES = 1_000  # Spark's default: 100
+CODEGEN_CACHE_ENTRIES = 1_000
+SPARK_CODEGEN_CACHE_ENTRIES = 100  # Spark's default, kept by a session that does not set it
 
 
 def small_codegen_cache(configured: str | None) -> int | None:
     """How many plans' generated classes a session keeps (its ``spark.sql.codegen.cache.maxEntries``,
-    ``configured``; unset is Spark's 100) when fewer than the service's own sessions keep, else None."""
+    ``configured``; unset is Spark's default) when fewer than the service's own sessions keep, else None."""
     try:
-        entries = int(configured) if configured is not None else 100
+        entries = int(configured) if configured is not None else SPARK_CODEGEN_CACHE_ENTRIES
     except ValueError:  # not a number: Spark would have refused to start with it
         return None
     return entries if entries < CODEGEN_CACHE_ENTRIES else None

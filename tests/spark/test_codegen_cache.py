@@ -13,11 +13,12 @@ from pyspark.sql import SparkSession
 from sketch_core.spark.session import (
     CODEGEN_CACHE_ENTRIES,
     CODEGEN_CACHE_KEY,
+    SPARK_CODEGEN_CACHE_ENTRIES,
     small_codegen_cache,
     warn_small_codegen_cache,
 )
 
-SPARK_DEFAULT_ENTRIES = 100
+SPARK_DEFAULT_ENTRIES = 100  # Spark 4.1's spark.sql.codegen.cache.maxEntries
 
 
 def _compilations(spark: SparkSession) -> int:
@@ -51,6 +52,7 @@ def test_the_session_keeps_the_generated_classes_of_more_plans_than_sparks_defau
 
 
 def test_a_session_with_sparks_default_cache_is_told_apart_from_the_services() -> None:
+    assert SPARK_CODEGEN_CACHE_ENTRIES == SPARK_DEFAULT_ENTRIES
     assert small_codegen_cache(None) == SPARK_DEFAULT_ENTRIES  # unset: Spark's default
     assert small_codegen_cache("100") == SPARK_DEFAULT_ENTRIES
     assert small_codegen_cache(str(CODEGEN_CACHE_ENTRIES - 1)) == CODEGEN_CACHE_ENTRIES - 1
