@@ -58,8 +58,22 @@ def _root(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree. CPython 3.11 keeps one AST recursion counter per interpreter, so a
+    traceback formatted on another thread meanwhile (3.11 parses source lines for its carets; a
+    Py4J thread logging a closed gateway) can fail the parse with a spurious "AST constructor
+    recursion depth mismatch" SystemError (python/cpython#106905): the parse is tried again."""
+    for attempt in range(3):
+        try:
+            return ast.parse(path.read_text(), str(path))
+        except SystemError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def private_calls_across_modules(package: Path) -> list[str]:
-    trees = {path: ast.parse(path.read_text(), str(path)) for path in sorted(package.rglob("*.py"))}
+    trees = {path: _parsed(path) for path in sorted(package.rglob("*.py"))}
     defined_in: dict[str, set[Path]] = defaultdict(set)
     for path, tree in trees.items():
         for name in _defined_names(tree):
