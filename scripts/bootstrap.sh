@@ -93,4 +93,10 @@ fi
 # Into $SKETCH_JARS (default $SKETCH_HOME/jars, git-ignored under .cache); a second run finds
 # them there and fetches nothing.
 "$VENV/bin/python" -m sketch_core.spark.jars
+# Spark's classes, parsed and verified once into an archive every session then maps (about a
+# minute, once per JVM and set of jars; see sketch_core/spark/class_archive.py). Sessions start
+# without it if this fails, so a failure is reported, not fatal.
+if ! "$VENV/bin/python" -m sketch_core.spark.class_archive; then
+  log "warning: the class archive was not built; Spark sessions start without it (slower)"
+fi
 log "ready: $($VENV/bin/python --version), java $(java_major), PostgreSQL binaries in $(pg_bindir)"

@@ -49,6 +49,8 @@ MAINTAIN_ON_QUERY = ("off", "incremental", "full", "auto", "cost")
 # When a query uses a valid sketch: "cost" when it is expected to make the query faster (from
 # the files it skips until timed, then from the recorded runs), "always" whenever one is valid.
 SKETCH_USE = ("cost", "always")
+JIT_SETTINGS = ("tiered", "quick")
+DEFAULT_JIT = "tiered"
 # sketch_core.attribute_choice.strategies describes them.
 ATTRIBUTE_STRATEGIES = (
     "heuristic",
@@ -230,6 +232,10 @@ class Settings:
     # A capture or maintenance run of a sketch that another run of it holds waits this long for
     # it (then finds the work done, or does it), and fails with SketchBusyError after.
     work_wait_seconds: int = 3600
+    # The JVM's JIT compilers (sketch_core.spark.session.java_options): "tiered", HotSpot's
+    # default (C1, then the optimising C2), or "quick" (C1 only: far less compiling, slower
+    # peak code). See JIT_SETTINGS.
+    jit: str = DEFAULT_JIT
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -278,6 +284,7 @@ class Settings:
             validate_deltas=_choice_env("SKETCH_VALIDATE_DELTAS", "on", ("on", "off")) == "on",
             validation_slack=_float_env("SKETCH_VALIDATION_SLACK", 10.0),
             work_wait_seconds=_int_env("SKETCH_WORK_WAIT_SECONDS", 3600, minimum=0),
+            jit=_choice_env("SKETCH_JIT", DEFAULT_JIT, JIT_SETTINGS),
         )
 
     def with_metastore(self, url: str) -> Settings:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sketch_core.config import Settings
+from sketch_core.config import JIT_SETTINGS, Settings
 from sketch_core.errors import ConfigurationError
+from sketch_core.spark.class_archive import archive_options
 from sketch_core.spark.jvm_output import launch_relayed_gateway
 from sketch_core.spark.lake import configure_lake
 
@@ -33,6 +34,24 @@ def ensure_java() -> None:
 
 
 _JIT_ALL_METHODS = "-XX:-DontCompileHugeMethods"
+# SKETCH_JIT=quick: HotSpot's C1 compiler only. A short-lived process (an Airflow task that
+# runs one report) spends most of its first query compiling Spark's code with C2 as well.
+_JIT_QUICK = "-XX:TieredStopAtLevel=1"
+
+
+def java_options(jit: str, archive: str = "") -> str:
+    """The JVM options for the ``jit`` setting (Settings.jit) and the class archive's options
+    (see :mod:`.class_archive`; the driver's JVM maps it). Raises ConfigurationError for a
+    setting that is none of JIT_SETTINGS (one given in code or a connection's settings)."""
+    if jit not in JIT_SETTINGS:
+        raise ConfigurationError(
+            f"jit={jit!r} is not one of {', '.join(JIT_SETTINGS)}",
+            hint="set SKETCH_JIT (or the connection's settings.jit) to tiered or quick",
+        )
+    options = [_JIT_ALL_METHODS] if jit == "tiered" else [_JIT_ALL_METHODS, _JIT_QUICK]
+    return " ".join([*options, archive] if archive else options)
+
+
 CODEGEN_CACHE_KEY = "spark.sql.codegen.cache.maxEntries"
 CODEGEN_CACHE_ENTRIES = 1_000
 SPARK_CODEGEN_CACHE_ENTRIES = 100  # Spark's default, kept by a session that does not set it
@@ -126,8 +145,8 @@ def build_session(
         # Sketch conditions and the capture's annotations compile to long generated methods;
         # by default HotSpot never JIT-compiles a method over 8,000 bytes of bytecode, and runs
         # it interpreted (3 to 8 times slower per row). Common Spark tuning.
-        .config("spark.driver.extraJavaOptions", _JIT_ALL_METHODS)
-        .config("spark.executor.extraJavaOptions", _JIT_ALL_METHODS)
+        .config("spark.driver.extraJavaOptions", java_options(settings.jit, archive_options(settings)))
+        .config("spark.executor.extraJavaOptions", java_options(settings.jit))
         # Spark keeps the classes it generates for 100 plans' operators; a few reports run plain
         # and sketched in one session need more (TPC-H Q3, Q10 and Q18 about 130), so each run
         # evicted the next one's classes: compiled again, then JIT-compiled again, which took

@@ -1,0 +1,172 @@
+"""A class-data-sharing archive of the classes a Spark session loads (HotSpot's AppCDS).
+
+A new JVM loads and verifies some 20,000 classes before a Spark session has run its first
+report, and every Airflow task is a new JVM. An archive holds those classes parsed and verified,
+mapped into memory at the next start instead: the session starts and runs its first report
+sooner (docs/benchmarks.md, "A report in a fresh process").
+
+The archive is built once (the bootstrap runs ``python -m sketch_core.spark.class_archive``,
+as does ``sketch class-archive``):
+a session of its own runs a short training workload (writes, reads, joins, aggregations, sorts,
+the sketch's range predicates, a collection to Arrow) under ``-XX:ArchiveClassesAtExit``, and
+the JVM writes what it loaded as it exits. Its name carries a digest of what it was built from
+(the Java runtime, pyspark's jars, the jars Spark is given): after an upgrade no archive
+matches and sessions start without one until it is built again. A session passes the archive
+with ``-Xshare:auto``, so a JVM that cannot map it starts without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sketch_core.config import Settings, sketch_home
+from sketch_core.errors import ConfigurationError
+
+ARCHIVE_ENV = "SKETCH_CLASS_ARCHIVE"  # "off": sessions start without one
+_DUMP_ENV = "_SKETCH_CLASS_ARCHIVE_DUMP"  # the training child's output file
+
+
+def _java_home() -> Path | None:
+    java = shutil.which("java")
+    return Path(java).resolve().parents[1] if java else None
+
+
+def _fingerprint(jars_dir: Path | None) -> str:
+    """A digest of the JVM and the jars a session loads; any change gives another archive."""
+    import pyspark
+
+    parts = [sys.version.split()[0], pyspark.__version__]
+    home = _java_home()
+    if home is not None:
+        for file in (home / "release", home / "lib" / "modules", home / "lib" / "server" / "classes.jsa"):
+            if file.exists():
+                stat = file.stat()
+                parts.append(f"{file}:{stat.st_size}:{int(stat.st_mtime)}")
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    for folder in (spark_jars, jars_dir):
+        if folder is not None and folder.is_dir():
+            parts += sorted(f"{j.name}:{j.stat().st_size}" for j in folder.glob("*.jar"))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def archive_path(settings: Settings) -> Path:
+    """Where the archive for this JVM and these jars is kept (it may not exist yet)."""
+    return sketch_home() / "jvm" / f"spark-classes-{_fingerprint(settings.jars_dir)}.jsa"
+
+
+def archive_options(settings: Settings) -> str:
+    """The JVM options that map the archive, or "" (none built for this setup, or turned off
+    with ``SKETCH_CLASS_ARCHIVE=off``; the training session itself writes one instead)."""
+    dump = os.environ.get(_DUMP_ENV)
+    if dump:
+        return f"-XX:ArchiveClassesAtExit={dump}"
+    if (os.environ.get(ARCHIVE_ENV) or "on").strip().lower() == "off":
+        return ""
+    path = archive_path(settings)
+    return f"-XX:SharedArchiveFile={path} -Xshare:auto" if path.is_file() else ""
+
+
+def build_archive(settings: Settings | None = None, *, force: bool = False) -> Path:
+    """Build the archive for this setup (a training session in a child process) unless it
+    exists; returns its path. Raises ConfigurationError when the child fails."""
+    settings = settings or Settings.from_env()
+    path = archive_path(settings)
+    if path.is_file() and not force:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written beside the final name and renamed once the JVM has exited: a session never
+    # maps a half-written archive, and two builds at once each finish their own file.
+    handle, scratch = tempfile.mkstemp(prefix=path.stem + ".", suffix=".part", dir=path.parent)
+    os.close(handle)
+    os.unlink(scratch)  # the JVM creates it
+    env = {**os.environ, _DUMP_ENV: scratch}
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "sketch_core.spark.class_archive", "--train"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0 or not Path(scratch).is_file():
+        Path(scratch).unlink(missing_ok=True)
+        raise ConfigurationError(
+            f"the class archive could not be built (exit {done.returncode}): {done.stderr[-1500:]}",
+            hint=f"sessions start without it; set {ARCHIVE_ENV}=off to stop looking for one",
+        )
+    os.replace(scratch, path)
+    for stale in path.parent.glob("spark-classes-*.jsa"):  # built for a JVM or jars now gone
+        if stale != path:
+            stale.unlink(missing_ok=True)
+    print(f"class archive: {path} ({path.stat().st_size // 2**20} MiB, {time.monotonic() - began:.0f} s)")
+    return path
+
+
+def _train() -> None:
+    """The training workload: what a session does for captures, maintenance and reports."""
+    from sketch_core.spark.session import build_session
+
+    settings = Settings.from_env()
+    spark = build_session(settings, "sketch-class-archive")
+    with tempfile.TemporaryDirectory() as scratch:
+        facts = spark.range(200_000).selectExpr(
+            "id AS key",
+            "id % 997 AS customer",
+            "CAST(id % 1000 AS DOUBLE) * 1.5 AS price",
+            "DATE_ADD(DATE'1995-01-01', CAST(id % 2000 AS INT)) AS day",
+            "CONCAT('flag', CAST(id % 3 AS STRING)) AS flag",
+        )
+        facts.write.parquet(f"{scratch}/facts")
+        spark.range(997).selectExpr("id AS customer", "CONCAT('name', id) AS name").write.parquet(
+            f"{scratch}/customers"
+        )
+        spark.read.parquet(f"{scratch}/facts").createOrReplaceTempView("facts")
+        spark.read.parquet(f"{scratch}/customers").createOrReplaceTempView("customers")
+        reports = (
+            "SELECT c.name, SUM(f.price) AS revenue, COUNT(*) AS n FROM facts f JOIN customers c "
+            "ON f.customer = c.customer WHERE f.day < DATE'1999-01-01' AND f.flag <> 'flag2' "
+            "GROUP BY c.name HAVING SUM(f.price) > 10 ORDER BY revenue DESC LIMIT 10",
+            "SELECT customer, day, price, RANK() OVER (PARTITION BY customer ORDER BY price DESC) AS r "
+            "FROM facts WHERE (key BETWEEN 10 AND 5000 OR key BETWEEN 90000 AND 91000) AND price > 3",
+            "SELECT flag, AVG(price), MIN(day), MAX(key) FROM facts WHERE key IN "
+            "(SELECT key FROM facts WHERE customer < 5) GROUP BY flag ORDER BY flag",
+        )
+        for sql in reports:
+            spark.sql(sql).toArrow()
+            spark.sql(sql).collect()
+    spark.stop()
+    # The JVM writes the archive as it exits, which it does when its input closes: wait for it,
+    # or the builder would find the file before it is complete.
+    from pyspark import SparkContext
+
+    gateway: Any = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        gateway.shutdown()
+        if process.stdin is not None:
+            process.stdin.close()
+        process.wait(timeout=600)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--train"]:
+        _train()
+        return
+    settings = Settings.from_env()
+    if archive_path(settings).is_file() and "--force" not in args:
+        print(f"class archive: {archive_path(settings)} (built before)")
+        return
+    build_archive(settings, force=True)
+
+
+if __name__ == "__main__":
+    main()
