@@ -32,6 +32,7 @@ from sketch_core.errors import ConfigurationError
 
 ARCHIVE_ENV = "SKETCH_CLASS_ARCHIVE"  # "off": sessions start without one
 _DUMP_ENV = "_SKETCH_CLASS_ARCHIVE_DUMP"  # the training child's output file
+_TRAIN_SECONDS = 1800  # about a minute on two cores; a child stuck past this is given up on
 
 
 def _java_home() -> Path | None:
@@ -81,6 +82,16 @@ def build_archive(settings: Settings | None = None, *, force: bool = False) -> P
     path = archive_path(settings)
     if path.is_file() and not force:
         return path
+    try:
+        return _build(path)
+    except OSError as exc:  # the folder cannot be written, or the child cannot be started
+        raise ConfigurationError(
+            f"the class archive could not be written to {path.parent} ({exc})",
+            hint="set SKETCH_HOME to a folder this user can write; sessions start without it",
+        ) from exc
+
+
+def _build(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written beside the final name and renamed once the JVM has exited: a session never
     # maps a half-written archive, and two builds at once each finish their own file.
@@ -89,17 +100,22 @@ def build_archive(settings: Settings | None = None, *, force: bool = False) -> P
     os.unlink(scratch)  # the JVM creates it
     env = {**os.environ, _DUMP_ENV: scratch}
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "sketch_core.spark.class_archive", "--train"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0 or not Path(scratch).is_file():
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "sketch_core.spark.class_archive", "--train"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=_TRAIN_SECONDS,
+        )
+        failure = None if done.returncode == 0 else f"exit {done.returncode}: {done.stderr[-1500:]}"
+    except subprocess.TimeoutExpired:
+        failure = f"the training session took over {_TRAIN_SECONDS} s"
+    if failure is not None or not Path(scratch).is_file():
         Path(scratch).unlink(missing_ok=True)
         raise ConfigurationError(
-            f"the class archive could not be built (exit {done.returncode}): {done.stderr[-1500:]}",
+            f"the class archive could not be built ({failure or 'the JVM wrote no archive'})",
             hint=f"sessions start without it; set {ARCHIVE_ENV}=off to stop looking for one",
         )
     os.replace(scratch, path)

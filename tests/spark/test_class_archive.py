@@ -63,6 +63,13 @@ def test_a_failed_build_is_a_configuration_error_and_leaves_no_archive(
     assert not list(archive_path(settings).parent.glob("*.part"))
 
 
+def test_an_unwritable_home_is_a_configuration_error(home: Path) -> None:
+    settings = replace(Settings.from_env(), jars_dir=home / "jars")
+    (home / "jvm").write_text("a file where the archive's folder would be")
+    with pytest.raises(class_archive.ConfigurationError, match="could not be written"):
+        class_archive.build_archive(settings)
+
+
 def test_a_session_loads_sparks_classes_from_the_archive_the_bootstrap_built(tmp_path: Path) -> None:
     settings = Settings.from_env()
     path = archive_path(settings)
