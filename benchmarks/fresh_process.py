@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
             f"--variants takes JIT:ARCHIVE pairs: JIT one of {', '.join(JIT_SETTINGS)}, ARCHIVE on or off"
         )
     if any(v.endswith(":on") for v in variants):
-        build_archive()
+        print(build_archive())
     prepare(queries, args.scale)
     processes = run(queries, variants, args.repeat, args.runs, args.scale)
     command = "python -m benchmarks.fresh_process " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -113,14 +113,10 @@ def class_archive(
     """Build the archive of Spark's classes that sessions map at start (HotSpot's AppCDS): a
     fresh process starts and runs its first report sooner. `make` builds it; once per JVM and
     set of jars (about a minute)."""
-    from sketch_core.spark.class_archive import archive_path, build_archive
+    from sketch_core.spark.class_archive import build_archive
 
     with _errors():
-        settings = Settings.from_env()
-        if archive_path(settings).is_file() and not force:
-            console.print(f"class archive: {archive_path(settings)} (built before)", soft_wrap=True)
-            return
-        build_archive(settings, force=True)
+        console.print(build_archive(force=force), soft_wrap=True, markup=False)
 
 
 def _read_sql(sql: str) -> str:

@@ -75,23 +75,26 @@ def archive_options(settings: Settings) -> str:
     return f"-XX:SharedArchiveFile={path} -Xshare:auto" if path.is_file() else ""
 
 
-def build_archive(settings: Settings | None = None, *, force: bool = False) -> Path:
+def build_archive(settings: Settings | None = None, *, force: bool = False) -> str:
     """Build the archive for this setup (a training session in a child process) unless it
-    exists; returns its path. Raises ConfigurationError when the child fails."""
+    exists (``force``: build it again); returns a line that names it and whether it was built.
+    Raises ConfigurationError when it cannot be built."""
     settings = settings or Settings.from_env()
     path = archive_path(settings)
     if path.is_file() and not force:
-        return path
+        return f"class archive: {path} (built before)"
+    began = time.monotonic()
     try:
-        return _build(path)
+        _build(path)
     except OSError as exc:  # the folder cannot be written, or the child cannot be started
         raise ConfigurationError(
             f"the class archive could not be written to {path.parent} ({exc})",
             hint="set SKETCH_HOME to a folder this user can write; sessions start without it",
         ) from exc
+    return f"class archive: {path} ({path.stat().st_size // 2**20} MiB, {time.monotonic() - began:.0f} s)"
 
 
-def _build(path: Path) -> Path:
+def _build(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written beside the final name and renamed once the JVM has exited: a session never
     # maps a half-written archive, and two builds at once each finish their own file.
@@ -99,7 +102,6 @@ def _build(path: Path) -> Path:
     os.close(handle)
     os.unlink(scratch)  # the JVM creates it
     env = {**os.environ, _DUMP_ENV: scratch}
-    began = time.monotonic()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "sketch_core.spark.class_archive", "--train"],
@@ -122,8 +124,6 @@ def _build(path: Path) -> Path:
     for stale in path.parent.glob("spark-classes-*.jsa"):  # built for a JVM or jars now gone
         if stale != path:
             stale.unlink(missing_ok=True)
-    print(f"class archive: {path} ({path.stat().st_size // 2**20} MiB, {time.monotonic() - began:.0f} s)")
-    return path
 
 
 def _train() -> None:
@@ -177,11 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     if args == ["--train"]:
         _train()
         return
-    settings = Settings.from_env()
-    if archive_path(settings).is_file() and "--force" not in args:
-        print(f"class archive: {archive_path(settings)} (built before)")
-        return
-    build_archive(settings, force=True)
+    print(build_archive(force="--force" in args))
 
 
 if __name__ == "__main__":
