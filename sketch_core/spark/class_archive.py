@@ -29,6 +29,7 @@ from typing import Any
 
 from sketch_core.config import Settings, sketch_home
 from sketch_core.errors import ConfigurationError
+from sketch_core.spark.jars import default_jars_dir
 
 ARCHIVE_ENV = "SKETCH_CLASS_ARCHIVE"  # "off": sessions start without one
 _DUMP_ENV = "_SKETCH_CLASS_ARCHIVE_DUMP"  # the training child's output file
@@ -40,7 +41,7 @@ def _java_home() -> Path | None:
     return Path(java).resolve().parents[1] if java else None
 
 
-def _fingerprint(jars_dir: Path | None) -> str:
+def _fingerprint(jars_dir: Path) -> str:
     """A digest of the JVM and the jars a session loads; any change gives another archive."""
     import pyspark
 
@@ -53,14 +54,17 @@ def _fingerprint(jars_dir: Path | None) -> str:
                 parts.append(f"{file}:{stat.st_size}:{int(stat.st_mtime)}")
     spark_jars = Path(pyspark.__file__).parent / "jars"
     for folder in (spark_jars, jars_dir):
-        if folder is not None and folder.is_dir():
+        if folder.is_dir():
             parts += sorted(f"{j.name}:{j.stat().st_size}" for j in folder.glob("*.jar"))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def archive_path(settings: Settings) -> Path:
     """Where the archive for this JVM and these jars is kept (it may not exist yet)."""
-    return sketch_home() / "jvm" / f"spark-classes-{_fingerprint(settings.jars_dir)}.jsa"
+    # The jars a session loads: those of settings made in code (no folder given) are the
+    # default folder's, as for settings read from the environment.
+    jars = settings.jars_dir or default_jars_dir()
+    return sketch_home() / "jvm" / f"spark-classes-{_fingerprint(jars)}.jsa"
 
 
 def archive_options(settings: Settings) -> str:
