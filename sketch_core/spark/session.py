@@ -8,7 +8,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from sketch_core.config import JIT_SETTINGS, Settings
@@ -50,6 +52,20 @@ def java_options(jit: str, archive: str = "") -> str:
         )
     options = [_JIT_ALL_METHODS] if jit == "tiered" else [_JIT_ALL_METHODS, _JIT_QUICK]
     return " ".join([*options, archive] if archive else options)
+
+
+def jvm_conf(settings: Settings) -> dict[str, str]:
+    """The JVM options of the driver and the executors, as Spark settings: those of the ``jit``
+    setting, and the driver's mapping of the class archive. The service's sessions set them; so
+    does a job's spark-submit, whose driver JVM (client mode, on this machine) starts with them
+    (a session built inside an already started JVM cannot change its options)."""
+    return {
+        # Sketch conditions and the capture's annotations compile to long generated methods;
+        # by default HotSpot never JIT-compiles a method over 8,000 bytes of bytecode, and runs
+        # it interpreted (3 to 8 times slower per row). Common Spark tuning.
+        "spark.driver.extraJavaOptions": java_options(settings.jit, archive_options(settings)),
+        "spark.executor.extraJavaOptions": java_options(settings.jit),
+    }
 
 
 CODEGEN_CACHE_KEY = "spark.sql.codegen.cache.maxEntries"
@@ -142,17 +158,15 @@ def build_session(
         # Views list a snapshot's data files explicitly. Above this many paths Spark would run a
         # whole distributed job just to stat them (about 0.1 s per view at TPC-H SF1).
         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
-        # Sketch conditions and the capture's annotations compile to long generated methods;
-        # by default HotSpot never JIT-compiles a method over 8,000 bytes of bytecode, and runs
-        # it interpreted (3 to 8 times slower per row). Common Spark tuning.
-        .config("spark.driver.extraJavaOptions", java_options(settings.jit, archive_options(settings)))
-        .config("spark.executor.extraJavaOptions", java_options(settings.jit))
         # Spark keeps the classes it generates for 100 plans' operators; a few reports run plain
         # and sketched in one session need more (TPC-H Q3, Q10 and Q18 about 130), so each run
         # evicted the next one's classes: compiled again, then JIT-compiled again, which took
         # the JVM's compiler threads as long as the sketched run itself on two cores.
         .config(CODEGEN_CACHE_KEY, str(CODEGEN_CACHE_ENTRIES))
     )
+    for key, value in jvm_conf(settings).items():
+        if not (submitted and _submitted_with(key)):  # the submitter's (its connection's) stand
+            builder = builder.config(key, value)
     if not submitted:
         builder = builder.config("spark.driver.memory", settings.spark_driver_memory)
     if not submitted and settings.spark_master.startswith("local"):
@@ -170,6 +184,14 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _submitted_with(key: str) -> bool:
+    """Whether spark-submit, which started this process's JVM, was given the setting ``key``
+    (its --conf values are the JVM's system properties)."""
+    SparkContext._ensure_initialized()  # the gateway spark-submit started
+    jvm: Any = SparkContext._jvm
+    return jvm is not None and jvm.java.lang.System.getProperty(key) is not None
 
 
 def java_version() -> str:

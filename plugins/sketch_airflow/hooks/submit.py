@@ -28,15 +28,14 @@ def submit_job(settings: Settings, spark_conn_id: str, args: Sequence[str], name
         "SKETCH_FRAGMENTS": str(settings.fragments),
         "SKETCH_CATALOG": settings.catalog_name,
         "SKETCH_JARS": str(settings.jars_dir or default_jars_dir()),
+        "SKETCH_JIT": settings.jit,
         # The driver and the executors run this interpreter: it has the project installed.
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
-    # The lake catalog, and its jars on the driver's classpath from the start (--jars).
-    conf = {"spark.pyspark.python": sys.executable, **lake_conf(settings), **settings.extra}
     hook = SparkSubmitHook(
         conn_id=spark_conn_id,
-        conf=conf,
+        conf=submit_conf(settings),
         jars=",".join(str(p) for p in spark_jars(settings.jars_dir)),
         env_vars=env,
         name=f"sketch-{name}",
@@ -46,3 +45,19 @@ def submit_job(settings: Settings, spark_conn_id: str, args: Sequence[str], name
     from sketch_core.jobs.run import JOB_SCRIPT  # the service, Spark and z3: when a task runs
 
     hook.submit(str(JOB_SCRIPT))
+
+
+def submit_conf(settings: Settings) -> dict[str, str]:
+    """The Spark settings a job is submitted with: the lake catalog (its jars go on the driver's
+    classpath from the start, with --jars), the JVM options the service's own sessions run with
+    (the JIT setting; the driver, in client mode on this machine, maps the class archive), and
+    the connection's ``spark_conf`` over them."""
+    # (Spark's session module, imported when a job is submitted, not when DAGs are parsed.)
+    from sketch_core.spark.session import jvm_conf
+
+    return {
+        "spark.pyspark.python": sys.executable,
+        **jvm_conf(settings),
+        **lake_conf(settings),
+        **settings.extra,
+    }
