@@ -16,10 +16,14 @@ THREADED_ROWS = 100_000
 
 
 def _run(table: pa.Table, node: acero.Declaration) -> pa.Table:
+    threaded = table.num_rows > THREADED_ROWS
+    if not threaded and table.num_columns and table.column(0).num_chunks > 1:
+        # A plan runs batch by batch, at a fixed cost per batch: a delta gathered from many
+        # files (1,000 deleted rows of 83 files, a chunk each) took 4 to 7 ms to filter in 83
+        # batches, against 0.1 ms in one. Combining a small table costs less than that.
+        table = table.combine_chunks()
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table))
-    return acero.Declaration.from_sequence([source, node]).to_table(
-        use_threads=table.num_rows > THREADED_ROWS
-    )
+    return acero.Declaration.from_sequence([source, node]).to_table(use_threads=threaded)
 
 
 def filter_table(table: pa.Table, condition: pc.Expression) -> pa.Table:

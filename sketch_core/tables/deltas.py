@@ -300,6 +300,10 @@ def _may_hold(info: DataFileInfo, name: str, ordered: np.ndarray) -> bool:
     return bool(first < len(ordered) and ordered[first] <= high)
 
 
+# Recorded rows up to this many are written as one record batch.
+_ONE_BATCH_ROWS = 100_000
+
+
 class RecordedRows:
     """The rows each delete or overwrite removed (and an overwrite added), saved by the writer
     next to the warehouse as ``<table>/<commit seq>.<kind>.arrow``.
@@ -320,6 +324,10 @@ class RecordedRows:
 
     def write(self, table: str, sequence: int, rows: Mapping[str, pa.Table]) -> None:
         for kind, data in rows.items():
+            # The rows come a chunk per rewritten file; kept as one batch where that is cheap,
+            # they are read back (every maintenance run over the commit) in one piece.
+            if data.num_rows <= _ONE_BATCH_ROWS:
+                data = data.combine_chunks()
             write_arrow(self._path(table, sequence, kind), data)
 
     def read(self, table: str, sequence: int, kind: str) -> pa.Table | None:
