@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sketch_core.arrow.files import read_arrow, write_arrow
-from sketch_core.arrow.plans import filter_table
+from sketch_core.arrow.plans import THREADED_ROWS, filter_table
 from sketch_core.tables.file_cache import FileCache
 from sketch_core.tables.file_columns import names_changed_in, read_named, stored_as_named
 from sketch_core.tables.orphans import local_path
@@ -300,10 +300,6 @@ def _may_hold(info: DataFileInfo, name: str, ordered: np.ndarray) -> bool:
     return bool(first < len(ordered) and ordered[first] <= high)
 
 
-# Recorded rows up to this many are written as one record batch.
-_ONE_BATCH_ROWS = 100_000
-
-
 class RecordedRows:
     """The rows each delete or overwrite removed (and an overwrite added), saved by the writer
     next to the warehouse as ``<table>/<commit seq>.<kind>.arrow``.
@@ -324,9 +320,10 @@ class RecordedRows:
 
     def write(self, table: str, sequence: int, rows: Mapping[str, pa.Table]) -> None:
         for kind, data in rows.items():
-            # The rows come a chunk per rewritten file; kept as one batch where that is cheap,
-            # they are read back (every maintenance run over the commit) in one piece.
-            if data.num_rows <= _ONE_BATCH_ROWS:
+            # The rows come a chunk per rewritten file; kept as one batch where the plans over
+            # them would combine them anyway (a small table), they are read back (every
+            # maintenance run over the commit) in one piece.
+            if data.num_rows <= THREADED_ROWS:
                 data = data.combine_chunks()
             write_arrow(self._path(table, sequence, kind), data)
 
