@@ -210,10 +210,11 @@ def apply_recorded(
             entry["path"],
             entry["records"],
             entry["bytes"],
-            {int(i): bytes.fromhex(h) for i, h in entry["lower"].items()},
-            {int(i): bytes.fromhex(h) for i, h in entry["upper"].items()},
-            {int(i): int(n) for i, n in entry["nulls"].items()},
+            entry["lower"],
+            entry["upper"],
+            entry["nulls"],
             schema,
+            recorded=True,
         )
         for entry in recorded["added"]
     ]

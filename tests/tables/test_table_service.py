@@ -223,9 +223,9 @@ def test_pinned_files_are_planned_once_per_snapshot(
     described: list[str] = []
     real_describe = statistics.describe_bounds
 
-    def counting_describe(path: str, *args: Any) -> Any:
+    def counting_describe(path: str, *args: Any, **kwargs: Any) -> Any:
         described.append(path)
-        return real_describe(path, *args)
+        return real_describe(path, *args, **kwargs)
 
     # Every file's statistics are decoded here, from a manifest or from a commit's record.
     monkeypatch.setattr(statistics, "describe_bounds", counting_describe)
