@@ -21,8 +21,9 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, Row, text
 
 from sketch_core.errors import SketchBusyError
 from sketch_core.metastore.run_liveness import release_session_lock
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 WORK_LOCK_CLASS = 0x5357  # "SW"
 _TRY = text("SELECT pg_try_advisory_lock(:lock_class, hashtext(:name))")
 _UNLOCK = text("SELECT pg_advisory_unlock(:lock_class, hashtext(:name))")
+# The lock and, once held, the sketch's definition and newest version (sql/0018): one round trip.
+_TRY_AND_READ = text("SELECT * FROM sketch.lock_and_read_sketch(:lock_class, :name)")
 # What the holder is doing, for the message of a run that waits (its "running" row, if any).
 _HOLDER = text(
     """
@@ -57,6 +60,16 @@ class WorkLocks:
         """Hold the lock of sketch ``name`` for ``what`` (a capture, a maintenance run); yields
         whether this run had to wait for another one first. Raises :class:`SketchBusyError`
         after ``wait_seconds`` of waiting."""
+        with self.holding_and_reading(name, what, wait_seconds, read=False) as (waited, _):
+            yield waited
+
+    @contextlib.contextmanager
+    def holding_and_reading(
+        self, name: str, what: str, wait_seconds: float, *, read: bool = True
+    ) -> Iterator[tuple[bool, Row[Any] | None]]:
+        """:meth:`holding`, which also yields the sketch's row as ``sketch.lock_and_read_sketch``
+        returns it, read once the lock is held, in the same round trip (with ``read``; None when
+        this thread held the lock already: then nothing was read)."""
         me = threading.get_ident()
         with self._lock:
             held = self._held.get(name)
@@ -67,32 +80,41 @@ class WorkLocks:
                 reentered = False
         if reentered:
             try:
-                yield False
+                yield False, None
             finally:
                 with self._lock:
                     conn, owner, depth = self._held[name]
                     self._held[name] = (conn, owner, depth - 1)
             return
-        conn, waited = self._acquire(name, what, wait_seconds)
+        conn, waited, row = self._acquire(name, what, wait_seconds, read)
         with self._lock:
             self._held[name] = (conn, me, 1)
         try:
-            yield waited
+            yield waited, row
         finally:
             with self._lock:
                 del self._held[name]
             values = {"lock_class": WORK_LOCK_CLASS, "name": name}
             release_session_lock(conn, _UNLOCK, values, f"the work on {name}")
 
-    def _acquire(self, name: str, what: str, wait_seconds: float) -> tuple[Connection, bool]:
+    def _acquire(
+        self, name: str, what: str, wait_seconds: float, read: bool
+    ) -> tuple[Connection, bool, Row[Any] | None]:
         values = {"lock_class": WORK_LOCK_CLASS, "name": name}
+
+        def attempt() -> tuple[bool, Row[Any] | None]:
+            if not read:
+                return bool(conn.execute(_TRY, values).scalar_one()), None
+            row = conn.execute(_TRY_AND_READ, values).one()
+            return bool(row.locked), row
+
         # In autocommit: a session-level lock needs no transaction, and taking and releasing
         # it is then two round trips, not six (each in a BEGIN ... COMMIT of its own).
         conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
             started = time.monotonic()
             waited = False
-            while not conn.execute(_TRY, values).scalar_one():
+            while not (tried := attempt())[0]:
                 conn.commit()  # the session lock does not need the transaction; no idle one kept
                 if not waited:
                     waited = True
@@ -107,7 +129,7 @@ class WorkLocks:
             raise
         if waited:
             log.info("%s of %s goes on after %.1f s", what, name, time.monotonic() - started)
-        return conn, waited
+        return conn, waited, tried[1]
 
     @staticmethod
     def _holder(conn: Connection, name: str) -> str:

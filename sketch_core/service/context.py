@@ -8,7 +8,7 @@ One context is made per :class:`~sketch_core.service.facade.SketchService`; the 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from pyspark.sql import SparkSession
 from sqlalchemy import Engine
@@ -178,6 +178,24 @@ class ServiceContext:
         wait = self.settings.work_wait_seconds if wait_seconds is None else wait_seconds
         # str(): a name of another type is refused, with its hint, where it is looked up.
         return self.work_locks.holding(str(name), what, float(wait))
+
+    @contextlib.contextmanager
+    def coordinated_reading(
+        self, name: str, what: str, wait_seconds: float | None = None
+    ) -> Iterator[tuple[bool, SketchDefinition, VersionRecord]]:
+        """:meth:`coordinated`, which also yields the sketch's definition and newest version,
+        read once the lock is held, in the lock's own round trip (SketchNotFoundError, the lock
+        released: no such sketch, or none published)."""
+        wait = self.settings.work_wait_seconds if wait_seconds is None else wait_seconds
+        with self.work_locks.holding_and_reading(str(name), what, float(wait)) as (waited, row):
+            if row is None:  # this thread held the lock already: nothing was read with it
+                definition, record = self.definition_and_version(name)
+            else:
+                definition, found = self.sketches.locked_definition_and_version(row)
+                if found is None:
+                    raise SketchNotFoundError(str(name))
+                record = found
+            yield waited, definition, record
 
     def sources(
         self, pins: Mapping[str, PinnedSnapshot], partitions: Mapping[str, tuple[int, RangePartition]]

@@ -237,8 +237,12 @@ class Maintainer:
                 self.checks.check(name, record, submitted.target)  # a job would only fail on it
                 return self.jobs.maintain(submitted, strategy)
             plan = submitted
-        with self.context.coordinated(name, "a maintenance run", wait_seconds) as waited:
-            run = self._run_maintenance(name, strategy, target, context, plan)
+        with self.context.coordinated_reading(name, "a maintenance run", wait_seconds) as (
+            waited,
+            definition,
+            record,
+        ):
+            run = self._run_maintenance(definition, record, strategy, target, context, plan)
         if waited and run.strategy == "none":
             log.info(
                 "%s: another run brought it to version %d while this one waited: nothing to do",
@@ -250,11 +254,19 @@ class Maintainer:
         return run
 
     def _run_maintenance(
-        self, name: str, strategy: str, target: int | None, context: str, plan: MaintenancePlan | None
+        self,
+        definition: SketchDefinition,
+        record: VersionRecord,
+        strategy: str,
+        target: int | None,
+        context: str,
+        plan: MaintenancePlan | None,
     ) -> MaintenanceRun:
+        """``definition``'s maintenance from its newest version ``record`` (read under the work
+        lock)."""
         started = time.perf_counter()  # an incremental run's checks before it are part of its cost
         advisor = self.context.advisor
-        definition, record = self.context.definition_and_version(name)
+        name = definition.name
         if (
             plan is None
             or plan.from_version != record.version

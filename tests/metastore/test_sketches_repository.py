@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 from pyroaring import BitMap
 
@@ -122,3 +124,52 @@ def test_dropping_a_sketch_removes_its_versions_and_runs_but_not_partitions(
         repo.drop(f"{ns}_gone")
     assert repo.versions(f"{ns}_kept") == [1]
     assert repo.find_partition(f"{ns}.r", "a", 2) == part
+
+
+def test_the_work_lock_reads_the_sketch_as_the_previous_holder_left_it(
+    svc: SketchService, repo: SketchRepository, ns: str
+) -> None:
+    """A run takes the sketch's work lock and reads its definition and newest version in one
+    round trip; the read follows the lock, so a run that waited sees the version the holder
+    published just before letting go (not the one before it)."""
+    import threading
+
+    from sketch_core.metastore.work_locks import WorkLocks
+
+    name = f"{ns}_locked"
+    seq, part = _sketch_over_a_table(svc, repo, ns, name, {"k": 3})
+    repo.publish_version(name, seq, {f"{ns}.r": 11}, {part.partition_id: BitMap([1]).serialize()})
+    holder, waiter = WorkLocks(svc.engine, poll_seconds=0.05), WorkLocks(svc.engine, poll_seconds=0.05)
+    seen: list[tuple[bool, int | None]] = []
+
+    def wait_and_read() -> None:
+        with waiter.holding_and_reading(name, "a test run", 30.0) as (waited, row):
+            assert row is not None
+            definition, record = repo.locked_definition_and_version(row)
+            assert definition == repo.definition(name)
+            seen.append((waited, record.version if record is not None else None))
+
+    with holder.holding(name, "the holder", 5.0):
+        other = threading.Thread(target=wait_and_read)
+        other.start()
+        time.sleep(0.3)
+        assert seen == [], "the lock is held: the other run waits"
+        repo.publish_version(name, seq + 1, {f"{ns}.r": 12}, {part.partition_id: BitMap([2]).serialize()})
+    other.join(timeout=60)
+    assert seen == [(True, 2)]
+
+    with holder.holding_and_reading(name, "again", 5.0) as (waited, row):
+        assert row is not None and not waited
+        _, record = repo.locked_definition_and_version(row)
+        assert record is not None and BitMap.deserialize(record.bitmaps[part.partition_id]) == BitMap([2])
+        assert record == repo.definition_and_version(name)[1]
+        with holder.holding_and_reading(name, "re-entered", 5.0) as (_, again):
+            assert again is None, "held by this thread already: nothing read"
+
+    with holder.holding_and_reading(f"{ns}_nope", "a run", 5.0) as (_, missing):
+        assert missing is not None and not missing.found
+    with pytest.raises(SketchNotFoundError):
+        repo.locked_definition_and_version(missing)
+    repo.ensure_sketch(f"{ns}_unpublished", f"SELECT a FROM {ns}.r")
+    with holder.holding_and_reading(f"{ns}_unpublished", "a run", 5.0) as (_, row):
+        assert repo.locked_definition_and_version(row)[1] is None

@@ -54,6 +54,10 @@ class _LostLocks:
     def holding(self, name: str, what: str, wait_seconds: float) -> Iterator[bool]:
         yield False
 
+    @contextlib.contextmanager
+    def holding_and_reading(self, name: str, what: str, wait_seconds: float) -> Iterator[tuple[bool, None]]:
+        yield False, None  # nothing read with the lock: the run reads the sketch on its own
+
 
 def uncoordinated(svc: SketchService, **settings: Any) -> SketchService:
     other = sibling(svc, **settings)
