@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
@@ -13,6 +12,7 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema
 from pyiceberg.types import DateType, IcebergType, TimestampType, TimestamptzType
 
+from sketch_core.lru import LruMap
 from sketch_core.tables.pinned import DataFileInfo
 
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -41,20 +41,18 @@ class FieldNames:
 
 
 _NAMES_KEPT = 32
-_names: OrderedDict[int, tuple[Schema, FieldNames]] = OrderedDict()
+# By the schema's identity (a Schema is not hashable, and a table's loaded metadata keeps handing
+# out the same one); the schema is held with its names, so its id is not reused while kept.
+_names: LruMap[int, tuple[Schema, FieldNames]] = LruMap(_NAMES_KEPT)
 
 
 def field_names(schema: Schema) -> FieldNames:
-    """``schema``'s :class:`FieldNames`, kept for the few schemas in use (by identity: a Schema
-    is not hashable, and a table's loaded metadata keeps handing out the same one)."""
+    """``schema``'s :class:`FieldNames`, kept for the few schemas in use."""
     kept = _names.get(id(schema))
     if kept is not None and kept[0] is schema:
-        _names.move_to_end(id(schema))
         return kept[1]
     names = FieldNames(schema)
-    _names[id(schema)] = (schema, names)  # the schema is held, so its id is not reused meanwhile
-    if len(_names) > _NAMES_KEPT:
-        _names.popitem(last=False)
+    _names.put(id(schema), (schema, names))
     return names
 
 

@@ -92,3 +92,18 @@ def test_a_schemas_names_are_worked_out_once_and_follow_a_new_schema() -> None:
     assert statistics.field_names(renamed).by_id == {1: ("id", LongType())}
     info = describe_bounds("f.parquet", 1, 1, {1: raw(LongType(), 5)}, {}, {}, renamed)
     assert dict(info.lower) == {"id": 5} and "key" not in info.lower
+
+
+def test_names_are_right_for_many_schemas_used_by_many_threads_at_once() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    schemas = [Schema(NestedField(1, f"c{i}", LongType(), required=False)) for i in range(100)]
+
+    def names_of(i: int) -> bool:
+        return all(
+            statistics.field_names(schemas[(i + k) % 100]).by_id[1][0] == f"c{(i + k) % 100}"
+            for k in range(50)
+        )
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(names_of, range(400)))
