@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,15 +29,11 @@ from typing import Any
 from sketch_core.config import Settings, sketch_home
 from sketch_core.errors import ConfigurationError
 from sketch_core.spark.jars import default_jars_dir
+from sketch_core.spark.java import java_home
 
 ARCHIVE_ENV = "SKETCH_CLASS_ARCHIVE"  # "off": sessions start without one
 _DUMP_ENV = "_SKETCH_CLASS_ARCHIVE_DUMP"  # the training child's output file
 _TRAIN_SECONDS = 1800  # about a minute on two cores; a child stuck past this is given up on
-
-
-def _java_home() -> Path | None:
-    java = shutil.which("java")
-    return Path(java).resolve().parents[1] if java else None
 
 
 def _fingerprint(jars_dir: Path) -> str:
@@ -46,7 +41,7 @@ def _fingerprint(jars_dir: Path) -> str:
     import pyspark
 
     parts = [sys.version.split()[0], pyspark.__version__]
-    home = _java_home()
+    home = java_home()  # the JVM the sessions start, which the archive must be built by
     if home is not None:
         for file in (home / "release", home / "lib" / "modules", home / "lib" / "server" / "classes.jsa"):
             if file.exists():

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from pyspark import SparkContext
@@ -16,23 +14,11 @@ from pyspark.sql import SparkSession
 from sketch_core.config import JIT_SETTINGS, Settings
 from sketch_core.errors import ConfigurationError
 from sketch_core.spark.class_archive import archive_options
+from sketch_core.spark.java import ensure_java
 from sketch_core.spark.jvm_output import launch_relayed_gateway
 from sketch_core.spark.lake import configure_lake
 
 log = logging.getLogger(__name__)
-
-
-def ensure_java() -> None:
-    """Spark needs Java 17+; set JAVA_HOME from the java on PATH if it is unset."""
-    if os.environ.get("JAVA_HOME") and (Path(os.environ["JAVA_HOME"]) / "bin" / "java").exists():
-        return
-    java = shutil.which("java")
-    if java is None:
-        raise ConfigurationError(
-            "Java was not found; Spark needs Java 17 or newer",
-            hint="install it (Debian: apt-get install openjdk-17-jre-headless); `make` does this for you",
-        )
-    os.environ["JAVA_HOME"] = str(Path(java).resolve().parents[1])
 
 
 _JIT_ALL_METHODS = "-XX:-DontCompileHugeMethods"
