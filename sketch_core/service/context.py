@@ -189,12 +189,11 @@ class ServiceContext:
         wait = self.settings.work_wait_seconds if wait_seconds is None else wait_seconds
         with self.work_locks.holding_and_reading(str(name), what, float(wait)) as (waited, row):
             if row is None:  # this thread held the lock already: nothing was read with it
-                definition, record = self.definition_and_version(name)
+                definition, record = self.sketches.definition_and_version(name)
             else:
-                definition, found = self.sketches.locked_definition_and_version(row)
-                if found is None:
-                    raise SketchNotFoundError(str(name))
-                record = found
+                definition, record = self.sketches.locked_definition_and_version(row)
+            if record is None:
+                raise SketchNotFoundError(str(name))
             yield waited, definition, record
 
     def sources(
