@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
+import psycopg
+from psycopg.types.json import Jsonb
 from sqlalchemy import (
     ARRAY,
     BigInteger,
@@ -43,6 +45,7 @@ from sketch_core.metastore import schema
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.engine import reading
 from sketch_core.metastore.run_liveness import RunLocks
+from sketch_core.metastore.work_locks import HeldLock
 
 t = schema
 log = logging.getLogger(__name__)
@@ -88,6 +91,12 @@ _PUBLISH = text(
     bindparam("pids", type_=ARRAY(BigInteger)),
     bindparam("bitmaps", type_=ARRAY(LargeBinary)),
     bindparam("run", type_=JSONB(none_as_null=True)),
+)
+# The same, as the driver takes it (HeldLock.execute_then_release runs it on the work lock's
+# session, outside SQLAlchemy).
+_RAW_PUBLISH = (
+    "SELECT published_version, existed FROM sketch.publish_version("
+    "%s, %s, %s::jsonb, %s, %s::bigint[], %s::bytea[], %s::jsonb)"
 )
 
 
@@ -410,20 +419,27 @@ class SketchRepository:
         bitmaps: Mapping[int, bytes],
         state_ref: str | None = None,
         run: FinishedRun | None = None,
+        lock: HeldLock | None = None,
     ) -> VersionRecord:
         """Publish the sketch's version for ``sequence``, or return the one already published.
 
         ``run``: the maintenance run that produced it, recorded in the same transaction (a run
-        too short to be worth a "running" row of its own).
+        too short to be worth a "running" row of its own). ``lock``: this thread's hold on the
+        sketch's work lock, to publish on its session and let go of it in the same round trip
+        (the end of a maintenance run: three round trips fewer than a pooled transaction and
+        the unlock after it).
 
         A connection lost during the transaction leaves its outcome unknown: it is settled by
         reading the version for ``sequence`` back (published, by this call or a concurrent
         one: that version is returned), and only when there is none is the publication tried
         again, once. Publishing is keyed by the sequence, so a version is never published twice.
         """
+        publication = _Publication(name, sequence, dict(table_snapshots), dict(bitmaps), state_ref, run)
         try:
-            return self._publish(name, sequence, table_snapshots, bitmaps, state_ref, run)
-        except (OperationalError, InterfaceError) as exc:
+            if lock is not None:
+                return self._publish_releasing(lock, publication)
+            return self._publish(publication)
+        except (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             if not getattr(exc, "connection_invalidated", False) and not _connection_lost(exc):
                 raise
             log.warning("connection lost while publishing %s for sequence %d: %s", name, sequence, exc)
@@ -432,34 +448,34 @@ class SketchRepository:
             log.info("settled: %s version %d was published for sequence %d", name, settled.version, sequence)
             return settled
         log.info("settled: nothing was published for %s at sequence %d; publishing again", name, sequence)
-        return self._publish(name, sequence, table_snapshots, bitmaps, state_ref, run)
+        return self._publish(publication)
 
-    def _publish(
-        self,
-        name: str,
-        sequence: int,
-        table_snapshots: Mapping[str, int | None],
-        bitmaps: Mapping[int, bytes],
-        state_ref: str | None,
-        run: FinishedRun | None,
-    ) -> VersionRecord:
+    def _publish_releasing(self, lock: HeldLock, publication: _Publication) -> VersionRecord:
+        """:meth:`_publish` on the work lock's session, which then lets go of the lock."""
+        name = publication.name
+        # Autocommit: before the statement nothing is published, after it all is.
+        faults.reached("publish", lock.connection)
+        try:
+            version, existed = lock.execute_then_release(_RAW_PUBLISH, publication.raw_arguments())
+        except psycopg.errors.NoDataFound as exc:
+            raise SketchNotFoundError(name) from exc
+        faults.reached("publish-ack", lock.connection)
+        if not existed:
+            return publication.record(int(version))
+        # Another run published for this sequence (it held the lock before): read back, after
+        # the publishers' lock. Only a drop of the sketch since removes it.
+        found = self.version(name, version=int(version))
+        if found is None:
+            raise SketchNotFoundError(name)
+        return found
+
+    def _publish(self, publication: _Publication) -> VersionRecord:
         # One round trip (sql/0008_publish_function.sql): the row lock on the sketch serializes
         # its publishers, so "next version number" cannot be taken twice.
-        pids = sorted(bitmaps)
+        name = publication.name
         with self.engine.connect() as conn:
             try:
-                version, existed = conn.execute(
-                    _PUBLISH,
-                    {
-                        "name": name,
-                        "seq": sequence,
-                        "snapshots": dict(table_snapshots),
-                        "state_ref": state_ref,
-                        "pids": pids,
-                        "bitmaps": [bitmaps[p] for p in pids],
-                        "run": asdict(run) if run is not None else None,
-                    },
-                ).one()
+                version, existed = conn.execute(_PUBLISH, publication.arguments()).one()
             except DBAPIError as exc:
                 if getattr(exc.orig, "sqlstate", None) == _NO_DATA_FOUND:
                     raise SketchNotFoundError(name) from exc
@@ -474,14 +490,7 @@ class SketchRepository:
         if existed:
             assert found is not None, "read under the publishers' lock"
             return found
-        return VersionRecord(
-            name,
-            int(version),
-            sequence,
-            dict(table_snapshots),
-            {int(p): bytes(b) for p, b in bitmaps.items()},
-            state_ref,
-        )
+        return publication.record(int(version))
 
     def _version_row(self, conn: Connection, name: str, *conditions: ColumnElement[bool]) -> Any:
         """The newest of the sketch's versions that meet ``conditions``, with its fragments."""
@@ -711,10 +720,52 @@ class SketchRepository:
         return [dict(row._mapping) for row in rows]
 
 
-def _connection_lost(exc: DBAPIError) -> bool:
+@dataclass(frozen=True)
+class _Publication:
+    """What :meth:`SketchRepository.publish_version` publishes."""
+
+    name: str
+    sequence: int
+    table_snapshots: dict[str, int | None]
+    bitmaps: dict[int, bytes]
+    state_ref: str | None
+    run: FinishedRun | None
+
+    def _values(self) -> tuple[list[int], list[bytes], dict[str, Any] | None]:
+        pids = sorted(self.bitmaps)
+        return pids, [self.bitmaps[p] for p in pids], asdict(self.run) if self.run is not None else None
+
+    def arguments(self) -> dict[str, Any]:
+        """The publish function's arguments, as ``_PUBLISH`` binds them."""
+        pids, bitmaps, run = self._values()
+        return {
+            "name": self.name,
+            "seq": self.sequence,
+            "snapshots": self.table_snapshots,
+            "state_ref": self.state_ref,
+            "pids": pids,
+            "bitmaps": bitmaps,
+            "run": run,
+        }
+
+    def raw_arguments(self) -> tuple[Any, ...]:
+        """The same, as the driver binds them to ``_RAW_PUBLISH``."""
+        pids, bitmaps, run = self._values()
+        wrapped = Jsonb(run) if run is not None else None
+        return (self.name, self.sequence, Jsonb(self.table_snapshots), self.state_ref, pids, bitmaps, wrapped)
+
+    def record(self, version: int) -> VersionRecord:
+        """The record of the version, published as ``version``."""
+        bitmaps = {int(p): bytes(b) for p, b in self.bitmaps.items()}
+        return VersionRecord(
+            self.name, version, self.sequence, dict(self.table_snapshots), bitmaps, self.state_ref
+        )
+
+
+def _connection_lost(exc: DBAPIError | psycopg.Error) -> bool:
     """Whether ``exc`` says the connection went (server closed it, network cut), rather than
     that a statement failed: the outcome of a commit in flight is then unknown."""
-    text_ = str(exc.orig).lower()
+    text_ = str(exc.orig if isinstance(exc, DBAPIError) else exc).lower()
     return any(
         sign in text_
         for sign in ("terminating connection", "server closed the connection", "connection is closed", "eof")

@@ -20,7 +20,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, text
@@ -35,6 +36,8 @@ _TRY = text("SELECT pg_try_advisory_lock(:lock_class, hashtext(:name))")
 _UNLOCK = text("SELECT pg_advisory_unlock(:lock_class, hashtext(:name))")
 # The lock and, once held, the sketch's definition and newest version (sql/0018): one round trip.
 _TRY_AND_READ = text("SELECT * FROM sketch.lock_and_read_sketch(:lock_class, :name)")
+# The unlock as the driver takes it, for the pipeline of HeldLock.execute_then_release.
+_RAW_UNLOCK = "SELECT pg_advisory_unlock(%s, hashtext(%s))"
 # What the holder is doing, for the message of a run that waits (its "running" row, if any).
 _HOLDER = text(
     """
@@ -46,14 +49,65 @@ _HOLDER = text(
 )
 
 
+@dataclass
+class HeldLock:
+    """A thread's hold on a sketch's work lock: the lock's session (its connection, in
+    autocommit), how deeply the thread re-entered it, and whether it was let go of early."""
+
+    name: str
+    connection: Connection
+    thread: int
+    depth: int = 1
+    released: bool = False
+
+    def execute_then_release(self, statement: str, params: Sequence[Any]) -> Any:
+        """Run ``statement`` (driver placeholders) in a transaction of its own on the lock's
+        session and return its first row; the outermost hold then lets go of the lock, all in
+        one round trip: ``BEGIN; statement; COMMIT; unlock`` pipelined. The unlock follows the
+        commit, so a run that waited for the lock sees what the statement wrote. A publisher
+        saves the round trips of a pooled connection's transaction and of the unlock.
+
+        On an error nothing after the statement ran: its transaction is rolled back and the
+        lock is still held (released as usual), unless the session itself is gone (then so is
+        the lock). The driver's exception propagates."""
+        raw = self.connection.connection.dbapi_connection
+        assert raw is not None, "the lock's connection is open while it is held"
+        release = self.depth == 1
+        try:
+            with raw.pipeline():
+                raw.execute("BEGIN")
+                cursor = raw.execute(statement, params)
+                raw.execute("COMMIT")
+                if release:
+                    raw.execute(_RAW_UNLOCK, (WORK_LOCK_CLASS, self.name))
+            row = cursor.fetchone()
+        except Exception:
+            if raw.closed or raw.broken:
+                self.released = True  # the session ended, and its lock with it
+                self.connection.invalidate()
+            else:
+                raw.execute("ROLLBACK")
+            raise
+        self.released = release
+        return row
+
+
 class WorkLocks:
     """The per-sketch work locks of one service."""
 
     def __init__(self, engine: Engine, poll_seconds: float = 0.5) -> None:
         self.engine = engine
         self.poll_seconds = poll_seconds
-        self._held: dict[str, tuple[Connection, int, int]] = {}  # name: (conn, thread, depth)
+        self._held: dict[str, HeldLock] = {}
         self._lock = threading.Lock()
+
+    def held(self, name: str) -> HeldLock | None:
+        """This thread's hold on the lock of sketch ``name``, if it has one."""
+        with self._lock:
+            hold = self._held.get(name)
+        return (
+            hold if hold is not None and hold.thread == threading.get_ident() and not hold.released else None
+        )
 
     @contextlib.contextmanager
     def holding(self, name: str, what: str, wait_seconds: float) -> Iterator[bool]:
@@ -72,30 +126,33 @@ class WorkLocks:
         this thread held the lock already: then nothing was read)."""
         me = threading.get_ident()
         with self._lock:
-            held = self._held.get(name)
-            if held is not None and held[1] == me:
-                self._held[name] = (held[0], me, held[2] + 1)
-                reentered = True
-            else:
-                reentered = False
-        if reentered:
+            hold = self._held.get(name)
+            reentered = hold is not None and hold.thread == me
+            if hold is not None and reentered:
+                # A hold let go of early ends with its block: nothing of it runs after the release.
+                assert not hold.released, f"the lock of {name} was released before its block ended"
+                hold.depth += 1
+        if hold is not None and reentered:
             try:
                 yield False, None
             finally:
                 with self._lock:
-                    conn, owner, depth = self._held[name]
-                    self._held[name] = (conn, owner, depth - 1)
+                    hold.depth -= 1
             return
         conn, waited, row = self._acquire(name, what, wait_seconds, read)
+        hold = HeldLock(name, conn, me)
         with self._lock:
-            self._held[name] = (conn, me, 1)
+            self._held[name] = hold
         try:
             yield waited, row
         finally:
             with self._lock:
                 del self._held[name]
-            values = {"lock_class": WORK_LOCK_CLASS, "name": name}
-            release_session_lock(conn, _UNLOCK, values, f"the work on {name}")
+            if hold.released or conn.invalidated:  # let go of already (or its session ended)
+                conn.close()
+            else:
+                values = {"lock_class": WORK_LOCK_CLASS, "name": name}
+                release_session_lock(conn, _UNLOCK, values, f"the work on {name}")
 
     def _acquire(
         self, name: str, what: str, wait_seconds: float, read: bool

@@ -370,6 +370,7 @@ class Maintainer:
                     table_rows=sum(pin.record_count for pin in pins.values()),
                     built_state=False,
                 ),
+                lock=ctx.work_locks.held(name),  # the run's last statement: lets go of the lock too
             )
         if kept is not None:
             self.cache.keep(definition, published.version, dataclasses.replace(kept, sequence=target))
@@ -480,6 +481,7 @@ class Maintainer:
                     table_rows=sum(pin.record_count for pin in pins.values()),
                     built_state=built_state,
                 ),
+                lock=ctx.work_locks.held(name),  # the run's last statement: lets go of the lock too
             )
         faults.reached("published")
         if keeps:

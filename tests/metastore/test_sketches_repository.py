@@ -4,6 +4,7 @@ import time
 
 import pytest
 from pyroaring import BitMap
+from sqlalchemy import text
 
 from sketch_core.datasets import synthetic_table
 from sketch_core.errors import SketchNotFoundError, TableNotFoundError
@@ -173,3 +174,94 @@ def test_the_work_lock_reads_the_sketch_as_the_previous_holder_left_it(
     repo.ensure_sketch(f"{ns}_unpublished", f"SELECT a FROM {ns}.r")
     with holder.holding_and_reading(f"{ns}_unpublished", "a run", 5.0) as (_, row):
         assert repo.locked_definition_and_version(row)[1] is None
+
+
+def _free(locks: object, name: str) -> bool:
+    """Whether another session can take the work lock of ``name`` right now."""
+    from sketch_core.errors import SketchBusyError
+    from sketch_core.metastore.work_locks import WorkLocks
+
+    assert isinstance(locks, WorkLocks)
+    try:
+        with WorkLocks(locks.engine).holding(name, "a probe", 0.0):
+            return True
+    except SketchBusyError:
+        return False
+
+
+def test_publishing_on_the_work_lock_lets_go_of_it_after_the_commit(
+    svc: SketchService, repo: SketchRepository, ns: str
+) -> None:
+    """The end of a maintenance run: the version is published on the lock's own session, which
+    lets go of the lock in the same round trip. Another run can take the lock at once and finds
+    the version published; a version published for the sequence already is returned, not
+    published twice; a nested hold keeps the lock."""
+    from sketch_core.metastore.work_locks import WorkLocks
+
+    name = f"{ns}_on_lock"
+    seq, part = _sketch_over_a_table(svc, repo, ns, name, {"k": 4})
+    locks = WorkLocks(svc.engine)
+    run = FinishedRun("incremental", None, "succeeded", 3, 0.01)
+    with locks.holding(name, "a run", 5.0):
+        hold = locks.held(name)
+        assert hold is not None and not _free(locks, name)
+        published = repo.publish_version(
+            name, seq, {f"{ns}.r": 11}, {part.partition_id: BitMap([1, 3]).serialize()}, run=run, lock=hold
+        )
+        assert _free(locks, name), "let go of with the publication"
+        assert hold.released and locks.held(name) is None
+        assert repo.version(name) == published and published.version == 1
+    assert _free(locks, name)
+    assert [r["status"] for r in repo.runs(name)] == ["succeeded"], "the run recorded with it"
+
+    repo.publish_version(name, seq + 1, {f"{ns}.r": 12}, {part.partition_id: BitMap([2]).serialize()})
+    with locks.holding(name, "a late run", 5.0):
+        again = repo.publish_version(
+            name,
+            seq + 1,
+            {f"{ns}.r": 99},
+            {part.partition_id: BitMap([7]).serialize()},
+            lock=locks.held(name),
+        )
+        assert _free(locks, name)
+    assert again == repo.version(name) and again.version == 2
+    assert BitMap.deserialize(again.bitmaps[part.partition_id]) == BitMap([2]), "the earlier one's"
+
+    with locks.holding(name, "an outer run", 5.0), locks.holding(name, "a nested run", 5.0):
+        repo.publish_version(
+            name,
+            seq + 2,
+            {f"{ns}.r": 13},
+            {part.partition_id: BitMap([3]).serialize()},
+            lock=locks.held(name),
+        )
+        assert not _free(locks, name), "a nested hold publishes and keeps the lock"
+    assert _free(locks, name) and repo.versions(name) == [1, 2, 3]
+
+
+def test_a_publication_on_the_work_lock_that_fails_keeps_the_lock_until_the_run_ends(
+    svc: SketchService, repo: SketchRepository, ns: str
+) -> None:
+    """A failed publication (the sketch dropped meanwhile) is the typed error, rolled back on the
+    lock's session: the lock is held until the run's block ends, then released as usual."""
+    from sketch_core.metastore.work_locks import WorkLocks
+
+    name = f"{ns}_dropped_meanwhile"
+    seq, part = _sketch_over_a_table(svc, repo, ns, name, {"k": 5})
+    locks = WorkLocks(svc.engine)
+    with locks.holding(name, "a run", 5.0):
+        repo.drop(name)
+        with pytest.raises(SketchNotFoundError):
+            repo.publish_version(
+                name,
+                seq,
+                {f"{ns}.r": 11},
+                {part.partition_id: BitMap([1]).serialize()},
+                lock=locks.held(name),
+            )
+        hold = locks.held(name)
+        assert not _free(locks, name) and hold is not None
+        assert hold.connection.execute(text("SELECT 1")).scalar_one() == 1, "rolled back, usable"
+    assert _free(locks, name)
+    with locks.holding(name, "the next run", 5.0):  # the pooled session was left clean
+        assert locks.held(name) is not None

@@ -58,6 +58,9 @@ class _LostLocks:
     def holding_and_reading(self, name: str, what: str, wait_seconds: float) -> Iterator[tuple[bool, None]]:
         yield False, None  # nothing read with the lock: the run reads the sketch on its own
 
+    def held(self, name: str) -> None:
+        return None  # no lock session to publish on: publishing goes through a pooled one
+
 
 def uncoordinated(svc: SketchService, **settings: Any) -> SketchService:
     other = sibling(svc, **settings)
