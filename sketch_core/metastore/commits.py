@@ -62,6 +62,9 @@ class CommitRecord:
     files: dict[str, Any] | None = None
     # The registration the commit belongs to: a name dropped and created again has several.
     table_id: int = 0
+    # The metadata file the commit's catalog pointer change set (None: not known), which a load
+    # of the table at this commit reads without asking the catalog for its pointer.
+    metadata_location: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,21 +178,26 @@ def _life_key(window: _CommitWindow | None, name: str | None) -> tuple[int | Non
 
 def _commit_query() -> Select[Any]:
     c, t = schema.table_commits.c, schema.tables.c
-    return select(
-        c.seq,
-        t.name.label("table"),
-        c.snapshot_id,
-        c.parent_snapshot_id,
-        c.operation,
-        c.added_rows,
-        c.deleted_rows,
-        c.added_files,
-        c.removed_files,
-        c.total_rows,
-        c.committed_at,
-        c.files,
-        c.table_id,
-    ).join(schema.tables, schema.tables.c.table_id == c.table_id)
+    return (
+        select(
+            c.seq,
+            t.name.label("table"),
+            c.snapshot_id,
+            c.parent_snapshot_id,
+            c.operation,
+            c.added_rows,
+            c.deleted_rows,
+            c.added_files,
+            c.removed_files,
+            c.total_rows,
+            c.committed_at,
+            c.files,
+            c.table_id,
+            schema.catalog_commits.c.metadata_location,
+        )
+        .join(schema.tables, schema.tables.c.table_id == c.table_id)
+        .outerjoin(schema.catalog_commits, schema.catalog_commits.c.seq == c.seq)
+    )
 
 
 # The first catalog commit not yet in table_commits (another engine's, read from its metadata
@@ -416,13 +424,12 @@ class CommitLog:
             self._older.put(key, found)
         return found
 
-    def newest_seen(self, name: str) -> int | None:
-        """The sequence of the table's newest commit this log has seen, without asking the
-        database (None: nothing seen yet)."""
+    def newest_seen(self, name: str) -> CommitRecord | None:
+        """The table's newest commit this log has seen, without asking the database (None:
+        nothing seen yet)."""
         with self._lock:
             window = self._window
-            record = window.newest(name, None) if window is not None else None
-        return record.seq if record is not None else None
+            return window.newest(name, None) if window is not None else None
 
     def catalog_seen(self, name: str) -> int:
         """The newest catalog commit of table ``name`` that changed its metadata only (a schema

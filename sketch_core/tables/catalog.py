@@ -191,16 +191,16 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
             ).scalar()
         if not location:
             raise NoSuchTableError(f"Table does not exist: {namespace}.{table_name}")
-        return self._table_at((*Catalog.identifier_to_tuple(namespace), table_name), location)
+        return self.table_at((*Catalog.identifier_to_tuple(namespace), table_name), location)
 
     def _convert_orm_to_iceberg(self, orm_table: IcebergTables) -> Table:
         location = orm_table.metadata_location
         if not location or not orm_table.table_namespace or not orm_table.table_name:
             return super()._convert_orm_to_iceberg(orm_table)  # raises its own NoSuchTableError
         identifier = (*Catalog.identifier_to_tuple(orm_table.table_namespace), orm_table.table_name)
-        return self._table_at(identifier, location)
+        return self.table_at(identifier, location)
 
-    def _table_at(self, identifier: tuple[str, ...], location: str) -> Table:
+    def table_at(self, identifier: tuple[str, ...], location: str) -> Table:
         """The table as of the metadata file at ``location``, parsed once per file."""
         metadata = self._parsed.get(location)
         if metadata is None:
@@ -221,7 +221,7 @@ class RecordingSqlCatalog(SqlCatalog):  # type: ignore[misc]
 
     def metadata_at(self, location: str) -> TableMetadata:
         """The table metadata in the file at ``location`` (parsed once per file)."""
-        return self._table_at(("_",), location).metadata
+        return self.table_at(("_",), location).metadata
 
     def commit_table(
         self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]

@@ -218,7 +218,9 @@ class TableService:
         self._pinned_files = snapshot_files.SHARED  # planned file lists, shared in the process
         self._recent_deltas = RecentDeltas()
         # name -> (newest commit seen, newest catalog commit seen, table) when it was loaded
-        self._loaded: dict[str, tuple[int, int, Table]] = {}
+        self._loaded: dict[
+            str, tuple[int, int, Table, int]
+        ] = {}  # name: (seen, catalog seen, table, table id)
         self._arrow_schemas: dict[tuple[str, int], pa.Schema] = {}
         # How a write opens its transaction (a benchmark compares PyIceberg's own).
         self.new_transaction: Callable[[Table], Transaction] = transaction
@@ -943,20 +945,35 @@ class TableService:
         if fresh:
             self.commit_log.latest_sequence()
         record = self._require(name)
-        seen = self.commit_log.newest_seen(record.name)
+        newest = self.commit_log.newest_seen(record.name)
+        seen = newest.seq if newest is not None else None
         # A schema change (another engine's rename) is a catalog commit that records no commit.
         catalog_seen = self.commit_log.catalog_seen(record.name)
         loaded = self._loaded.get(record.name)
         if not fresh and loaded is not None and seen is not None and loaded[:2] == (seen, catalog_seen):
             return record.name, record, loaded[2]
         try:
-            table = self.catalog.load_table(record.name)
+            if (
+                not fresh
+                and loaded is not None
+                and newest is not None
+                and newest.metadata_location
+                and newest.table_id == record.table_id == loaded[3]
+                and catalog_seen < newest.seq
+            ):
+                # The newest commit seen set the catalog's pointer last (no schema change
+                # after it): its metadata file, under the name the catalog spells (as loaded
+                # before), without the catalog's query for the pointer (a maintenance run
+                # after each load opens the table once so).
+                table = self.catalog.table_at(loaded[2].name(), newest.metadata_location)
+            else:
+                table = self.catalog.load_table(record.name)
         except NoSuchTableError as exc:
             raise TableNotFoundError(record.name) from exc
         except FileNotFoundError as exc:
             raise WarehouseMismatchError(record.name, str(exc)) from exc
         if seen is not None:
-            self._loaded[record.name] = (seen, catalog_seen, table)
+            self._loaded[record.name] = (seen, catalog_seen, table, record.table_id)
         return record.name, record, table
 
     def _commit_at(self, name: str, sequence: int | None) -> CommitRecord:

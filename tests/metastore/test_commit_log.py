@@ -34,7 +34,11 @@ def test_commit_log_matches_the_database_before_and_after_new_commits(svc: Sketc
             for table in (a, b, None):
                 expected = _uncached(log).commits(table, after_seq=after, until_seq=until)
                 assert log.commits(table, after_seq=after, until_seq=until) == expected, (table, after, until)
-    assert log.newest_seen(a) == later[-1] and log.newest_seen(b) == later[2]
+    newest_a, newest_b = log.newest_seen(a), log.newest_seen(b)
+    assert newest_a is not None and newest_a.seq == later[-1]
+    assert newest_b is not None and newest_b.seq == later[2]
+    # Each commit knows the metadata file its pointer change set: the table's current one.
+    assert newest_a.metadata_location == svc.tables.catalog.load_table(a).metadata_location
 
 
 def test_a_name_dropped_and_created_again_has_the_new_tables_history_only(

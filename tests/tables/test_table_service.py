@@ -335,6 +335,47 @@ def test_commits_by_another_service_are_seen_by_the_next_read(svc: SketchService
     assert elsewhere.tables.delta(name, sequence, delta).deleted.num_rows == 5
 
 
+def test_a_table_is_opened_at_a_new_commit_from_its_metadata_file_without_the_catalog(
+    svc: SketchService, ns: str
+) -> None:
+    """The commit log knows the metadata file each commit's pointer change set: a table loaded
+    before is opened at a newer commit (this service's or another's) from that file, with no
+    catalog query for the pointer; a schema change after it (a catalog commit that records no
+    table commit) is read through the catalog."""
+    name = f"{ns}.r"
+    svc.tables.create(name, rows(500), sort_by=["key"])
+    svc.tables.pin(name)
+    elsewhere = SketchService(svc.settings, svc.engine, svc.catalog, svc.spark)  # its own caches
+    loads: list[str] = []
+    catalog = svc.tables.catalog
+    load_table = catalog.load_table
+
+    def counted(identifier: Any) -> Any:
+        loads.append(str(identifier))
+        return load_table(identifier)
+
+    catalog.load_table = counted  # type: ignore[method-assign]
+    try:
+        for write in (
+            lambda: elsewhere.tables.append(name, rows(10, start=90_000)),
+            lambda: svc.tables.delete(name, "key < 5"),
+        ):
+            sequence = write()
+            loads.clear()  # the writer's own loads (the catalog is shared): a write loads afresh
+            pinned = svc.tables.pin(name)
+            assert pinned.sequence == sequence and loads == [], "opened from the commit's metadata file"
+            opened = svc.tables._open(name)[2]
+            assert opened.metadata_location == load_table(name).metadata_location
+            assert opened.name() == load_table(name).name()
+        assert svc.tables.read_arrow(name).num_rows == 505
+        elsewhere.tables.evolve_schema(name, add={"extra": pa.int64()})
+        loads.clear()
+        svc.tables.pin(name)
+        assert "extra" in svc.tables.schema(name).names and loads == [name]
+    finally:
+        del catalog.load_table
+
+
 def run_threads(bodies: list[Callable[[], object]]) -> None:
     errors: list[BaseException] = []
 
