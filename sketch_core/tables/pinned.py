@@ -54,8 +54,11 @@ class DataFiles(tuple[DataFileInfo, ...]):
         """These files less the ``removed`` paths, plus ``added``; still sorted by path, without
         sorting the ones kept again (a commit changes a few files of many)."""
         added = list(added)
-        files = [f for f in self if f.path not in removed] if removed else list(self)
-        gone = [f for f in self if f.path in removed] if removed else []
+        files, gone = list(self), []
+        for path in removed:  # found by bisection: a pass over every file costs ~1 ms at 1,300
+            at = bisect.bisect_left(files, path, key=_path)
+            if at < len(files) and files[at].path == path:
+                gone.append(files.pop(at))
         for info in added:
             bisect.insort(files, info, key=_path)
         after = DataFiles(files)
