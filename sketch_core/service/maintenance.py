@@ -14,6 +14,7 @@ from pyroaring import BitMap
 
 from sketch_core import faults
 from sketch_core.algebra.query_text import referenced_tables
+from sketch_core.background import Background
 from sketch_core.costs.choose import Choice, Situation, choose, stateless_choice
 from sketch_core.costs.model import CostModel
 from sketch_core.errors import (
@@ -237,11 +238,18 @@ class Maintainer:
                 self.checks.check(name, record, submitted.target)  # a job would only fail on it
                 return self.jobs.maintain(submitted, strategy)
             plan = submitted
+        # The commit log is brought up to date while the lock is taken: two round trips at once.
+        latest = Background(self.context.latest_sequence, "sketch-refresh") if target is None else None
         with self.context.coordinated_reading(name, "a maintenance run", wait_seconds) as (
             waited,
             definition,
             record,
         ):
+            if latest is not None and not waited:
+                # The newest commit as the lock was taken, unless the run that held it moved the
+                # sketch past it (then, as after a wait, the plan asks again).
+                refreshed = latest.result()
+                target = refreshed if refreshed >= record.sequence else None
             run = self._run_maintenance(definition, record, strategy, target, context, plan)
         if waited and run.strategy == "none":
             log.info(
