@@ -116,6 +116,11 @@ _TARGET_PROPERTY = "write.target-file-size-bytes"
 # How far back a pin looks for an already-planned ancestor to derive its files from; each
 # step reads that snapshot's new manifests, so past this a full plan is as cheap.
 _DERIVE_MAX_SNAPSHOTS = 16
+# An append of at most this many rows also records them as written (as a delete or an overwrite
+# records the rows it changes): maintenance reads a small append's rows from that Arrow file, not
+# by decoding its Parquet files (~2 ms of a ~15 ms warm run at 1,000 rows). Bigger appends are
+# read from their files, which stores them once.
+RECORDED_APPEND_ROWS = 100_000
 
 
 def _pause_before_retry(attempt: int) -> None:
@@ -336,7 +341,10 @@ class TableService:
         arrow = sort_rows(conform(to_arrow(data), table.schema().as_arrow(), name), record.sort_by)
         if arrow.num_rows == 0:
             return self._latest_seq(name)
-        return self._commit(name, "append", arrow.num_rows, lambda txn: self._append_in_files(txn, arrow))
+        recorded = (lambda _: {"inserted": arrow}) if arrow.num_rows <= RECORDED_APPEND_ROWS else None
+        return self._commit(
+            name, "append", arrow.num_rows, lambda txn: self._append_in_files(txn, arrow), recorded
+        )
 
     def delete(self, name: str, predicate: str) -> int:
         """Delete the rows of ``name`` matching ``predicate`` (a Spark SQL boolean expression
@@ -820,7 +828,14 @@ class TableService:
             if commit.operation == "replace":  # rewritten files, the same rows: nothing changed
                 previous = current
                 continue
-            if commit.operation in ("create", "append"):
+            written = (
+                self.recorded_rows.read(after.table, commit.seq, "inserted")
+                if commit.operation == "append"
+                else None
+            )
+            if written is not None:  # a small append's rows, as recorded
+                inserted.append(restrict(written, after.schema, columns, row_filter))
+            elif commit.operation in ("create", "append"):
                 added = recorded_added_paths(commit.files)
                 appeared = current.files.with_paths(added) if added is not None else []
                 if added is None or len(appeared) != len(added):

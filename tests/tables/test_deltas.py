@@ -126,8 +126,8 @@ def test_append_delete_and_update_each_give_their_rows(svc: SketchService, ns: s
                 delta.inserted_rows,
                 delta.deleted_rows,
             )
-        if delta.kind == "insert":  # only the appended file is read, not the table
-            assert result.files_read == 1 < len(svc.tables.pin(name, current).files)
+        if delta.kind == "insert":  # a small append's rows come from its record: no file read
+            assert result.files_read == 0
         previous = current
 
 
@@ -153,7 +153,7 @@ def test_reinserting_deleted_rows_is_an_empty_delta(svc: SketchService, ns: str)
     svc.tables.delete(name, "key < 50")
     end = svc.tables.append(name, data.filter(pc.less(data.column("key"), 50)))
     delta = svc.tables.delta(name, start, end)
-    assert delta.is_empty and delta.files_read > 0
+    assert delta.is_empty
     assert svc.tables.delta(name, end, end).is_empty
 
 
@@ -255,8 +255,34 @@ def test_recorded_rows_make_deletes_cheap_and_missing_records_fall_back(svc: Ske
     end = generator.inserts(5).apply(svc.tables)
     recorded = svc.tables.delta(name, start, end)
     assert_matches_oracle(svc, recorded, start, end)
-    assert recorded.files_read == 1, "only the appended file is read; deletes come from their records"
+    assert recorded.files_read == 0, "every commit's rows come from its record"
+    appended = svc.tables.recorded_rows.root / name / f"{end}.inserted.arrow"
+    appended.unlink()  # the append as another writer's: its rows are read from its file
+    read_appended = svc.tables.delta(name, start, end)
+    assert_matches_oracle(svc, read_appended, start, end)
+    assert read_appended.files_read == 1, "only the appended file is read; deletes come from their records"
     shutil.rmtree(svc.tables.recorded_rows.root / name)  # as if another tool had written them
     compared = svc.tables.delta(name, start, end)
     assert_matches_oracle(svc, compared, start, end)
-    assert compared.files_read > recorded.files_read
+    assert compared.files_read > read_appended.files_read
+
+
+def test_only_small_appends_record_their_rows(
+    svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append up to RECORDED_APPEND_ROWS rows is also kept as written, and its delta read from
+    that; a bigger one is stored once, in its files, and its delta read from them."""
+    from sketch_core.tables import service as service_module
+
+    name = f"{ns}.r"
+    start = svc.tables.create(name, synthetic_table(500, 10, seed=21), sort_by=["key"])
+    monkeypatch.setattr(service_module, "RECORDED_APPEND_ROWS", 5)
+    small = svc.tables.append(name, synthetic_table(5, 10, seed=22, key_start=10_000))
+    big = svc.tables.append(name, synthetic_table(6, 10, seed=23, key_start=20_000))
+    records = svc.tables.recorded_rows.root / name
+    assert (records / f"{small}.inserted.arrow").exists()
+    assert not (records / f"{big}.inserted.arrow").exists()
+    for before, after, files in ((start, small, 0), (small, big, 1), (start, big, 1)):
+        delta = svc.tables.delta(name, before, after)
+        assert_matches_oracle(svc, delta, before, after)
+        assert delta.files_read == files
