@@ -36,9 +36,10 @@ DELTA_SIZES = (10, 100, 1000)
 KINDS = ("insert", "delete", "mixed")
 FRAGMENTS = 1000
 # Warm incremental runs take 10 to 50 ms, where one slow spell of the machine doubles a single
-# timing: each cell's figure is the median of this many runs, each over a fresh delta of the
-# cell's kind and size (the recapture, seconds long, is timed once, after the last).
-WARM_RUNS = 3
+# timing (of three runs, one took 23 ms where fifteen alike had a 14-18 ms median): each cell's
+# figure is the median of this many runs, each over a fresh delta of the cell's kind and size
+# (the recapture, seconds long, is timed once, after the last).
+WARM_RUNS = 5
 
 
 @dataclass
