@@ -68,8 +68,8 @@ class HeldLock:
         saves the round trips of a pooled connection's transaction and of the unlock.
 
         On an error nothing after the statement ran: its transaction is rolled back and the
-        lock is still held (released as usual), unless the session itself is gone (then so is
-        the lock). The driver's exception propagates."""
+        lock is still held (released as usual), unless the session itself is gone or cannot roll
+        back (then it is ended, and the lock with it). The driver's exception propagates."""
         raw = self.connection.connection.dbapi_connection
         assert raw is not None, "the lock's connection is open while it is held"
         release = self.depth == 1
@@ -82,14 +82,23 @@ class HeldLock:
                     raw.execute(_RAW_UNLOCK, (WORK_LOCK_CLASS, self.name))
             row = cursor.fetchone()
         except Exception:
-            if raw.closed or raw.broken:
-                self.released = True  # the session ended, and its lock with it
-                self.connection.invalidate()
-            else:
-                raw.execute("ROLLBACK")
+            if not (raw.closed or raw.broken) and _rolled_back(raw, self.name):
+                raise  # the lock is still held: released as usual when the block ends
+            self.released = True  # the session ended (or ends here), and its lock with it
+            self.connection.invalidate()
             raise
         self.released = release
         return row
+
+
+def _rolled_back(raw: Any, name: str) -> bool:
+    """Whether the failed transaction on the lock's session ``raw`` could be rolled back."""
+    try:
+        raw.execute("ROLLBACK")
+    except Exception as exc:
+        log.warning("the work lock's session of %s could not roll back (%s): ending it", name, exc)
+        return False
+    return True
 
 
 class WorkLocks:
