@@ -166,6 +166,34 @@ def _identity_codes(column: pa.ChunkedArray) -> list[pa.Array | pa.ChunkedArray]
     return [pc.dictionary_encode(column).combine_chunks().indices]
 
 
+# How many columns the bag difference probes for one whose values the two sides do not share.
+_DISJOINT_PROBES = 3
+
+
+def _no_value_shared(added: pa.Table, removed: pa.Table) -> bool:
+    """Whether some column holds no value (NULL included) on both sides: then no row of one
+    equals a row of the other. A membership test per column probed (~0.05 ms at 500 rows a
+    side) against the grouping of every row (~0.8 ms). Flat columns only, compared as Arrow
+    hashes them, as the grouping's dictionary codes do."""
+    probed = 0
+    for name in added.column_names:
+        kind = added.schema.field(name).type
+        if pa.types.is_nested(kind) or isinstance(kind, pa.BaseExtensionType) or pa.types.is_dictionary(kind):
+            continue
+        try:
+            shared = pc.is_in(
+                added.column(name), value_set=removed.column(name).combine_chunks(), skip_nulls=False
+            )
+        except pa.ArrowNotImplementedError:
+            continue
+        if not pc.any(shared).as_py():
+            return True
+        probed += 1
+        if probed == _DISJOINT_PROBES:
+            return False
+    return False
+
+
 def bag_difference(added: pa.Table, removed: pa.Table) -> tuple[pa.Table, pa.Table]:
     """(added - removed, removed - added) as bags of rows over the same schema.
 
@@ -174,7 +202,10 @@ def bag_difference(added: pa.Table, removed: pa.Table) -> tuple[pa.Table, pa.Tab
     """
     if removed.num_rows == 0 or added.num_rows == 0:
         return added, removed
-    both = pa.concat_tables([added, removed.cast(added.schema)])
+    removed = removed.cast(added.schema)
+    if _no_value_shared(added, removed):  # no row can cancel (an overwrite's new and old rows)
+        return added, removed
+    both = pa.concat_tables([added, removed])
     keys = {
         f"k{i}_{j}": codes
         for i in range(both.num_columns)

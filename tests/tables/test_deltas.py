@@ -104,6 +104,44 @@ class TestBagDifference:
         assert inserted.column("k").to_pylist() == [2] and deleted.column("k").to_pylist() == [2]
         assert inserted.column("u").type == pa.uuid()
 
+    @pytest.mark.parametrize("seed", range(30))
+    def test_sides_that_share_no_value_of_a_column_are_returned_as_they_are(self, seed: int) -> None:
+        """A column whose values the sides do not share means no row cancels (an overwrite's
+        new rows and its old ones): returned without grouping, the same bags as grouping gives,
+        over sides that share values in some columns, all, or none."""
+        rng = np.random.default_rng(seed)
+
+        def side(n: int, offset: int) -> pa.Table:
+            pool = [None, 0.5, float("nan"), 2.0]
+            return pa.table(
+                {
+                    "small": pa.array(rng.integers(0, 3, n) + offset * rng.integers(0, 2), pa.int64()),
+                    "x": pa.array([pool[i] for i in rng.integers(0, 4, n)], pa.float64()),
+                    "s": pa.array([f"v{i}" for i in rng.integers(0, 4, n) + offset * 10]),
+                    "l": pa.array([[int(i)] for i in rng.integers(0, 2, n)], pa.list_(pa.int64())),
+                }
+            )
+
+        def rows(table: pa.Table) -> Counter[tuple[Any, ...]]:  # lists as tuples, NaN as one value
+            return Counter(
+                tuple(
+                    tuple(v)
+                    if isinstance(v, list)
+                    else "NaN"
+                    if isinstance(v, float) and math.isnan(v)
+                    else v
+                    for v in row.values()
+                )
+                for row in table.to_pylist()
+            )
+
+        added = side(int(rng.integers(1, 30)), 0)
+        removed = side(int(rng.integers(1, 30)), int(rng.integers(0, 2)))
+        inserted, deleted = bag_difference(added, removed)
+        assert rows(inserted) == rows(added) - rows(removed)
+        assert rows(deleted) == rows(removed) - rows(added)
+        assert inserted.schema == added.schema
+
     def test_one_side_empty_returns_the_other_unchanged(self) -> None:
         rows = pa.table({"k": [3, 1, 2]})
         assert bag_difference(rows, rows.slice(0, 0)) == (rows, rows.slice(0, 0))
