@@ -26,7 +26,7 @@ evaluate them before and after (``_Window``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -119,6 +119,8 @@ class _Context:
     deltas: Mapping[str, RowDelta]
     reader: Reader = field(default=_no_reader)
     blooms: bool = True  # probe join deltas against Bloom filters of the other side (IMP 9.4.1)
+    # id()s of the selections whose delta rows all passed them already (see delta_filters)
+    passed: frozenset[int] = frozenset()
 
 
 def _keep_keys(rows: AnnotatedDelta, keys: KeyValues | None) -> AnnotatedDelta:
@@ -190,6 +192,8 @@ class _Select(_Node):
         self.condition = stateless.selection(node.condition, remote, ansi)
 
     def process(self, ctx: _Context) -> AnnotatedDelta:
+        if id(self) in ctx.passed:  # its scan's delta was read through this very condition
+            return self.child.process(ctx)
         return stateless.select(self.child.process(ctx), self.condition)
 
     def current(self, ctx: _Context, keys: KeyValues | None) -> AnnotatedDelta:
@@ -961,10 +965,12 @@ class Frontier:
     arrays: bool = False  # the aggregation keeps its state in arrays (count, sum, avg)
 
 
-def _source_condition(scan: _Scan, condition: exp.Expr, ansi: bool) -> pc.Expression | None:
-    """The conjuncts of ``condition`` over the scan's source columns, as an Arrow filter."""
+def _source_condition(scan: _Scan, condition: exp.Expr, ansi: bool) -> tuple[pc.Expression | None, bool]:
+    """The conjuncts of ``condition`` over the scan's source columns, as an Arrow filter, and
+    whether that is all of them (then the filter is the condition itself)."""
     translate = ExpressionTranslator(scan.table_schema, ansi)
     parts = []
+    every = True
     for conjunct in conjuncts(condition):
         renamed = conjunct.transform(
             lambda n: column(scan.source_of[n.name]) if isinstance(n, exp.Column) else n
@@ -972,13 +978,13 @@ def _source_condition(scan: _Scan, condition: exp.Expr, ansi: bool) -> pc.Expres
         try:
             parts.append(translate(renamed))
         except UnsupportedQueryError:
-            continue  # a weaker filter is still exact: the selection runs again on the rows read
+            every = False  # a weaker filter is still exact: the selection runs again on the rows read
     if not parts:
-        return None
+        return None, False
     combined = parts[0]
     for part in parts[1:]:
         combined = combined & part
-    return pc.Expression._call("coalesce", [combined, pc.scalar(False)])
+    return pc.Expression._call("coalesce", [combined, pc.scalar(False)]), every
 
 
 class IncrementalSketch:
@@ -1017,6 +1023,7 @@ class IncrementalSketch:
         self._joins: list[_Join] = []  # in build order: their filters' state files
         self._scans: list[_Scan] = []
         self._scan_filters: dict[int, exp.Expr] = {}  # id(scan node) -> the selection right above
+        self._scan_selections: dict[int, _Select] = {}  # id(scan node) -> that selection
         # Shown-only outputs of the result (a ROUND of an aggregate) decide no row: not computed.
         self.root = self._build(prune_outputs(plan))
         self.merge = MergeState(dict(self._tables))
@@ -1043,9 +1050,10 @@ class IncrementalSketch:
             if (shape := top_rows(node)) is not None:  # (the window below is built next)
                 self._top[id(shape.window)] = shape.limit
             child = self._build(node.child)
+            selection = _Select(node, child, self.remote, self.ansi)
             if isinstance(child, _Scan):
                 self._scan_filters[id(child)] = node.condition
-            selection = _Select(node, child, self.remote, self.ansi)
+                self._scan_selections[id(child)] = selection
             self._filter_window_rows(node.condition, child)
             return self._noted(selection, selection.condition, child.schema)
         if isinstance(node, Project):
@@ -1318,10 +1326,11 @@ class IncrementalSketch:
         partials: Mapping[int, Partials],
         deltas: Mapping[str, RowDelta],
         reader: Reader | None = None,
+        filtered: Collection[str] = (),
     ) -> SketchDelta:
         """Initialize from the empty database to a snapshot: the frontier aggregations (by
         index) from their partial aggregates over the snapshot, every other scan from
-        ``deltas`` (the whole tables of :meth:`tables_outside`).
+        ``deltas`` (the whole tables of :meth:`tables_outside`; ``filtered``: see :meth:`apply`).
 
         Equally, advance by one batch whose frontier deltas were summarized elsewhere: then
         ``partials`` are over the subtrees' deltas (a signed sum, :func:`.partials.combined`) and
@@ -1338,16 +1347,25 @@ class IncrementalSketch:
                 if any(join is inner for inner in under) and join.blooms != [None, None]:
                     join.blooms = [None, None]
                     self.blooms_dropped = True
-        return self.apply(deltas, reader)
+        return self.apply(deltas, reader, filtered=filtered)
 
     def apply(
-        self, deltas: Mapping[str, RowDelta], reader: Reader | None = None, *, blooms: bool = True
+        self,
+        deltas: Mapping[str, RowDelta],
+        reader: Reader | None = None,
+        *,
+        blooms: bool = True,
+        filtered: Collection[str] = (),
     ) -> SketchDelta:
         """Process one batch of table deltas (keys: table names); returns the sketch delta.
 
         ``reader`` reads a table at the snapshot the deltas lead to; joins need it.
-        ``blooms=False`` sends every join delta row to that read (for measuring IMP 9.4.1)."""
-        ctx = _Context({t.lower(): d for t, d in deltas.items()}, reader or _no_reader, blooms)
+        ``blooms=False`` sends every join delta row to that read (for measuring IMP 9.4.1).
+        ``filtered``: the tables whose deltas hold only rows that pass :meth:`delta_filters`'
+        filter (a selection that filter is the whole of is not evaluated again)."""
+        deltas = {t.lower(): d for t, d in deltas.items()}
+        passed = frozenset(id(s) for t, s in self._whole_filters.items() if t in filtered and t in deltas)
+        ctx = _Context(deltas, reader or _no_reader, blooms, passed)
         return self.merge.apply(self.root.process(ctx))
 
     def sketch(self) -> dict[str, set[int]]:
@@ -1365,18 +1383,32 @@ class IncrementalSketch:
         the selection changes nothing, so it need not be read. The filter is the selection's
         conjuncts that Arrow can evaluate on the table's own columns; a table read by several
         scans gets the OR of theirs, and none if any of its scans is unfiltered."""
-        filters: dict[str, pc.Expression | None] = {}
+        return {t: f for t, (f, _) in self._scan_conditions.items() if f is not None}
+
+    @functools.cached_property
+    def _scan_conditions(self) -> dict[str, tuple[pc.Expression | None, _Select | None]]:
+        """Per table, its delta filter (None: none) and, when that filter is the whole
+        condition of the selection right above the table's only scan, that selection."""
+        filters: dict[str, tuple[pc.Expression | None, _Select | None]] = {}
         for scan in self._scans:
             table = scan.node.table
             condition = self._scan_filters.get(id(scan))
-            own = _source_condition(scan, condition, self.ansi) if condition is not None else None
-            if table in filters and (filters[table] is None or own is None):
-                filters[table] = None
+            own, every = (
+                _source_condition(scan, condition, self.ansi) if condition is not None else (None, False)
+            )
+            whole = self._scan_selections[id(scan)] if every else None
+            if table in filters and (filters[table][0] is None or own is None):
+                filters[table] = (None, None)
             elif table in filters:
-                filters[table] = filters[table] | own  # type: ignore[operator]
+                filters[table] = (filters[table][0] | own, None)  # type: ignore[operator]
             else:
-                filters[table] = own
-        return {t: f for t, f in filters.items() if f is not None}
+                filters[table] = (own, whole)
+        return filters
+
+    @functools.cached_property
+    def _whole_filters(self) -> dict[str, _Select]:
+        """The tables whose delta filter is the whole selection above their only scan."""
+        return {t: s for t, (_, s) in self._scan_conditions.items() if s is not None}
 
     def columns_read(self) -> dict[str, set[str]]:
         """Per table, the columns the plan reads (its partition attribute included): a delta

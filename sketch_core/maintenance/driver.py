@@ -149,7 +149,7 @@ def build_engine(
         pin = pins[table]
         rows = read_files(pin.files, pin.schema, sorted(columns[table]), filters.get(table))
         everything[table] = RowDelta(rows, rows.schema.empty_table())
-    engine.load(partials, everything, pinned_reader(pins))
+    engine.load(partials, everything, pinned_reader(pins), filtered=filters.keys())
     return MaintainedSketch(engine, sequence, tuple(sorted(names)))
 
 
@@ -196,8 +196,8 @@ def advance(
         partials = summarize(frontier, before, pins, changed)
         outside = sketch.engine.tables_outside(frontier)
         rest = {t: d for t, d in changed.items() if t in outside}
-        result = sketch.engine.load(partials, rest, reader)
+        result = sketch.engine.load(partials, rest, reader, filtered=filters.keys())
     else:
-        result = sketch.engine.apply(changed, reader, blooms=blooms)
+        result = sketch.engine.apply(changed, reader, blooms=blooms, filtered=filters.keys())
     sketch.sequence = to_sequence
     return result, sum(d.row_count for d in deltas.values()), pins

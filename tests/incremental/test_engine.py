@@ -439,6 +439,37 @@ def test_delta_filters_come_from_selections_right_above_every_scan() -> None:
     assert new_sketch(QUERIES["having_sum"][0], "id").delta_filters() == {}
 
 
+def test_a_delta_read_through_the_whole_selection_is_not_selected_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows read through :meth:`delta_filters`' filter pass the selection it was made from:
+    a table named ``filtered`` skips that selection (one evaluation fewer per run), with the
+    same sketch as the oracle's. Two scans of one table (a filter that is the OR of theirs)
+    evaluate their selections still. (Each query has a HAVING selection besides.)"""
+    evaluated: list[int] = []
+    select = engine_module.stateless.select
+
+    def counted(rows: object, condition: object) -> object:
+        evaluated.append(1)
+        return select(rows, condition)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine_module.stateless, "select", counted)
+    rng = np.random.default_rng(11)
+    current = rows(rng, np.arange(300))
+    for name, attribute in (("having_count", "v"), ("union", "id")):
+        sql = QUERIES[name][0]
+        sketch = new_sketch(sql, attribute)
+        read = current.filter(sketch.delta_filters()["t.facts"])
+        evaluated.clear()
+        sketch.apply({"t.facts": RowDelta(read, SCHEMA.empty_table())}, filtered={"t.facts"})
+        assert sketch.sketch()["t.facts"] == oracle(sql, attribute, current)
+        assert len(evaluated) == (1 if name == "having_count" else 3)
+        unsaid = new_sketch(sql, attribute)
+        evaluated.clear()  # not said to be filtered: evaluated
+        unsaid.apply({"t.facts": RowDelta(read, SCHEMA.empty_table())})
+        assert len(evaluated) == (2 if name == "having_count" else 3)
+
+
 def test_a_window_whose_rows_carry_too_many_fragments_is_refused_unless_a_filter_drops_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
