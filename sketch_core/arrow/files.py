@@ -7,13 +7,19 @@ from pathlib import Path
 import pyarrow as pa
 
 
-def write_arrow(path: Path, table: pa.Table) -> None:
-    """Write ``table`` whole or not at all: a partial file is renamed into place at the end."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+def write_arrow(path: Path, table: pa.Table, *, in_place: bool = False) -> None:
+    """Write ``table`` whole or not at all: a partial file is renamed into place at the end.
+    ``in_place``: written under its own name, in a directory that exists already (one nobody
+    reads before the writer says it is complete)."""
+    if in_place:
+        target = path
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        target = path.with_suffix(".partial")
+    with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
-    partial.rename(path)
+    if not in_place:
+        target.rename(path)
 
 
 def read_arrow(path: Path) -> pa.Table:

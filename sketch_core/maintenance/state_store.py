@@ -62,7 +62,9 @@ class StateStore:
         directory = self.root / state_directory_name(sketch) / uuid.uuid4().hex
         directory.mkdir(parents=True)
         for name, table in tables.items():
-            write_arrow(directory / f"{name}.arrow", table)
+            # In place: no version refers to the new directory (nor reads it) until it is
+            # published, after its manifest is written, last.
+            write_arrow(directory / f"{name}.arrow", table, in_place=True)
         manifest = {
             "format": STATE_FORMAT,
             "files": sorted(tables),

@@ -90,6 +90,8 @@ def read_files(
     """The rows of ``files`` (in order), as ``schema`` (or its ``columns``), filtered by
     ``row_filter``; Parquet skips the row groups whose statistics rule the filter out."""
     target = _projected(schema, columns)
+    if not files:  # (every delta composes its sides onto an empty one)
+        return target.empty_table()
     # Columns stored under other names than the table's (see file_columns) are found by field
     # id, which a filtered dataset read cannot do: such files are read whole.
     by_name = stored_as_named(target)
