@@ -1022,8 +1022,7 @@ class IncrementalSketch:
         self._stateful: list[_Aggregate | _TopK] = []  # in build order: the state files' order
         self._joins: list[_Join] = []  # in build order: their filters' state files
         self._scans: list[_Scan] = []
-        self._scan_filters: dict[int, exp.Expr] = {}  # id(scan node) -> the selection right above
-        self._scan_selections: dict[int, _Select] = {}  # id(scan node) -> that selection
+        self._scan_selections: dict[int, _Select] = {}  # id(scan node) -> the selection right above
         # Shown-only outputs of the result (a ROUND of an aggregate) decide no row: not computed.
         self.root = self._build(prune_outputs(plan))
         self.merge = MergeState(dict(self._tables))
@@ -1052,7 +1051,6 @@ class IncrementalSketch:
             child = self._build(node.child)
             selection = _Select(node, child, self.remote, self.ansi)
             if isinstance(child, _Scan):
-                self._scan_filters[id(child)] = node.condition
                 self._scan_selections[id(child)] = selection
             self._filter_window_rows(node.condition, child)
             return self._noted(selection, selection.condition, child.schema)
@@ -1392,11 +1390,13 @@ class IncrementalSketch:
         filters: dict[str, tuple[pc.Expression | None, _Select | None]] = {}
         for scan in self._scans:
             table = scan.node.table
-            condition = self._scan_filters.get(id(scan))
+            selection = self._scan_selections.get(id(scan))
             own, every = (
-                _source_condition(scan, condition, self.ansi) if condition is not None else (None, False)
+                _source_condition(scan, selection.node.condition, self.ansi)
+                if selection is not None
+                else (None, False)
             )
-            whole = self._scan_selections[id(scan)] if every else None
+            whole = selection if every else None
             if table in filters and (filters[table][0] is None or own is None):
                 filters[table] = (None, None)
             elif table in filters:
