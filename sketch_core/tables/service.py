@@ -222,10 +222,9 @@ class TableService:
         self.file_cache = FileCache(settings.file_cache_bytes) if settings.file_cache_bytes else None
         self._pinned_files = snapshot_files.SHARED  # planned file lists, shared in the process
         self._recent_deltas = RecentDeltas()
-        # name -> (newest commit seen, newest catalog commit seen, table) when it was loaded
-        self._loaded: dict[
-            str, tuple[int, int, Table, int]
-        ] = {}  # name: (seen, catalog seen, table, table id)
+        # name -> (newest commit seen, newest catalog commit seen, table, its table id) when it
+        # was loaded
+        self._loaded: dict[str, tuple[int, int, Table, int]] = {}
         self._arrow_schemas: dict[tuple[str, int], pa.Schema] = {}
         # How a write opens its transaction (a benchmark compares PyIceberg's own).
         self.new_transaction: Callable[[Table], Transaction] = transaction
