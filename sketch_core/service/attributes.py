@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,16 @@ from sketch_core.analysis.safety import (
     group_by_attributes,
     ordering_attributes,
 )
+from sketch_core.attribute_choice.bounds import top_k_bound
 from sketch_core.attribute_choice.candidates import columns_read, table_candidates
 from sketch_core.attribute_choice.estimation import DEFAULT_REPLICATES, Estimation
-from sketch_core.attribute_choice.layout import files_read_on, reads_every_file, skips_files
+from sketch_core.attribute_choice.layout import (
+    LayoutPick,
+    files_read_on,
+    pick_by_layout,
+    reads_every_file,
+    skips_files,
+)
 from sketch_core.attribute_choice.local_plan import evaluate_plan
 from sketch_core.attribute_choice.query import (
     AttributeEstimates,
@@ -36,7 +44,12 @@ from sketch_core.attribute_choice.query import (
 )
 from sketch_core.attribute_choice.shape import aggregation_shape
 from sketch_core.attribute_choice.store import StoredSample
-from sketch_core.attribute_choice.strategies import TableCandidates, heuristic_fallbacks, preferences
+from sketch_core.attribute_choice.strategies import (
+    COST_BASED,
+    TableCandidates,
+    heuristic_fallbacks,
+    preferences,
+)
 from sketch_core.errors import NoSafeAttributeError, QueryError, UnsafeAttributeError, UnsupportedQueryError
 from sketch_core.partitions import RangePartition
 from sketch_core.partitions.local import range_partitionable
@@ -153,15 +166,7 @@ class AttributeChooser:
             return AttributeEstimates(candidates, refused, None, reason=shape, tables=tables)
         positive = {scan.table for scan in positive_scans(plan)}
         fact = max(sorted(positive), key=lambda t: pins[t].record_count)
-        stored_ids = {table: self.context.sketches.partition_ids(table, fragments) for table in candidates}
-
-        def partition_of(table: str, attribute: str) -> RangePartition | None:
-            found = stored_ids.get(table, {}).get(attribute)
-            return None if found is None else self.context.partitions.get(found)[1]
-
-        def fragment_count(table: str, attribute: str) -> int:
-            stored_partition = partition_of(table, attribute)
-            return stored_partition.fragment_count if stored_partition is not None else fragments
+        partition_of, fragment_count = self._stored_partitions(candidates, fragments)
 
         # The sampled table's candidates that the query does not read and whose sketch reads
         # every file are never estimated: the sample is drawn without their columns (decoding
@@ -239,6 +244,84 @@ class AttributeChooser:
             files_read=files_read,
             deferred=deferred,
         )
+
+    def _stored_partitions(
+        self, tables: Iterable[str], fragments: int
+    ) -> tuple[Callable[[str, str], RangePartition | None], Callable[[str, str], int]]:
+        """The stored partition of a table on an attribute at ``fragments`` (None: none yet), and
+        the fragments a sketch on it gets (the stored partition's, else ``fragments``)."""
+        stored_ids = {table: self.context.sketches.partition_ids(table, fragments) for table in tables}
+
+        def partition_of(table: str, attribute: str) -> RangePartition | None:
+            found = stored_ids.get(table, {}).get(attribute)
+            return None if found is None else self.context.partitions.get(found)[1]
+
+        def fragment_count(table: str, attribute: str) -> int:
+            stored_partition = partition_of(table, attribute)
+            return stored_partition.fragment_count if stored_partition is not None else fragments
+
+        return partition_of, fragment_count
+
+    def _by_layout(
+        self,
+        plan: Relation,
+        pins: Mapping[str, PinnedSnapshot],
+        statistics: Statistics,
+        fragments: int,
+        sketched: Sequence[str],
+        strategy: str,
+    ) -> tuple[dict[str, list[str]], AttributeEstimates, AttributeChoice] | None:
+        """The cost-based choice without a sample, where the tables' files settle it: each
+        table's candidate on which its files hold disjoint ranges reads the fewest files
+        (:func:`~sketch_core.attribute_choice.layout.pick_by_layout`), for a top-k report whose
+        plan bounds its sketches (:mod:`~sketch_core.attribute_choice.bounds`). None where some
+        table's choice needs the estimates (or a pick is unsafe): drawing the sample is most of
+        a first capture's cost of choosing (at TPC-H SF10, 4 s of Q3's 11 s)."""
+        bound = top_k_bound(plan)
+        if bound is None:
+            return None
+        tables, _ = table_candidates(
+            plan, {t: _attributes(pin) for t, pin in pins.items()}, self.sort_keys(pins), lambda t, a: None
+        )
+        _, fragment_count = self._stored_partitions(sketched, fragments)
+        kind = strategy.removeprefix("cost-")
+        picks: dict[str, LayoutPick] = {}
+        for table in sketched:
+            if table not in tables:
+                return None
+            found = pick_by_layout(
+                pins[table].files,
+                tables[table].pool(kind),
+                tables[table].key,
+                partial(fragment_count, table),
+                partial(bound.fragments_at_most, table),
+            )
+            if isinstance(found, str):
+                log.info("%s: the attribute is left to the estimates: %s", table, found)
+                return None
+            picks[table] = found
+        candidates = {table: [pick.attribute] for table, pick in picks.items()}
+        choice = choose_attributes(plan, candidates, statistics)
+        if len(choice.chosen) < len(picks):
+            return None
+        log.info(
+            "attributes chosen by the tables' layout, without a sample: %s",
+            ", ".join(f"{t}.{p.attribute}" for t, p in picks.items()),
+        )
+        estimates = AttributeEstimates(
+            {table: list(tables[table].pool(kind)) for table in picks},
+            {},
+            None,
+            reason="chosen by the tables' layout: on each, the candidate its files hold disjoint "
+            "ranges of reads the fewest files",
+            tables=tables,
+            files_read={
+                f"{table}.{pick.attribute}": pick.files_read
+                for table, pick in picks.items()
+                if pick.files_read is not None
+            },
+        )
+        return candidates, estimates, choice
 
     def _pick(
         self,
@@ -440,6 +523,10 @@ class AttributeChooser:
         if strategy == "heuristic":
             pools = self._heuristic_pools(plan, pins, sketched)
         else:
+            if estimates is None and strategy in COST_BASED:
+                by_layout = self._by_layout(plan, pins, statistics, fragments, sketched, strategy)
+                if by_layout is not None:
+                    return by_layout
             if estimates is None:
                 estimates = self.estimates(plan, pins, statistics, fragments, screen=False)
             pools = {t: estimates.tables[t] for t in sketched if t in estimates.tables}
@@ -508,6 +595,10 @@ class AttributeChooser:
             }
             if (table, attribute) in refused:  # estimated, then found unsafe when picked
                 by_table[table][attribute]["unsafe"] = refused[table, attribute]
+        if estimates.estimation is None:  # chosen by the layout: the files read its bound gives
+            for key, share in estimates.files_read.items():
+                table, attribute = key.rsplit(".", 1)
+                by_table.setdefault(table, {})[attribute] = {"files_read": share}
         outcome: dict[str, Any] = {}
         for table, attribute in chosen.items():
             # Compared as shares of fragments: what the captured sketch tells without a scan.

@@ -101,3 +101,56 @@ def test_status_tells_the_files_a_sketch_was_expected_to_read_and_those_its_last
     used = svc.query(sql, params, use_sketches="always")
     (status,) = svc.status(name)
     assert status.last_use == (used.files_read, used.files_total)
+
+
+def _counting_samples(svc: SketchService) -> list[str]:
+    """The tables each sample the choice asks for is of (a spy on the service's own store)."""
+    asked: list[str] = []
+    store = svc.context.samples
+    draw = store.sample
+
+    def counted(pinned, *args, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append(pinned.table)
+        return draw(pinned, *args, **kwargs)
+
+    store.sample = counted  # type: ignore[method-assign]
+    return asked
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        "SELECT key, b FROM {t} ORDER BY b DESC, key LIMIT 10",
+        "SELECT key, SUM(b) AS s FROM {t} WHERE c > 0 GROUP BY key ORDER BY s DESC, key LIMIT 5",
+    ],
+    ids=["top rows", "top groups"],
+)
+def test_a_top_k_report_on_a_sorted_table_is_sketched_on_its_layout_key_without_a_sample(
+    spark_svc: SketchService, ns: str, report: str
+) -> None:
+    svc, table, name = spark_svc, f"{ns}.events", f"{ns}_top"
+    svc.tables.create(table, synthetic_table(60_000, 300, seed=54), sort_by=["key"])
+    asked = _counting_samples(svc)
+    sql = report.format(t=table)
+    version = svc.capture(sql, name=name, fragments=100)  # the default, cost-based choice
+    assert asked == [], "the files' bounds settle the choice: no sample drawn"
+    assert {t: p[0] for t, p in version.partitions.items()} == {table: "key"}
+    (status,) = svc.status(name)
+    assert 0 < status.files_expected[table] < 1, status
+    used = svc.query(sql, use_sketches="always")
+    assert used.files_read < used.files_total
+    assert sorted_rows(used.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
+
+
+def test_a_top_k_report_grouped_on_another_column_still_draws_a_sample(
+    spark_svc: SketchService, ns: str
+) -> None:
+    # The group column's sketch keeps at most 10 fragments and the sort key's is not bounded:
+    # which reads fewer files is the estimates' to say (after the advisor's layout, the group's).
+    svc, table, name = spark_svc, f"{ns}.orders", f"{ns}_top_groups"
+    svc.tables.create(table, synthetic_table(60_000, 300, seed=55), sort_by=["key"])
+    asked = _counting_samples(svc)
+    sql = f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a ORDER BY s DESC LIMIT 10"
+    version = svc.capture(sql, name=name, fragments=100)
+    assert asked == [table]
+    assert {t: p[0] for t, p in version.partitions.items()} == {table: "a"}
