@@ -7,8 +7,8 @@ round, as it is between a deployment's captures), and a capture with the attribu
 picked given. Both captures must find the same fragments. Before each query's first round
 one default capture runs untimed (the process's first run of the capture plan is slower, and is
 not the choice's cost); then samples are forgotten and the file cache emptied, so that the first
-timed default capture draws a sample and reads the joined tables' files as a new deployment's
-first capture does (reported on its own). Results go to
+timed default capture draws a sample (where the choice needs one) and reads the joined tables'
+files as a new deployment's first capture does (reported on its own, with whether it drew one). Results go to
 benchmarks/results/capture_overhead_sf<scale>.{json,md}.
 """
 
@@ -43,6 +43,9 @@ class Overhead:
     plain_s: list[float] = field(default_factory=list)
     default_s: list[float] = field(default_factory=list)
     given_s: list[float] = field(default_factory=list)
+    # Whether the first default capture drew a sample (a top-k report over tables sorted for it
+    # is chosen from the files' bounds alone).
+    drew_sample: bool = False
 
     def ratio(self, runs: list[float]) -> float:
         return statistics.median(runs) / statistics.median(self.plain_s)
@@ -59,6 +62,11 @@ def _forget_samples(svc: SketchService) -> None:
         paths = conn.execute(text("DELETE FROM sketch.samples RETURNING path")).scalars().all()
     for path in paths:
         Path(path).unlink(missing_ok=True)
+
+
+def _samples_stored(svc: SketchService) -> int:
+    with svc.samples.repository.engine.begin() as conn:
+        return int(conn.execute(text("SELECT count(*) FROM sketch.samples")).scalar_one())
 
 
 def _empty_file_cache(svc: SketchService) -> None:
@@ -99,6 +107,8 @@ def measure(svc: SketchService, number: int, repeat: int) -> Overhead:
         result.plain_s.append(time.perf_counter() - began)
         seconds, chosen_fragments = _timed_capture(svc, sql, None)
         result.default_s.append(seconds)
+        if round_number == 0:
+            result.drew_sample = _samples_stored(svc) > 0
         result.attributes = {t: a for t, (a, _) in svc.sketch(SCRATCH).partitions.items()}
         seconds, given_fragments = _timed_capture(svc, sql, result.attributes)
         result.given_s.append(seconds)
@@ -134,18 +144,21 @@ def report(results: list[Overhead], scale: float, command: str, queries: tuple[i
         f"# Capture overhead at TPC-H SF{scale:g}",
         "",
         f"{FRAGMENTS:,} fragments; medians of interleaved rounds in one process, as multiples of the",
-        "plain query's median. The default choice's sample is drawn in the first round and stored;",
-        "the first default capture (the one that drew it, after an untimed capture ran the capture",
-        "plan once and its sample was forgotten) is also shown on its own.",
+        "plain query's median. The default choice's sample, where it needs one, is drawn in the",
+        "first round and stored; the first default capture (after an untimed capture ran the",
+        "capture plan once and its sample was forgotten) is also shown on its own, with whether it",
+        "drew a sample (a top-k report over tables sorted for it is chosen from the files' bounds).",
         "",
-        "| query | plain s | default choice | first default capture | attributes given | attributes |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
+        "| query | plain s | default choice | first default capture | sample drawn | attributes given "
+        "| attributes |",
+        "| --- | ---: | ---: | ---: | --- | ---: | --- |",
     ]
     for r in results:
         picked = ", ".join(f"{t.split('.')[-1]}.{a}" for t, a in sorted(r.attributes.items()))
         lines.append(
             f"| {r.query} | {statistics.median(r.plain_s):.2f} | {r.ratio(r.default_s):.2f}x | "
-            f"{r.first_ratio:.2f}x | {r.ratio(r.given_s):.2f}x | {picked} |"
+            f"{r.first_ratio:.2f}x | {'yes' if r.drew_sample else 'no'} | {r.ratio(r.given_s):.2f}x | "
+            f"{picked} |"
         )
     lines += ["", f"Reproduce: `{command}`"]
     markdown = RESULTS / f"{stem}.md"
