@@ -524,7 +524,13 @@ class AttributeChooser:
             pools = self._heuristic_pools(plan, pins, sketched)
         else:
             if estimates is None and strategy in COST_BASED:
-                by_layout = self._by_layout(plan, pins, statistics, fragments, sketched, strategy)
+                try:
+                    by_layout = self._by_layout(plan, pins, statistics, fragments, sketched, strategy)
+                except Exception as error:
+                    # A shortcut: a failure of its own (a case it misjudges) must cost the user a
+                    # sample, not the capture.
+                    log.warning("choosing by the tables' layout failed (%r); estimating", error)
+                    by_layout = None
                 if by_layout is not None:
                     return by_layout
             if estimates is None:

@@ -154,3 +154,22 @@ def test_a_top_k_report_grouped_on_another_column_still_draws_a_sample(
     version = svc.capture(sql, name=name, fragments=100)
     assert asked == [table]
     assert {t: p[0] for t, p in version.partitions.items()} == {table: "a"}
+
+
+def test_a_failure_of_the_layout_shortcut_costs_a_sample_not_the_capture(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc, table, name = spark_svc, f"{ns}.events", f"{ns}_top_fallback"
+    svc.tables.create(table, synthetic_table(60_000, 300, seed=56), sort_by=["key"])
+
+    def misjudged(plan: object) -> None:
+        raise RuntimeError("a case the shortcut misjudges")
+
+    monkeypatch.setattr("sketch_core.service.attributes.top_k_bound", misjudged)
+    asked = _counting_samples(svc)
+    sql = f"SELECT key, SUM(b) AS s FROM {table} GROUP BY key ORDER BY s DESC, key LIMIT 5"
+    version = svc.capture(sql, name=name, fragments=100)
+    assert asked == [table], "the estimates chose instead"
+    assert {t: p[0] for t, p in version.partitions.items()} == {table: "key"}
+    used = svc.query(sql, use_sketches="always")
+    assert sorted_rows(used.table) == sorted_rows(svc.query(sql, use_sketches=False).table)
