@@ -53,6 +53,11 @@ def column(name: str) -> exp.Column:
     return exp.column(exp.to_identifier(name))
 
 
+def bare_column(expression: exp.Expr) -> str | None:
+    """The name of a plain, unqualified column reference (None for anything else)."""
+    return expression.name if isinstance(expression, exp.Column) and not expression.table else None
+
+
 def referenced(expression: exp.Expr) -> set[str]:
     return {c.name for c in expression.find_all(exp.Column)}
 

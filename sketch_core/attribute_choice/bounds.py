@@ -21,7 +21,18 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from sketch_core.algebra.ir import Aggregate, Join, Project, Relation, Scan, Select, Sort, TopK, conjuncts
+from sketch_core.algebra.ir import (
+    Aggregate,
+    Join,
+    Project,
+    Relation,
+    Scan,
+    Select,
+    Sort,
+    TopK,
+    bare_column,
+    conjuncts,
+)
 
 
 @dataclass(frozen=True)
@@ -57,18 +68,14 @@ class _Classes:
     def equate(self, condition: exp.Expr | None) -> None:
         for conjunct in conjuncts(condition) if condition is not None else ():
             if isinstance(conjunct, exp.EQ):
-                left, right = _bare(conjunct.this), _bare(conjunct.expression)
+                left, right = bare_column(conjunct.this), bare_column(conjunct.expression)
                 if left and right:
                     self.union(left, right)
 
 
-def _bare(expression: exp.Expr) -> str | None:
-    return expression.name if isinstance(expression, exp.Column) and not expression.table else None
-
-
 def _renames(classes: _Classes, outputs: Iterable[tuple[str, exp.Expr]]) -> None:
     for name, expression in outputs:
-        source = _bare(expression)
+        source = bare_column(expression)
         if source is not None:
             classes.union(name, source)
 
@@ -88,7 +95,7 @@ def top_k_bound(plan: Relation) -> TopKBound | None:
     classes = _Classes()
     fixed: list[str] | None = None  # None: a top-k over rows
     if isinstance(below, Aggregate):
-        fixed = [name for name, expression in below.groups if _bare(expression)]
+        fixed = [name for name, expression in below.groups if bare_column(expression)]
         _renames(classes, below.groups)
         below = below.child
     reached: list[tuple[Scan, bool]] = []  # each scan, and whether it is a semi join's right side

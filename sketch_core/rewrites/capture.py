@@ -37,6 +37,7 @@ from sketch_core.algebra.ir import (
     Union,
     Window,
     WindowCall,
+    bare_column,
     column,
     conjuncts,
     positive_scans,
@@ -94,17 +95,13 @@ def _as_sets(annotations: Annotations) -> Annotations:
     return {n: Annotation(a.table, True) for n, a in annotations.items()}
 
 
-def _bare_column(expression: exp.Expr) -> str | None:
-    return expression.name if isinstance(expression, exp.Column) and not expression.table else None
-
-
 def _equated_columns(condition: exp.Expr | None, types: Mapping[str, str]) -> list[tuple[str, str]]:
     """Pairs of columns ``a = b`` in ``condition``'s conjuncts. Only same-typed pairs: a
     comparison through a widening cast (bigint = double) can equate several distinct values."""
     pairs = []
     for conjunct in conjuncts(condition) if condition is not None else ():
         if isinstance(conjunct, exp.EQ):
-            left, right = _bare_column(conjunct.this), _bare_column(conjunct.expression)
+            left, right = bare_column(conjunct.this), bare_column(conjunct.expression)
             if left and right and types.get(left) is not None and types.get(left) == types.get(right):
                 pairs.append((left, right))
     return pairs
@@ -131,7 +128,7 @@ def _renamed(annotations: Annotations, outputs: Iterable[tuple[str, exp.Expr]]) 
     """Keys after a projection: the output names of the key columns it passes on."""
     outputs = list(outputs)
     return {
-        name: replace(a, keys=frozenset(out for out, e in outputs if _bare_column(e) in a.keys))
+        name: replace(a, keys=frozenset(out for out, e in outputs if bare_column(e) in a.keys))
         for name, a in annotations.items()
     }
 
@@ -195,7 +192,7 @@ class _Instrumenter:
         if isinstance(node, Project):
             child, annotations = self.run(node.child)
             for out, expression in node.outputs:
-                source = _bare_column(expression)
+                source = bare_column(expression)
                 if source in self.types:
                     self.types[out] = self.types[source]
             outputs = node.outputs + tuple((a, column(a)) for a in _columns(annotations))
@@ -338,7 +335,7 @@ class _Instrumenter:
         if right.is_set:
             return False
         for left_key, right_key in keys:
-            lk, rk = _bare_column(left_key), _bare_column(right_key)
+            lk, rk = bare_column(left_key), bare_column(right_key)
             if rk is None or rk not in right.keys or self.types.get(lk or "") != self.types.get(rk):
                 continue
             if any(
@@ -387,7 +384,7 @@ class _Instrumenter:
         calls: list[tuple[str, AggCall]] = []
         merged: Annotations = {}
         for name, annotation in annotations.items():
-            fixed = [out for out, e in groups if _bare_column(e) in annotation.keys]
+            fixed = [out for out, e in groups if bare_column(e) in annotation.keys]
             if annotation.delayed:
                 if fixed:
                     merged[name] = replace(annotation, keys=frozenset(fixed))
