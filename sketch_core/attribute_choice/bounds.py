@@ -101,11 +101,9 @@ def top_k_bound(plan: Relation) -> TopKBound | None:
     reached: list[tuple[Scan, bool]] = []  # each scan, and whether it is a semi join's right side
     if not _collect(below, classes, reached, semi_right=False):
         return None
+    over_rows = fixed is None
     if fixed is None:  # each result row has one row of each scan outside a semi join's right side
         fixed = [name for scan, semi_right in reached if not semi_right for name in scan.names]
-        every = True
-    else:
-        every = False
     roots = {classes.find(name) for name in fixed}
     bounded: dict[str, frozenset[str]] = {}
     counts: dict[str, int] = {}
@@ -113,7 +111,7 @@ def top_k_bound(plan: Relation) -> TopKBound | None:
         columns = frozenset(
             source
             for source, name in zip(scan.source_columns, scan.names, strict=True)
-            if (every and not semi_right) or classes.find(name) in roots
+            if (over_rows and not semi_right) or classes.find(name) in roots
         )
         bounded[scan.table] = bounded[scan.table] & columns if scan.table in bounded else columns
         counts[scan.table] = counts.get(scan.table, 0) + 1
