@@ -4,7 +4,9 @@ group first against the in-process look at the first files' groups
 the draw of every column against the draw of the columns a report reads (``--columns``, by
 default TPC-H Q3's `lineitem` columns), as a first capture draws it; and a uniform draw of
 those columns (a report that groups by no column of the table, as Q10 of `lineitem`) counting
-the table's rows on Spark against one told the count from the files' metadata.
+the table's rows on Spark against one told the count from the files' metadata, and against
+the same draw read from the files in-process (:mod:`sketch_core.tables.file_sample`, as the
+sample store draws uniform samples of local tables).
 
 Per round, in one process, interleaved: the draw that counts (``draw_sample`` told nothing),
 then the probe and the draw it informs, then the probe and the narrow draw. All must return
@@ -26,6 +28,7 @@ from sketch_core.attribute_choice.store import MAX_SAMPLE_ROWS, sample_rate
 from sketch_core.config import Settings
 from sketch_core.spark.sampling import draw_sample
 from sketch_core.spark.views import pinned_dataframe
+from sketch_core.tables.file_sample import uniform_file_sample
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -44,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     columns = args.groups.split(",")
     narrow_columns = list(dict.fromkeys([*columns, *args.columns.split(",")]))
-    counted_s, probe_s, probed_s, narrow_s, uniform_s, told_s = [], [], [], [], [], []
+    counted_s, probe_s, probed_s, narrow_s, uniform_s, told_s, here_s = [], [], [], [], [], [], []
     home = Settings.from_env().warehouse.parent
     with bench_service(args.scale, home) as svc:
         pin = svc.tables.pin(args.table, svc.context.latest_sequence())
@@ -79,14 +82,22 @@ def main() -> None:
             told, _ = draw_sample(narrow_frame, [], rate, svc.samples.seed, rows=pin.record_count)
             told_s.append(time.perf_counter() - began)
             assert told.equals(uniform), "the uniform draws disagree"
+            began = time.perf_counter()
+            here, live = uniform_file_sample(pin, narrow_columns, rate, svc.samples.seed)
+            here_s.append(time.perf_counter() - began)
+            # Other rows (another generator), as many within chance: Binomial(rows, rate).
+            spread = 5 * (pin.record_count * rate * (1 - rate)) ** 0.5
+            assert live == pin.record_count and abs(here.num_rows - told.num_rows) < 2 * spread
             print(
                 f"round {round_number + 1}: counting {counted_s[-1]:.2f}s, probe {probe_s[-1]:.2f}s "
                 f"(too many groups: {many}), with the probe {probed_s[-1]:.2f}s, "
                 f"{len(narrow_columns)} columns {narrow_s[-1]:.2f}s; {how}, {counted.num_rows:,} rows; "
-                f"uniform {uniform_s[-1]:.2f}s, told the count {told_s[-1]:.2f}s",
+                f"uniform {uniform_s[-1]:.2f}s, told the count {told_s[-1]:.2f}s, from the files here "
+                f"{here_s[-1]:.2f}s",
                 flush=True,
             )
     counting, probing, narrowed = (statistics.median(x) for x in (counted_s, probed_s, narrow_s))
+    on_spark, in_process = statistics.median(told_s), statistics.median(here_s)
     lines = [
         f"# Drawing the choice's sample of {args.table} by {', '.join(columns)} at TPC-H SF{args.scale:g}",
         "",
@@ -104,7 +115,9 @@ def main() -> None:
         f"| every column over those | {probing / narrowed:.2f}x |",
         f"| a uniform draw of those columns, counting the rows on Spark "
         f"| {statistics.median(uniform_s):.2f} |",
-        f"| the same draw told the count from the files' metadata | {statistics.median(told_s):.2f} |",
+        f"| the same draw told the count from the files' metadata | {on_spark:.2f} |",
+        f"| the same draw read from the files in-process | {in_process:.2f} |",
+        f"| on Spark (told the count) over in-process | {on_spark / in_process:.2f}x |",
         "",
         "Reproduce: `python -m benchmarks.sample_draw " + " ".join(sys.argv[1:]) + "`",
     ]

@@ -40,6 +40,7 @@ from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.samples import SampleRecord, SampleRepository
 from sketch_core.spark.sampling import STRATIFIED, STRATUM_ROWS, UNIFORM, WHOLE_GROUPS, draw_sample
 from sketch_core.spark.views import pinned_dataframe
+from sketch_core.tables.file_sample import readable_here, uniform_file_sample
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
@@ -133,15 +134,13 @@ class SampleStore:
         self, pinned: PinnedSnapshot, columns: tuple[str, ...], rate: float, kept: tuple[str, ...]
     ) -> tuple[SampleRecord, StratifiedSample]:
         """A sample of ``kept`` columns of ``pinned`` stratified by ``columns``."""
-        whole = pinned_dataframe(self.spark(), pinned)
-        # By position: a name holding a dot or a backtick would be parsed as a path.
-        chosen = [whole[i] for i, name in enumerate(whole.columns) if name in kept]
-        frame = whole.select(*chosen) if len(chosen) < len(whole.columns) else whole
-        # The sample at `rate` holds about rate * rows rows; more groups than that: whole groups.
-        many = more_groups_than(pinned, columns, rate * pinned.record_count)
-        # Without deletes, the files' counts are the rows (no Spark job to count them).
-        counted = None if pinned.has_deletes else pinned.record_count
-        rows, how = draw_sample(frame, columns, rate, self.seed, too_many_groups=many, rows=counted)
+        # A uniform sample is drawn here, from the files; a stratified one needs every group's
+        # count first, which Spark's aggregation computes.
+        in_process = None if columns else self._uniform_in_process(pinned, kept, rate)
+        if in_process is not None:
+            rows, how = in_process, UNIFORM
+        else:
+            rows, how = self._draw_on_spark(pinned, columns, rate, kept)
         rows = rows.append_column(SAMPLE_ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{pinned.table}-{uuid.uuid4().hex}.parquet"
@@ -161,15 +160,44 @@ class SampleStore:
         if replaced is not None:
             Path(replaced).unlink(missing_ok=True)
         log.info(
-            "drew a %d-row sample of %s (%s, %s; %d of its %d columns)",
+            "drew a %d-row sample of %s (%s, %s; %d of its %d columns; %s)",
             rows.num_rows,
             pinned.table,
             ", ".join(columns) or "-",
             how,
             len(kept),
-            len(whole.columns),
+            len(pinned.schema.names),
+            "on Spark" if in_process is None else "from its files",
         )
         return record, sample
+
+    def _draw_on_spark(
+        self, pinned: PinnedSnapshot, columns: tuple[str, ...], rate: float, kept: tuple[str, ...]
+    ) -> tuple[pa.Table, str]:
+        whole = pinned_dataframe(self.spark(), pinned)
+        # By position: a name holding a dot or a backtick would be parsed as a path.
+        chosen = [whole[i] for i, name in enumerate(whole.columns) if name in kept]
+        frame = whole.select(*chosen) if len(chosen) < len(whole.columns) else whole
+        # The sample at `rate` holds about rate * rows rows; more groups than that: whole groups.
+        many = more_groups_than(pinned, columns, rate * pinned.record_count)
+        # Without deletes, the files' counts are the rows (no Spark job to count them).
+        counted = None if pinned.has_deletes else pinned.record_count
+        return draw_sample(frame, columns, rate, self.seed, too_many_groups=many, rows=counted)
+
+    def _uniform_in_process(
+        self, pinned: PinnedSnapshot, kept: tuple[str, ...], rate: float
+    ) -> pa.Table | None:
+        """A uniform sample drawn from the table's files here (see
+        :mod:`sketch_core.tables.file_sample`), as :func:`draw_sample` returns it; None where
+        Spark draws it (files in an object store, or a read that failed here)."""
+        if not readable_here(pinned):
+            return None
+        try:
+            rows, live = uniform_file_sample(pinned, kept, rate, self.seed)
+        except Exception as error:  # Spark reads the same files: a failure here costs a job
+            log.warning("drawing the sample of %s here failed (%r); drawing it on Spark", pinned.table, error)
+            return None
+        return rows.append_column(STRATUM_ROWS, pa.array(np.full(rows.num_rows, live, dtype=np.int64)))
 
     def _load(self, record: SampleRecord) -> StratifiedSample:
         how = WHOLE_GROUPS if record.strata == 0 else STRATIFIED if record.strata > 1 else UNIFORM

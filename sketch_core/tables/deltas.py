@@ -98,10 +98,10 @@ def read_files(
     parts = []
     for info in files:
         if info.deletes:  # positions count from the file's first row: read it all, then filter
-            part = without_positions(_whole_file(info, target), deleted_positions(info))
+            part = without_positions(read_whole_file(info, target), deleted_positions(info))
             part = filter_table(part, row_filter) if row_filter is not None else part
         elif info.size_bytes <= _WHOLE_READ_BYTES or not by_name:  # read it all, filter in memory
-            part = _whole_file(info, target)
+            part = read_whole_file(info, target)
             part = filter_table(part, row_filter) if row_filter is not None else part
         else:
             try:
@@ -113,9 +113,10 @@ def read_files(
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 
-def _whole_file(info: DataFileInfo, target: pa.Schema) -> pa.Table:
+def read_whole_file(info: DataFileInfo, target: pa.Schema, *, use_threads: bool = False) -> pa.Table:
     """All rows of ``info``'s file in file order (deleted ones too), as ``target``'s columns."""
-    return _with_missing(read_named(local_path(info.path), target, target.names, use_threads=False), target)
+    read = read_named(local_path(info.path), target, target.names, use_threads=use_threads)
+    return _as_schema(_with_missing(read, target).select(target.names), target)
 
 
 def read_positions(
@@ -129,7 +130,7 @@ def read_positions(
     target = _projected(schema, columns)
     if len(positions) == 0:
         return target.empty_table()
-    rows = _whole_file(info, target).take(pa.array(positions))
+    rows = read_whole_file(info, target).take(pa.array(positions))
     rows = filter_table(rows, row_filter) if row_filter is not None else rows
     return _as_schema(rows.select(target.names), target)
 

@@ -1,0 +1,103 @@
+"""Uniform samples drawn in-process from a pinned snapshot's data files, and the sample store
+drawing them there (Spark drawing them where that fails, and every stratified sample)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sketch_core.attribute_choice.store import SampleStore
+from sketch_core.datasets import synthetic_table
+from sketch_core.service import SketchService
+from sketch_core.spark.views import pinned_dataframe
+from sketch_core.tables.file_sample import readable_here, uniform_file_sample
+
+pytestmark = pytest.mark.spark
+
+
+def rows(count: int, start: int = 0) -> pa.Table:
+    ids = np.arange(start, start + count)
+    return pa.table({"id": ids, "g": ids % 40, "v": (ids % 97).astype(np.float64)})
+
+
+def three_files(svc: SketchService, name: str) -> None:
+    svc.tables.create(name, rows(8_000), sort_by=["id"])
+    svc.tables.append(name, rows(6_000, start=10_000))
+    svc.tables.append(name, rows(6_000, start=20_000))
+
+
+def test_a_uniform_sample_keeps_about_its_rate_of_every_file_as_the_table_types_them(
+    spark_svc: SketchService, ns: str
+) -> None:
+    name = f"{ns}.facts"
+    three_files(spark_svc, name)
+    pin = spark_svc.tables.pin(name)
+    assert len(pin.files) >= 3 and readable_here(pin)
+
+    sample, live = uniform_file_sample(pin, ["id", "v"], 0.1, seed=3)
+    assert live == 20_000
+    assert sample.schema.names == ["id", "v"]
+    assert sample.schema.field("v").type == pin.schema.field("v").type
+    ids = sample.column("id").to_numpy()
+    assert len(np.unique(ids)) == len(ids)
+    # Binomial(20,000, 0.1): 2,000 +- 42 (one standard deviation); per batch too.
+    assert 1_800 < len(ids) < 2_200
+    for low, high, count in ((0, 8_000, 8_000), (10_000, 16_000, 6_000), (20_000, 26_000, 6_000)):
+        held = ids[(ids >= low) & (ids < high)]
+        assert abs(len(held) - count / 10) < 5 * np.sqrt(count * 0.09)
+    # Each row kept as the table holds it.
+    assert np.array_equal(sample.column("v").to_numpy(), (ids % 97).astype(np.float64))
+
+    wider, _ = uniform_file_sample(pin, ["id", "g", "v"], 0.1, seed=3)
+    assert wider.column("id").to_pylist() == sample.column("id").to_pylist()  # a redraw widens
+    other, _ = uniform_file_sample(pin, ["id"], 0.1, seed=4)
+    assert other.column("id").to_pylist() != sample.column("id").to_pylist()
+
+
+def test_rows_deleted_by_merge_on_read_are_never_sampled(spark_svc: SketchService, ns: str) -> None:
+    svc, name = spark_svc, f"{ns}.facts"
+    svc.tables.create(name, synthetic_table(6_000, 20, seed=5), sort_by=["key"])
+    target = f"{svc.settings.catalog_name}.{name}"
+    svc.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')")
+    svc.spark.sql(f"DELETE FROM {target} WHERE key % 7 = 0")  # position deletes in every file
+    pin = svc.tables.pin(name)
+    assert any(f.deletes for f in pin.files)
+
+    everything, live = uniform_file_sample(pin, list(pin.schema.names), 1.0, seed=0)
+    spark_rows = pinned_dataframe(svc.spark, pin).toArrow()
+    assert live == spark_rows.num_rows == everything.num_rows
+    assert sorted(everything.column("key").to_pylist()) == sorted(spark_rows.column("key").to_pylist())
+    assert not any(k % 7 == 0 for k in everything.column("key").to_pylist())
+
+
+def test_the_store_draws_uniform_samples_from_the_files_and_falls_back_to_spark(
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"{ns}.facts"
+    three_files(spark_svc, name)
+    pin = spark_svc.tables.pin(name)
+    on_spark: list[tuple[str, ...]] = []
+    original = SampleStore._draw_on_spark
+
+    def counted(store: SampleStore, pinned, columns, rate, kept):  # type: ignore[no-untyped-def]
+        on_spark.append(tuple(columns))
+        return original(store, pinned, columns, rate, kept)
+
+    monkeypatch.setattr(SampleStore, "_draw_on_spark", counted)
+    stored = spark_svc.samples.sample(pin, [], ["id"])
+    assert stored.drawn and on_spark == []
+    assert list(stored.sample.stratum_rows) == [20_000]
+    assert 0 < stored.sample.rows.num_rows < 20_000
+
+    def broken(*_: object) -> None:
+        raise OSError("unreadable here")
+
+    monkeypatch.setattr("sketch_core.attribute_choice.store.uniform_file_sample", broken)
+    wider = spark_svc.samples.sample(pin, [], ["id", "v"])  # a column it lacks: drawn again
+    assert wider.drawn and on_spark == [()]
+    assert {"id", "v"} <= set(wider.sample.rows.column_names)
+    assert list(wider.sample.stratum_rows) == [20_000]
+
+    grouped = spark_svc.samples.sample(pin, ["g"])  # stratified: its groups are counted on Spark
+    assert grouped.drawn and on_spark == [(), ("g",)] and grouped.sample.stratified
