@@ -168,26 +168,35 @@ class AttributeChooser:
         fact = max(sorted(positive), key=lambda t: pins[t].record_count)
         partition_of, fragment_count = self._stored_partitions(candidates, fragments)
 
-        # The sampled table's candidates that the query does not read and whose sketch reads
-        # every file are never estimated: the sample is drawn without their columns (decoding
-        # every column of the table was most of a first capture's cost: at TPC-H SF10, 14 s to
-        # 20 s for `lineitem`'s 16 columns against 4 s to 5 s for Q3's 4), and they rank behind
-        # any candidate that skips files, as the joined tables' deferred candidates do.
+        # Candidates that the query does not read and whose sketch reads every file are never
+        # estimated (unless no other candidate of their table is left). Such a sketch skips
+        # nothing; it could only win as the smallest where every sketch reads every file, on a
+        # column the query does not filter, join or group on. Estimating them is what costs:
+        # the sample would be drawn with their columns (decoding every column of the table was
+        # most of a first capture's cost: at TPC-H SF10, 14 s to 20 s for `lineitem`'s 16
+        # columns against 4 s to 5 s for Q3's 4), and a joined table's would be read whole from
+        # every file (Q5's and Q7's `orders` and `customer` comments, clerks and addresses:
+        # 2 GB decoded, most of a 3 s choice).
         spanning = {
             table: [a for a in attributes if reads_every_file(pins[table].files, a, fragment_count(table, a))]
             for table, attributes in candidates.items()
         }
-        read = {c for scan in scans(plan) if scan.table == fact for c in scan.source_columns}
-        unread = [a for a in spanning[fact] if a not in read]
-        if len(unread) == len(candidates[fact]):  # none left to estimate: all of them are
-            unread = []
-        estimable = {**candidates, fact: [a for a in candidates[fact] if a not in unread]}
+        read: dict[str, set[str]] = {table: set() for table in candidates}
+        for scan in scans(plan):
+            read.setdefault(scan.table, set()).update(scan.source_columns)
+        unread = {}
+        for table, attributes in candidates.items():
+            left_out = [a for a in spanning[table] if a not in read[table]]
+            if left_out and len(left_out) < len(attributes):  # (none left: all of them are)
+                unread[table] = left_out
+        estimable = {t: [a for a in c if a not in unread.get(t, ())] for t, c in candidates.items()}
         grouped = group_by_attributes(plan).get(fact, [])
-        stored = self.context.samples.sample(pins[fact], grouped, sorted(read | set(estimable[fact])))
+        stored = self.context.samples.sample(pins[fact], grouped, sorted(read[fact] | set(estimable[fact])))
         not_read = {
-            f"{fact}.{a}": "not estimated: the query does not read it, and its sketch reads every file "
+            f"{table}.{a}": "not estimated: the query does not read it, and its sketch reads every file "
             "however little it keeps (each file spans its range)"
-            for a in unread
+            for table, attributes in unread.items()
+            for a in attributes
         }
 
         def estimate(among: Mapping[str, list[str]]) -> Estimation:
@@ -201,15 +210,15 @@ class AttributeChooser:
                 replicates=replicates,
             )
 
-        # Candidates whose sketch would read every file whatever it keeps rank behind any that
-        # skips some: estimated only when none of their table's others does. Each is a column
-        # the estimate would otherwise read whole from every file of a joined table (at SF10,
-        # Q10's `orders` comments and clerks: 1.8 s of a 3 s choice). The sampled table's
-        # others are in memory with its sample: deferring them saves no read and would cost a
-        # second evaluation when none of the others is safe.
-        deferred = {
-            t: d for t, d in spanning.items() if t != fact and defer and d and len(d) < len(estimable[t])
-        }
+        # The joined tables' other candidates whose sketch would read every file whatever it
+        # keeps rank behind any that skips some: estimated only when none of their table's
+        # others does. The sampled table's are in memory with its sample: deferring them would
+        # save little and cost a second evaluation when none of the others is safe.
+        deferred = {}
+        for table, attributes in estimable.items():
+            spans = [a for a in attributes if a in spanning[table]]
+            if table != fact and defer and spans and len(spans) < len(attributes):
+                deferred[table] = spans
         eager = {t: [a for a in c if a not in deferred.get(t, ())] for t, c in estimable.items()}
         try:
             estimation = estimate(eager)
