@@ -445,15 +445,19 @@ class TableService:
                 hint="add new nullable columns, or widen int32 to int64, float to double or a decimal's "
                 "precision; to rename or drop a column, use ALTER TABLE in Spark (sketches reading it stop)",
             )
+        changed = {**(add or {}), **(widen or {})}
         converted = self.catalog._convert_schema_if_needed(
-            pa.schema([pa.field(c, k) for c, k in {**(add or {}), **(widen or {})}.items()])
+            pa.schema([pa.field(c, k) for c, k in changed.items()])
         )
+        # By position: the converted fields carry no ids yet (all -1), so a lookup by name could
+        # return another column's type (an added column got a widened one's).
+        iceberg_types = {column: f.field_type for column, f in zip(changed, converted.fields, strict=True)}
 
         with recording(PendingCommit(name, "schema", metadata_only=True)), table.update_schema() as update:
             for column in add or {}:
-                update.add_column(column, converted.find_field(column).field_type)
+                update.add_column(column, iceberg_types[column])
             for column in widen or {}:
-                update.update_column(column, converted.find_field(column).field_type)
+                update.update_column(column, iceberg_types[column])
         self._loaded.pop(name, None)  # no commit marks it: the next open reloads
         log.info("evolved the schema of %s: added %s, widened %s", name, list(add or {}), list(widen or {}))
         return self._latest_seq(name)

@@ -113,3 +113,33 @@ def test_a_decimals_precision_is_widened_at_its_scale(spark_svc: SketchService, 
     assert total.column("s").to_pylist() == [Decimal("123456791.24")]
     with pytest.raises(InvalidDataError, match="amt cannot go from decimal128"):
         svc.tables.evolve_schema(table, widen={"amt": pa.decimal128(16, 4)})  # another scale
+
+
+def test_columns_added_and_widened_in_one_call_each_get_their_own_type(
+    spark_svc: SketchService, ns: str
+) -> None:
+    """The types asked for are matched to their columns by name: converted together, the new
+    fields had no ids yet, and the added column got the widened one's type."""
+    table = f"{ns}.facts"
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "small": pa.array([1, 2], pa.int32())})
+    spark_svc.tables.create(table, data)
+    spark_svc.tables.evolve_schema(
+        table, add={"region": pa.string(), "weight": pa.float64()}, widen={"small": pa.int64()}
+    )
+    schema = spark_svc.tables.schema(table)
+    assert pa.types.is_large_string(schema.field("region").type)
+    assert schema.field("weight").type == pa.float64()
+    assert schema.field("small").type == pa.int64()
+    spark_svc.tables.append(
+        table,
+        pa.table(
+            {
+                "id": pa.array([3], pa.int64()),
+                "small": pa.array([3], pa.int64()),
+                "region": pa.array(["north"]),
+                "weight": pa.array([0.5]),
+            }
+        ),
+    )
+    everything = spark_svc.query(f"SELECT id, region, weight FROM {table} ORDER BY id", use_sketches=False)
+    assert everything.table.to_pylist()[-1] == {"id": 3, "region": "north", "weight": 0.5}
