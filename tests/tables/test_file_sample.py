@@ -3,6 +3,9 @@ drawing them there (Spark drawing them where that fails, and every stratified sa
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -101,3 +104,44 @@ def test_the_store_draws_uniform_samples_from_the_files_and_falls_back_to_spark(
 
     grouped = spark_svc.samples.sample(pin, ["g"])  # stratified: its groups are counted on Spark
     assert grouped.drawn and on_spark == [(), ("g",)] and grouped.sample.stratified
+
+
+def test_a_whole_sample_equals_sparks_read_across_types_names_and_schema_changes(
+    spark_svc: SketchService, ns: str
+) -> None:
+    """At rate 1 the sample is the table: it must equal Spark's read of the pin, row for row,
+    for decimals, timestamps, dates and strings, a name Iceberg stores escaped, a column added
+    (NULL in the files written before), one widened, and one renamed in Spark (read by id)."""
+    svc, name = spark_svc, f"{ns}.odd"
+    count = 300
+    ids = np.arange(count)
+    first = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "Event Id": pa.array([f"e-{i}" for i in ids]),
+            "amount": pa.array([Decimal(int(i)) / 100 for i in ids], pa.decimal128(9, 2)),
+            "at": pa.array(
+                [int(datetime(2024, 1, 1, tzinfo=UTC).timestamp() + i) * 1_000_000 for i in ids],
+                pa.int64(),
+            ).cast(pa.timestamp("us", tz="UTC")),
+            "day": pa.array([date(2024, 1, 1 + int(i) % 28) for i in ids], pa.date32()),
+            "small": pa.array(ids % 100, pa.int32()),
+        }
+    )
+    svc.tables.create(name, first, sort_by=["id"])
+    svc.tables.evolve_schema(name, add={"extra": pa.string()}, widen={"small": pa.int64()})
+    later = first.slice(0, 50).set_column(0, "id", pa.array(ids[:50] + count, pa.int64()))
+    later = later.set_column(5, "small", later.column("small").cast(pa.int64()))
+    svc.tables.append(name, later.append_column("extra", pa.array(["x"] * 50)))
+    svc.spark.sql(f"ALTER TABLE {svc.settings.catalog_name}.{name} RENAME COLUMN day TO sale_day")
+    pin = svc.tables.pin(name)
+    assert "sale_day" in pin.schema.names
+
+    everything, live = uniform_file_sample(pin, list(pin.schema.names), 1.0, seed=0)
+    spark_rows = pinned_dataframe(svc.spark, pin).toArrow()
+    assert live == everything.num_rows == spark_rows.num_rows == count + 50
+    assert everything.schema.names == spark_rows.schema.names
+    mine = sorted(everything.to_pylist(), key=lambda row: row["id"])
+    sparks = sorted(spark_rows.to_pylist(), key=lambda row: row["id"])
+    assert mine == sparks
+    assert mine[0]["extra"] is None and mine[-1]["extra"] == "x"
