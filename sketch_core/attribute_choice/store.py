@@ -1,17 +1,19 @@
 """Stratified samples of pinned tables, kept for reuse (CBS Sec. 7.1: samples are cached per
 group-by attributes and shared by the queries grouping on them).
 
-A sample is drawn on Spark (:func:`sketch_core.spark.sampling.draw_sample`), written as one
-Parquet file under ``<warehouse>/_sketch_samples/`` and recorded in the metastore. It is reused
-for any snapshot of its table until the rows inserted and deleted between the snapshot it was
-drawn from and the one asked for exceed ``max_drift`` of the table; then it is drawn again and
-the old file deleted.
+A sample is drawn from the table's files in-process where it can be (a local table, sampled
+uniformly or stratified by one column: :mod:`sketch_core.tables.file_sample`), else on Spark
+(:func:`sketch_core.spark.sampling.draw_sample`: groups of several columns or of floats, whole
+groups, an object store's files). It is written as one Parquet file under
+``<warehouse>/_sketch_samples/`` and recorded in the metastore. It is reused for any snapshot of
+its table until the rows inserted and deleted between the snapshot it was drawn from and the one
+asked for exceed ``max_drift`` of the table; then it is drawn again and the old file deleted.
 
 A sample holds the columns its callers asked for, not the whole table: the draw decodes every
 column it keeps of every row of the table (at TPC-H SF10, 14 s to 20 s for all 16 `lineitem`
 columns, 4 s to 5 s for the 4 a report reads). A caller that needs a column the stored sample
-lacks gets it drawn again, with the columns it had and the ones asked for: the same groups, as
-the draw is seeded, and a sample only ever widens.
+lacks gets it drawn again, with the columns it had and the ones asked for: the same rows, as
+the draw is seeded (where it is drawn the same way), and a sample only ever widens.
 """
 
 from __future__ import annotations
@@ -38,9 +40,21 @@ from sketch_core.attribute_choice.sampling import (
 from sketch_core.lru import LruMap
 from sketch_core.metastore.commits import CommitLog
 from sketch_core.metastore.samples import SampleRecord, SampleRepository
-from sketch_core.spark.sampling import STRATIFIED, STRATUM_ROWS, UNIFORM, WHOLE_GROUPS, draw_sample
+from sketch_core.spark.sampling import (
+    OVERSAMPLE,
+    STRATIFIED,
+    STRATUM_ROWS,
+    UNIFORM,
+    WHOLE_GROUPS,
+    draw_sample,
+)
 from sketch_core.spark.views import pinned_dataframe
-from sketch_core.tables.file_sample import readable_here, uniform_file_sample
+from sketch_core.tables.file_sample import (
+    groupable_here,
+    readable_here,
+    stratified_file_sample,
+    uniform_file_sample,
+)
 from sketch_core.tables.pinned import PinnedSnapshot
 
 log = logging.getLogger(__name__)
@@ -134,13 +148,13 @@ class SampleStore:
         self, pinned: PinnedSnapshot, columns: tuple[str, ...], rate: float, kept: tuple[str, ...]
     ) -> tuple[SampleRecord, StratifiedSample]:
         """A sample of ``kept`` columns of ``pinned`` stratified by ``columns``."""
-        # A uniform sample is drawn here, from the files; a stratified one needs every group's
-        # count first, which Spark's aggregation computes.
-        in_process = None if columns else self._uniform_in_process(pinned, kept, rate)
+        # The sample at `rate` holds about rate * rows rows; more groups than that: whole groups.
+        many = bool(columns) and more_groups_than(pinned, columns, rate * pinned.record_count)
+        in_process, many = (None, many) if many else self._in_process(pinned, columns, rate, kept)
         if in_process is not None:
-            rows, how = in_process, UNIFORM
+            rows, how = in_process
         else:
-            rows, how = self._draw_on_spark(pinned, columns, rate, kept)
+            rows, how = self._draw_on_spark(pinned, columns, rate, kept, many)
         rows = rows.append_column(SAMPLE_ROW, pa.array(np.arange(rows.num_rows), pa.int64()))
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / f"{pinned.table}-{uuid.uuid4().hex}.parquet"
@@ -172,32 +186,40 @@ class SampleStore:
         return record, sample
 
     def _draw_on_spark(
-        self, pinned: PinnedSnapshot, columns: tuple[str, ...], rate: float, kept: tuple[str, ...]
+        self, pinned: PinnedSnapshot, columns: tuple[str, ...], rate: float, kept: tuple[str, ...], many: bool
     ) -> tuple[pa.Table, str]:
         whole = pinned_dataframe(self.spark(), pinned)
         # By position: a name holding a dot or a backtick would be parsed as a path.
         chosen = [whole[i] for i, name in enumerate(whole.columns) if name in kept]
         frame = whole.select(*chosen) if len(chosen) < len(whole.columns) else whole
-        # The sample at `rate` holds about rate * rows rows; more groups than that: whole groups.
-        many = more_groups_than(pinned, columns, rate * pinned.record_count)
         # Without deletes, the files' counts are the rows (no Spark job to count them).
         counted = None if pinned.has_deletes else pinned.record_count
         return draw_sample(frame, columns, rate, self.seed, too_many_groups=many, rows=counted)
 
-    def _uniform_in_process(
-        self, pinned: PinnedSnapshot, kept: tuple[str, ...], rate: float
-    ) -> pa.Table | None:
-        """A uniform sample drawn from the table's files here (see
-        :mod:`sketch_core.tables.file_sample`), as :func:`draw_sample` returns it; None where
-        Spark draws it (files in an object store, or a read that failed here)."""
-        if not readable_here(pinned):
-            return None
+    def _in_process(
+        self, pinned: PinnedSnapshot, columns: tuple[str, ...], rate: float, kept: tuple[str, ...]
+    ) -> tuple[tuple[pa.Table, str] | None, bool]:
+        """A uniform sample, or one stratified by a single column, drawn from the table's files
+        here (see :mod:`sketch_core.tables.file_sample`), as :func:`draw_sample` returns it, and
+        whether the groups were found to outnumber the rows it may hold. None where Spark draws
+        it: files in an object store, groups of several columns or of floats, a sample of whole
+        groups (the groups too many), or a read that failed here."""
+        if not readable_here(pinned) or (columns and not groupable_here(pinned, columns)):
+            return None, False
         try:
-            rows, live = uniform_file_sample(pinned, kept, rate, self.seed)
+            if not columns:
+                rows, live = uniform_file_sample(pinned, kept, rate, self.seed)
+                sizes = np.full(rows.num_rows, live, dtype=np.int64)
+                how = UNIFORM
+            else:
+                drawn = stratified_file_sample(pinned, columns[0], kept, rate, self.seed, OVERSAMPLE)
+                if drawn is None:
+                    return None, True
+                (rows, sizes), how = drawn, STRATIFIED
         except Exception as error:  # Spark reads the same files: a failure here costs a job
             log.warning("drawing the sample of %s here failed (%r); drawing it on Spark", pinned.table, error)
-            return None
-        return rows.append_column(STRATUM_ROWS, pa.array(np.full(rows.num_rows, live, dtype=np.int64)))
+            return None, False
+        return (rows.append_column(STRATUM_ROWS, pa.array(sizes, pa.int64())), how), False
 
     def _load(self, record: SampleRecord) -> StratifiedSample:
         how = WHOLE_GROUPS if record.strata == 0 else STRATIFIED if record.strata > 1 else UNIFORM

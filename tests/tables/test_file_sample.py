@@ -1,5 +1,6 @@
-"""Uniform samples drawn in-process from a pinned snapshot's data files, and the sample store
-drawing them there (Spark drawing them where that fails, and every stratified sample)."""
+"""Samples drawn in-process from a pinned snapshot's data files, uniform or stratified by one
+column, and the sample store drawing them there (Spark drawing them where that fails, and those
+it cannot draw here)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sketch_core.attribute_choice.store import SampleStore
 from sketch_core.datasets import synthetic_table
 from sketch_core.service import SketchService
 from sketch_core.spark.views import pinned_dataframe
-from sketch_core.tables.file_sample import readable_here, uniform_file_sample
+from sketch_core.tables.file_sample import readable_here, stratified_file_sample, uniform_file_sample
 
 pytestmark = pytest.mark.spark
 
@@ -83,9 +84,9 @@ def test_the_store_draws_uniform_samples_from_the_files_and_falls_back_to_spark(
     on_spark: list[tuple[str, ...]] = []
     original = SampleStore._draw_on_spark
 
-    def counted(store: SampleStore, pinned, columns, rate, kept):  # type: ignore[no-untyped-def]
+    def counted(store: SampleStore, pinned, columns, *args):  # type: ignore[no-untyped-def]
         on_spark.append(tuple(columns))
-        return original(store, pinned, columns, rate, kept)
+        return original(store, pinned, columns, *args)
 
     monkeypatch.setattr(SampleStore, "_draw_on_spark", counted)
     stored = spark_svc.samples.sample(pin, [], ["id"])
@@ -102,8 +103,11 @@ def test_the_store_draws_uniform_samples_from_the_files_and_falls_back_to_spark(
     assert {"id", "v"} <= set(wider.sample.rows.column_names)
     assert list(wider.sample.stratum_rows) == [20_000]
 
-    grouped = spark_svc.samples.sample(pin, ["g"])  # stratified: its groups are counted on Spark
-    assert grouped.drawn and on_spark == [(), ("g",)] and grouped.sample.stratified
+    grouped = spark_svc.samples.sample(pin, ["g"])  # stratified by one column: here too
+    assert grouped.drawn and on_spark == [()] and grouped.sample.stratified
+    assert list(grouped.sample.stratum_rows) == [500] * 40
+    two = spark_svc.samples.sample(pin, ["g", "v"])  # by two columns: Spark groups them
+    assert two.drawn and on_spark == [(), ("g", "v")]
 
 
 def test_a_whole_sample_equals_sparks_read_across_types_names_and_schema_changes(
@@ -145,3 +149,44 @@ def test_a_whole_sample_equals_sparks_read_across_types_names_and_schema_changes
     sparks = sorted(spark_rows.to_pylist(), key=lambda row: row["id"])
     assert mine == sparks
     assert mine[0]["extra"] is None and mine[-1]["extra"] == "x"
+
+
+def test_a_stratified_sample_keeps_each_groups_quota_of_its_live_rows(
+    spark_svc: SketchService, ns: str
+) -> None:
+    """Groups of a string column (NULL one of them) of unequal sizes: each keeps
+    max(1, ceil(rate * n)) of its live rows, rows deleted by merge-on-read count in no group and
+    are never kept; more groups than the sample may hold is left to Spark (None)."""
+    from sketch_core.attribute_choice.sampling import quota
+    from sketch_core.spark.sampling import OVERSAMPLE
+
+    svc, name = spark_svc, f"{ns}.facts"
+    sizes = {"a": 4_000, "b": 1_000, "c": 40, None: 600}
+    labels = [label for label, size in sizes.items() for _ in range(size)]
+    order = np.random.default_rng(1).permutation(len(labels))
+    table = pa.table({"id": np.arange(len(labels)), "label": pa.array([labels[i] for i in order])})
+    svc.tables.create(name, table, sort_by=["id"])
+    target = f"{svc.settings.catalog_name}.{name}"
+    svc.spark.sql(f"ALTER TABLE {target} SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')")
+    svc.spark.sql(f"DELETE FROM {target} WHERE id % 10 = 0")
+    pin = svc.tables.pin(name)
+    live = {
+        label: sum(1 for i, j in enumerate(order) if labels[j] == label and i % 10 != 0) for label in sizes
+    }
+
+    drawn = stratified_file_sample(pin, "label", ["id", "label"], 0.05, seed=2, oversample=OVERSAMPLE)
+    assert drawn is not None
+    sample, group_rows = drawn
+    kept = sample.column("id").to_numpy()
+    assert not np.any(kept % 10 == 0) and len(np.unique(kept)) == len(kept)
+    labels_kept = sample.column("label").to_pylist()
+    assert {label: labels_kept.count(label) for label in sizes} == {
+        label: quota(rows, 0.05) for label, rows in live.items()
+    }
+    assert [live[label] for label in labels_kept] == group_rows.tolist()
+    # Each row is the table's: its label is the one the table holds for its id.
+    assert all(labels[order[i]] == label for i, label in zip(kept, labels_kept, strict=True))
+
+    wider = stratified_file_sample(pin, "label", ["label", "id"], 0.05, seed=2, oversample=OVERSAMPLE)
+    assert wider is not None and wider[0].column("id").to_pylist() == sample.column("id").to_pylist()
+    assert stratified_file_sample(pin, "id", ["id"], 0.05, seed=2, oversample=OVERSAMPLE) is None
