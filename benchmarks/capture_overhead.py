@@ -1,6 +1,7 @@
 """Capture overhead: what capturing a sketch costs against running the report plainly.
 
-For each TPC-H report, in one process and interleaved rounds (medians of ``--repeat``): the
+For each TPC-H report (and, with ``--synthetic ROWS``, a top-10 and a HAVING report over a
+synthetic table sorted by its row id), in one process and interleaved rounds (medians of ``--repeat``): the
 plain query (``svc.query(..., use_sketches=False)``), a capture with the default attribute
 choice (as a new user runs ``svc.capture(sql)``; the choice's sample stored after the first
 round, as it is between a deployment's captures), and a capture with the attributes that choice
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 import time
@@ -24,8 +26,10 @@ from pathlib import Path
 
 from sqlalchemy import text
 
+from benchmarks.layouts import SYNTHETIC_GROUPS, synthetic_queries
 from benchmarks.stack import bench_service
 from sketch_core.config import DEFAULT_ATTRIBUTE_STRATEGY, Settings
+from sketch_core.datasets import synthetic_table
 from sketch_core.datasets.tpch_queries import TPCH_QUERIES
 from sketch_core.service import SketchService
 from sketch_core.tables.file_cache import FileCache
@@ -90,8 +94,17 @@ def _timed_capture(
     return seconds, {t: set(ids) for t, ids in version.fragments.items()}
 
 
-def measure(svc: SketchService, number: int, repeat: int) -> Overhead:
-    sql = TPCH_QUERIES[number]
+def synthetic_reports(svc: SketchService, rows: int) -> dict[str, str]:
+    """The layouts benchmark's top-10 and HAVING reports grouped by ``a``, over a table of
+    ``rows`` rows sorted by its row id (``key``), as tables loaded in arrival order are: the
+    choice leaves such a table to the estimates, over a sample stratified by ``a``."""
+    table = f"bench.facts_{rows}_by_key"
+    if not svc.tables.exists(table):
+        svc.tables.create(table, synthetic_table(rows, SYNTHETIC_GROUPS, seed=3), sort_by=["key"])
+    return synthetic_queries(svc, table)
+
+
+def measure(svc: SketchService, label: str, sql: str, repeat: int) -> Overhead:
     svc.query(sql, use_sketches=False)  # the JVM's first run of the query is not the report's
     # Nor is the process's first run of the capture plan the choice's cost (at SF10 it took
     # Q10's capture job 18 s against 13 s the next time): a default capture runs it first. Its
@@ -100,7 +113,7 @@ def measure(svc: SketchService, number: int, repeat: int) -> Overhead:
     _timed_capture(svc, sql, None)
     _forget_samples(svc)
     _empty_file_cache(svc)
-    result = Overhead(f"tpch_q{number}", {})
+    result = Overhead(label, {})
     for round_number in range(repeat):
         began = time.perf_counter()
         svc.query(sql, use_sketches=False)
@@ -112,9 +125,9 @@ def measure(svc: SketchService, number: int, repeat: int) -> Overhead:
         result.attributes = {t: a for t, (a, _) in svc.sketch(SCRATCH).partitions.items()}
         seconds, given_fragments = _timed_capture(svc, sql, result.attributes)
         result.given_s.append(seconds)
-        assert given_fragments == chosen_fragments, f"Q{number}: the captures disagree"
+        assert given_fragments == chosen_fragments, f"{label}: the captures disagree"
         print(
-            f"{time.strftime('%H:%M:%S')} Q{number} round {round_number + 1}: "
+            f"{time.strftime('%H:%M:%S')} {label} round {round_number + 1}: "
             f"plain {result.plain_s[-1]:.2f}s, default choice {result.default_s[-1]:.2f}s, "
             f"given {result.given_s[-1]:.2f}s",
             flush=True,
@@ -123,13 +136,22 @@ def measure(svc: SketchService, number: int, repeat: int) -> Overhead:
     return result
 
 
-def report(results: list[Overhead], scale: float, command: str, queries: tuple[int, ...] = QUERIES) -> Path:
+def report(
+    results: list[Overhead],
+    scale: float,
+    command: str,
+    queries: tuple[int, ...] = QUERIES,
+    synthetic_rows: int = 0,
+) -> Path:
     """The JSON and Markdown reports: ``capture_overhead_sf10``, or with the queries run when
-    they are not the default ones (``_q5_q7``), so a run of others keeps the default's report."""
+    they are not the default ones (``_q5_q7``, ``_syn2000000`` for the synthetic reports), so a
+    run of others keeps the default's report."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = f"capture_overhead_sf{scale:g}"
-    if tuple(queries) != QUERIES:
+    if tuple(queries) != QUERIES or synthetic_rows:
         stem += "".join(f"_q{q}" for q in queries)
+    if synthetic_rows:
+        stem += f"_syn{synthetic_rows}"
     payload = [
         {
             **asdict(r),
@@ -171,15 +193,25 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--queries", default=",".join(map(str, QUERIES)))
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--synthetic",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="also the synthetic top-10 and HAVING reports over a table of ROWS rows sorted by its id",
+    )
     args = parser.parse_args()
     home = Settings.from_env().warehouse.parent
     with bench_service(args.scale, home) as svc:
         # The benchmark stack sketches sort keys first; a new user's captures choose by default.
         svc.settings = replace(svc.settings, attribute_strategy=DEFAULT_ATTRIBUTE_STRATEGY)
-        queries = tuple(int(q) for q in args.queries.split(","))
-        results = [measure(svc, q, args.repeat) for q in queries]
-    command = "python -m benchmarks.capture_overhead " + " ".join(sys.argv[1:])
-    print(report(results, args.scale, command, queries).read_text())
+        queries = tuple(int(q) for q in args.queries.split(",") if q)
+        reports = {f"tpch_q{q}": TPCH_QUERIES[q] for q in queries}
+        if args.synthetic:
+            reports.update(synthetic_reports(svc, args.synthetic))
+        results = [measure(svc, label, sql, args.repeat) for label, sql in reports.items()]
+    command = "python -m benchmarks.capture_overhead " + shlex.join(sys.argv[1:])
+    print(report(results, args.scale, command, queries, args.synthetic).read_text())
 
 
 if __name__ == "__main__":

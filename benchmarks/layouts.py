@@ -105,15 +105,14 @@ class TableResult:
         return f"{order}, pages of {self.page_rows:,} rows" if self.page_rows is not None else order
 
 
-def synthetic_queries(svc: SketchService) -> dict[str, str]:
+def synthetic_queries(svc: SketchService, table: str = SYNTHETIC_TABLE) -> dict[str, str]:
     """The top 10 groups by a sum, and the groups whose sum passes its 99.9th percentile."""
-    sums = svc.query(f"SELECT a, SUM(b) AS s FROM {SYNTHETIC_TABLE} GROUP BY a", use_sketches=False)
+    sums = svc.query(f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a", use_sketches=False)
     threshold = int(np.percentile(sums.table.column("s").to_numpy(), 99.9))
     return {
-        "syn_top_groups": f"SELECT a, SUM(b) AS total, COUNT(*) AS n FROM {SYNTHETIC_TABLE} "
+        "syn_top_groups": f"SELECT a, SUM(b) AS total, COUNT(*) AS n FROM {table} "
         "GROUP BY a ORDER BY total DESC, a LIMIT 10",
-        "syn_having_sum": f"SELECT a, SUM(b) AS s FROM {SYNTHETIC_TABLE} GROUP BY a "
-        f"HAVING SUM(b) > {threshold}",
+        "syn_having_sum": f"SELECT a, SUM(b) AS s FROM {table} GROUP BY a HAVING SUM(b) > {threshold}",
     }
 
 

@@ -30,6 +30,9 @@ def test_ratios_are_medians_over_the_plain_median(tmp_path: Path, monkeypatch: p
     other = bench.report([run], 10.0, "python -m benchmarks.capture_overhead --queries 5,7", (5, 7))
     assert other.name == "capture_overhead_sf10_q5_q7.md", "a run of other queries keeps the default's report"
     assert (tmp_path / "capture_overhead_sf10.md").read_text() == text
+    synthetic = bench.report([run], 10.0, "-", (), synthetic_rows=2_000_000)
+    assert synthetic.name == "capture_overhead_sf10_syn2000000.md"
+    assert (tmp_path / "capture_overhead_sf10.md").read_text() == text
     # A first default capture that drew no sample (a top-k report chosen from the files' bounds).
     unsampled = replace(run, drew_sample=False)
     assert "| 2.73x | no | 1.00x |" in bench.report([unsampled], 10.0, "-").read_text()
