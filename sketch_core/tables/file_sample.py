@@ -38,6 +38,8 @@ from sketch_core.tables.position_deletes import deleted_positions, live_mask
 # Files decoded at once: Arrow's decoding releases the GIL, and the Spark executors that share
 # the machine are idle while a capture chooses its attributes.
 _MAX_THREADS = 4
+# Per-file group counts held before they are merged (besides twice the groups allowed).
+_MERGE_ROWS = 1_000_000
 T = TypeVar("T")
 
 
@@ -99,7 +101,10 @@ def stratified_file_sample(
     """``pinned``'s ``columns`` (``group_column`` among them) stratified by ``group_column``
     (see the module docstring), and each sampled row's group size; None where the groups
     outnumber ``rate`` times the rows (then whole groups are sampled, on Spark)."""
-    values, counts = _group_counts(pinned, group_column)
+    counted = _group_counts(pinned, group_column, most=rate * pinned.record_count)
+    if counted is None:
+        return None
+    values, counts = counted
     if len(counts) == 0 or len(counts) > rate * int(counts.sum()):
         return None
     quotas = np.maximum(1, np.ceil(counts * rate)).astype(np.int64)
@@ -130,9 +135,11 @@ def stratified_file_sample(
     return rows.take(pa.array(chosen)), counts[group[chosen]]
 
 
-def _group_counts(pinned: PinnedSnapshot, column: str) -> tuple[pa.Array, np.ndarray]:
+def _group_counts(pinned: PinnedSnapshot, column: str, most: float) -> tuple[pa.Array, np.ndarray] | None:
     """The distinct values of ``column`` among ``pinned``'s live rows (NULL one of them, where
-    held) and how many rows hold each."""
+    held) and how many rows hold each; None once they are found to be more than ``most`` (the
+    files' counts are merged as they come, so that a column of many values is never held whole:
+    a sample of whole groups is then drawn, on Spark)."""
     target = _schema_of(pinned, [column])
 
     def count(info: DataFileInfo) -> pa.Table:
@@ -141,11 +148,26 @@ def _group_counts(pinned: PinnedSnapshot, column: str) -> tuple[pa.Array, np.nda
         counted = pc.value_counts(values if alive is None else values.filter(pa.array(alive)))
         return pa.table({"value": counted.field("values"), "rows": counted.field("counts")})
 
-    parts = _each_file(pinned, count)
-    if not parts:
+    def merged(parts: list[pa.Table]) -> pa.Table:
+        together = pa.concat_tables(parts).group_by("value").aggregate([("rows", "sum")])
+        return together.rename_columns(["value", "rows"])
+
+    kept: list[pa.Table] = []
+    held = 0
+    with ThreadPoolExecutor(_threads(pinned), thread_name_prefix="sample") as pool:
+        for part in pool.map(count, pinned.files):
+            kept.append(part)
+            held += part.num_rows
+            if held > 2 * most + _MERGE_ROWS:
+                kept = [merged(kept)]
+                held = kept[0].num_rows
+                if held > most:
+                    pool.shutdown(cancel_futures=True)
+                    return None
+    if not kept:
         return pa.array([], target.field(column).type), np.empty(0, dtype=np.int64)
-    merged = pa.concat_tables(parts).group_by("value").aggregate([("rows", "sum")])
-    return merged.column("value").combine_chunks(), merged.column("rows_sum").to_numpy().astype(np.int64)
+    result = merged(kept)
+    return result.column("value").combine_chunks(), result.column("rows").to_numpy().astype(np.int64)
 
 
 def _schema_of(pinned: PinnedSnapshot, columns: Sequence[str]) -> pa.Schema:
@@ -165,6 +187,9 @@ def _keys(seed: int, info: DataFileInfo, count: int) -> np.ndarray:
 
 
 def _each_file(pinned: PinnedSnapshot, work: Callable[[DataFileInfo], T]) -> list[T]:
-    threads = max(1, min(_MAX_THREADS, os.cpu_count() or 1, len(pinned.files)))
-    with ThreadPoolExecutor(threads, thread_name_prefix="sample") as pool:
+    with ThreadPoolExecutor(_threads(pinned), thread_name_prefix="sample") as pool:
         return list(pool.map(work, pinned.files))
+
+
+def _threads(pinned: PinnedSnapshot) -> int:
+    return max(1, min(_MAX_THREADS, os.cpu_count() or 1, len(pinned.files)))

@@ -152,7 +152,7 @@ def test_a_whole_sample_equals_sparks_read_across_types_names_and_schema_changes
 
 
 def test_a_stratified_sample_keeps_each_groups_quota_of_its_live_rows(
-    spark_svc: SketchService, ns: str
+    spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Groups of a string column (NULL one of them) of unequal sizes: each keeps
     max(1, ceil(rate * n)) of its live rows, rows deleted by merge-on-read count in no group and
@@ -190,3 +190,8 @@ def test_a_stratified_sample_keeps_each_groups_quota_of_its_live_rows(
     wider = stratified_file_sample(pin, "label", ["label", "id"], 0.05, seed=2, oversample=OVERSAMPLE)
     assert wider is not None and wider[0].column("id").to_pylist() == sample.column("id").to_pylist()
     assert stratified_file_sample(pin, "id", ["id"], 0.05, seed=2, oversample=OVERSAMPLE) is None
+    # The files' counts merged as they come: too many groups are found before all are held.
+    monkeypatch.setattr("sketch_core.tables.file_sample._MERGE_ROWS", 0)
+    assert stratified_file_sample(pin, "id", ["id"], 0.05, seed=2, oversample=OVERSAMPLE) is None
+    merged = stratified_file_sample(pin, "label", ["id", "label"], 0.05, seed=2, oversample=OVERSAMPLE)
+    assert merged is not None and merged[0].column("id").to_pylist() == sample.column("id").to_pylist()
