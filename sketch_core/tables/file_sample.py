@@ -116,15 +116,17 @@ def stratified_file_sample(
         found = pc.index_in(rows.column(group_column), value_set=values, skip_nulls=False)
         # (A value held only by deleted rows is not among the counted ones.)
         group = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        counted = group >= 0
+        known = group >= 0
         keys = _keys(seed, info, rows.num_rows)
-        keep = counted & (keys < shares[np.where(counted, group, 0)])
+        keep = known & (keys < shares[np.where(known, group, 0)])
         if alive is not None:
             keep &= alive
         return rows.filter(pa.array(keep)), group[keep], keys[keep]
 
     parts = _each_file(pinned, survivors)
     rows = pa.concat_tables([p[0] for p in parts])
+    # (Group ids are positions in the counts, whose order may vary between draws: they only
+    # label the groups here, so the rows kept do not depend on it.)
     group = np.concatenate([p[1] for p in parts])
     keys = np.concatenate([p[2] for p in parts])
     # Each group's quota of its smallest keys among the survivors.
