@@ -9,13 +9,19 @@ from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from sketch_core.attribute_choice.store import SampleStore
 from sketch_core.datasets import synthetic_table
 from sketch_core.service import SketchService
 from sketch_core.spark.views import pinned_dataframe
-from sketch_core.tables.file_sample import readable_here, stratified_file_sample, uniform_file_sample
+from sketch_core.tables.file_sample import (
+    groupable_here,
+    readable_here,
+    stratified_file_sample,
+    uniform_file_sample,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -195,3 +201,47 @@ def test_a_stratified_sample_keeps_each_groups_quota_of_its_live_rows(
     assert stratified_file_sample(pin, "id", ["id"], 0.05, seed=2, oversample=OVERSAMPLE) is None
     merged = stratified_file_sample(pin, "label", ["id", "label"], 0.05, seed=2, oversample=OVERSAMPLE)
     assert merged is not None and merged[0].column("id").to_pylist() == sample.column("id").to_pylist()
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pa.decimal128(9, 2), pa.timestamp("us", tz="UTC"), pa.date32(), pa.bool_(), pa.int32()],
+    ids=str,
+)
+def test_groups_of_each_kind_drawn_here_keep_their_quota(
+    spark_svc: SketchService, ns: str, kind: pa.DataType
+) -> None:
+    """Group columns of every kind the store draws here: each group (NULL one) keeps its quota,
+    and the group sizes are the table's."""
+    from sketch_core.attribute_choice.sampling import quota
+    from sketch_core.spark.sampling import OVERSAMPLE
+
+    name = f"{ns}.facts"
+    ids = np.arange(3_000)
+    slot = ids % 7 if kind != pa.bool_() else ids % 2
+    values = pa.array(slot, pa.int64()).cast(pa.int32())
+    if pa.types.is_decimal(kind):
+        values = pa.array([Decimal(int(s)) / 4 for s in slot], pa.decimal128(9, 2))
+    elif pa.types.is_timestamp(kind):
+        values = pa.array(slot * 86_400_000_000, pa.int64()).cast(kind)
+    elif pa.types.is_date(kind):
+        values = values.cast(pa.date32())
+    elif pa.types.is_boolean(kind):
+        values = pa.array(slot == 1)
+    mask = pa.array(ids % 11 == 0)  # NULL in some rows: a group of its own
+    values = pc.if_else(mask, pa.scalar(None, values.type), values)
+    spark_svc.tables.create(name, pa.table({"id": ids, "g": values}), sort_by=["id"])
+    pin = spark_svc.tables.pin(name)
+    assert groupable_here(pin, ["g"])
+
+    drawn = stratified_file_sample(pin, "g", ["id", "g"], 0.1, seed=5, oversample=OVERSAMPLE)
+    assert drawn is not None
+    sample, sizes = drawn
+    table_sizes: dict[object, int] = {}
+    for value in values.to_pylist():
+        table_sizes[value] = table_sizes.get(value, 0) + 1
+    kept: dict[object, int] = {}
+    for value in sample.column("g").to_pylist():
+        kept[value] = kept.get(value, 0) + 1
+    assert kept == {value: quota(size, 0.1) for value, size in table_sizes.items()}
+    assert sizes.tolist() == [table_sizes[v] for v in sample.column("g").to_pylist()]
