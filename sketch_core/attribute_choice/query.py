@@ -381,9 +381,6 @@ class AttributeEstimates:
     fallbacks: dict[str, str] = field(default_factory=dict)
     # ``table.attribute`` -> expected share of the table's data files its sketch reads
     files_read: dict[str, float] = field(default_factory=dict)
-    # table -> its candidates left unestimated because their sketch reads every file however
-    # little it keeps, while another of the table's candidates skips files
-    deferred: dict[str, list[str]] = field(default_factory=dict)
 
     def fallback_reason(self, table: str) -> str:
         """Why none of ``table``'s candidates has an estimate."""

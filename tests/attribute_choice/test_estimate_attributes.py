@@ -169,16 +169,16 @@ def test_choose_attributes_names_what_a_capture_without_attributes_sketches(
     assert none is None and heuristic[table] == "key"  # the heuristic: sort key first
 
 
-def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
+def test_candidates_the_query_does_not_read_and_that_skip_no_file_are_not_estimated(
     small_files: None, spark_svc: SketchService, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A dimension sorted by its key over ten files: ``tier`` and ``slot`` take every value in
     each file, so a sketch on either reads every file however little it keeps. Where the query
     does not read them they are never estimated (their columns not read), and the pick is the
     one estimating everything makes. Where it reads one (``tier``, grouped on), it is estimated
-    once the key's sketch does not skip files or is unsafe. The sampled fact
-    table's candidates are estimated where the query reads them (a, b) or their sketch may skip
-    files (key), and c, neither, is not: its column is not even drawn into the sample."""
+    with the others, in one evaluation. The sampled fact table's candidates are estimated where
+    the query reads them (a, b) or their sketch may skip files (key), and c, neither, is not:
+    its column is not even drawn into the sample."""
     from sketch_core.service import attributes as attributes_module
 
     facts = f"{ns}.facts"
@@ -200,7 +200,6 @@ def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
         why = estimates.estimation.unestimated[f"{dim}.{attribute}"]
         assert "the query does not read it" in why and "reads every file" in why
         assert estimates.files_read[f"{dim}.{attribute}"] == 1.0
-    assert not estimates.deferred
     picked, _ = spark_svc.choose_attributes(top, fragments=100)
     assert picked[dim] == "gid"
 
@@ -213,20 +212,20 @@ def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
 
     # Only the smallest tier passes: the key's sketch would skip files, but it is unsafe for a
     # HAVING on a count below a bound (a tier's count over part of its groups is smaller). The
-    # capture then estimates the deferred candidates too and picks as if all had been.
+    # query reads tier (it groups on it): estimated in the one evaluation, and picked.
     counts = np.sort(np.bincount(fact_rows.column("a").to_numpy() % 10, minlength=10))
     smallest = f"SELECT g.tier, COUNT(*) AS n {join} GROUP BY g.tier HAVING COUNT(*) < {counts[1]}"
-    passes: list[bool] = []
-    estimates_of = attributes_module.AttributeChooser.estimates
+    evaluations: list[int] = []
+    evaluate = attributes_module.evaluate_plan
 
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        passes.append(kwargs.get("defer", True))
-        return estimates_of(self, *args, **kwargs)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        evaluations.append(1)
+        return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(attributes_module.AttributeChooser, "estimates", counted)
+    monkeypatch.setattr(attributes_module, "evaluate_plan", counted)
     chosen, chosen_estimates = spark_svc.choose_attributes(smallest, fragments=100)
-    assert chosen[dim] == "tier" and passes == [True, False], passes
-    assert chosen_estimates is not None and not chosen_estimates.deferred
+    assert chosen[dim] == "tier" and len(evaluations) == 1, evaluations
+    assert chosen_estimates is not None and f"{dim}.tier" in chosen_estimates.estimation.candidates
     monkeypatch.setattr(attributes_module, "reads_every_file", lambda *args: False)
     assert spark_svc.choose_attributes(smallest, fragments=100)[0] == chosen
     monkeypatch.undo()
@@ -235,7 +234,7 @@ def test_candidates_that_skip_no_file_are_estimated_only_when_no_other_does(
     # every candidate the query reads is estimated; tier and slot, not read, are not.
     wide = f"SELECT g.gid, SUM(f.b) AS s {join} GROUP BY g.gid ORDER BY s DESC LIMIT 150"
     spread = spark_svc.estimate_attributes(wide, fragments=100, replicates=20)
-    assert spread.estimation is not None and not spread.deferred
+    assert spread.estimation is not None
     assert f"{dim}.gid" in spread.estimation.candidates
     assert {f"{dim}.{a}" for a in ("tier", "slot")} <= set(spread.estimation.unestimated)
 
