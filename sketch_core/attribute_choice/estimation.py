@@ -164,6 +164,11 @@ class SampleEstimator:
         self.bounded = selection.limit is not None or selection.top_k
         # Table rows per unit of weight: 1, or 1 / rate for a sample of whole groups.
         self.population_scale = population_scale
+        # Each replicate sums these per group: computed once, not once per replicate.
+        self._passing_weights = self.weights * self.passes
+        self._inputs = [_AggregateRows.of(a, self._passing_weights, self.passes) for a in self.aggregates]
+        # Weights are positive: a group exists in a replicate iff its passing weight is.
+        self._weights_positive = bool(np.all(self.weights > 0))
 
     @classmethod
     def over_sample(
@@ -192,12 +197,17 @@ class SampleEstimator:
     def aggregate_estimates(self, index: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Per group, each aggregate estimated over the rows at ``index``; and which groups exist
         (have a row passing the WHERE clause)."""
-        groups, weights = self.groups[index], self.weights[index] * self.passes[index]
-        size = self.group_count
-        exists = np.bincount(groups, weights=self.passes[index], minlength=size) > 0
+        groups, size = self.groups[index], self.group_count
+        # The passing weight per group is COUNT(*), and the weight of every aggregate whose
+        # argument is never NULL; it also says which groups exist.
+        passing = np.bincount(groups, weights=self._passing_weights[index], minlength=size)
+        if self._weights_positive:
+            exists = passing > 0
+        else:
+            exists = np.bincount(groups, weights=self.passes[index], minlength=size) > 0
         out: dict[str, np.ndarray] = {}
-        for aggregate in self.aggregates:
-            out[aggregate.name] = _aggregate(aggregate, index, groups, weights, self.passes[index], size)
+        for aggregate, rows in zip(self.aggregates, self._inputs, strict=True):
+            out[aggregate.name] = rows.estimate(index, groups, passing, size)
         return out, exists
 
     def result(self, estimates: Mapping[str, np.ndarray], exists: np.ndarray) -> np.ndarray:
@@ -415,49 +425,81 @@ class _Resampler:
         self.hit_chance = np.divide(
             present, stratum_samples, out=np.zeros(len(present)), where=stratum_samples > 0
         )
+        # Every sampled row given (a query without a selective join or WHERE clause): each
+        # stratum's draws all hit, and where they land is known but for the offsets.
+        self.certain: tuple[np.ndarray, np.ndarray] | None = None
+        if np.array_equal(present, stratum_samples):
+            stratum = np.repeat(np.arange(len(present)), present)
+            self.certain = self.start[stratum], self.present[stratum].astype(float)
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        hits = rng.binomial(self.samples, self.hit_chance)
-        stratum = np.repeat(np.arange(len(hits)), hits)
+        if self.certain is not None:
+            start, present = self.certain
+        else:
+            hits = rng.binomial(self.samples, self.hit_chance)
+            stratum = np.repeat(np.arange(len(hits)), hits)
+            start, present = self.start[stratum], self.present[stratum]
         # Truncation is the floor for these non-negative offsets.
-        offsets = (rng.random(len(stratum)) * self.present[stratum]).astype(np.int64)
-        return np.asarray(self.order[self.start[stratum] + offsets], dtype=np.int64)
+        offsets = (rng.random(len(start)) * present).astype(np.int64)
+        return np.asarray(self.order[start + offsets], dtype=np.int64)
 
 
-def _aggregate(
-    aggregate: AggregateInput,
-    index: np.ndarray,
-    groups: np.ndarray,
-    weights: np.ndarray,
-    passes: np.ndarray,
-    size: int,
-) -> np.ndarray:
-    if aggregate.values is None:  # COUNT(*)
-        return np.bincount(groups, weights=weights, minlength=size)
-    values = aggregate.values[index].astype(float)
-    present = passes & ~np.isnan(values)
-    w = np.where(present, weights, 0.0)
-    x = np.where(present, values, 0.0)
-    if aggregate.function == "count":
-        return np.bincount(groups, weights=w, minlength=size)
-    total = np.bincount(groups, weights=w * x, minlength=size)
-    counted = np.bincount(groups, weights=w, minlength=size)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if aggregate.function == "sum":
-            return np.where(counted > 0, total, np.nan)
-        if aggregate.function == "avg":
-            return np.where(counted > 0, total / counted, np.nan)
-    if aggregate.function not in ("min", "max"):
-        raise SamplingError(f"no estimator for {aggregate.function}")
-    kept_groups, kept_values = groups[present], values[present]
-    if aggregate.function == "max":
-        extreme = np.full(size, -np.inf)
-        np.maximum.at(extreme, kept_groups, kept_values)
-    else:
-        extreme = np.full(size, np.inf)
-        np.minimum.at(extreme, kept_groups, kept_values)
-    # Groups without a value have none (infinite values in the data stay what they are).
-    return np.where(np.bincount(kept_groups, minlength=size) > 0, extreme, np.nan)
+@dataclass(frozen=True)
+class _AggregateRows:
+    """One aggregate's per-row inputs, weighted once for every replicate: ``weights`` are the
+    passing rows' weights where the argument is present (None: wherever the row passes, the
+    estimator's passing weights), ``weighted`` those times the argument (SUM, AVG), ``values``
+    the argument (MIN, MAX) and ``kept`` the rows that count for MIN and MAX."""
+
+    function: AggregateFunction
+    weights: np.ndarray | None = None
+    weighted: np.ndarray | None = None
+    values: np.ndarray | None = None
+    kept: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, aggregate: AggregateInput, passing_weights: np.ndarray, passes: np.ndarray) -> _AggregateRows:
+        if aggregate.function not in ("count", "sum", "avg", "min", "max"):
+            raise SamplingError(f"no estimator for {aggregate.function}")
+        if aggregate.values is None:  # COUNT(*)
+            return cls(aggregate.function)
+        values = aggregate.values.astype(float)
+        present = passes & ~np.isnan(values)
+        weights = None if bool(present.all()) else np.where(present, passing_weights, 0.0)
+        if aggregate.function in ("min", "max"):
+            return cls(aggregate.function, weights, values=values, kept=present)
+        if aggregate.function == "count":
+            return cls(aggregate.function, weights)
+        w = passing_weights if weights is None else weights
+        return cls(aggregate.function, weights, weighted=np.where(present, w * values, 0.0))
+
+    def estimate(self, index: np.ndarray, groups: np.ndarray, passing: np.ndarray, size: int) -> np.ndarray:
+        """Per group, the aggregate over the rows at ``index`` (``groups`` their groups,
+        ``passing`` the groups' passing weights)."""
+        counted = (
+            passing
+            if self.weights is None
+            else np.bincount(groups, weights=self.weights[index], minlength=size)
+        )
+        if self.function == "count":
+            return counted
+        if self.weighted is not None:
+            total = np.bincount(groups, weights=self.weighted[index], minlength=size)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                if self.function == "sum":
+                    return np.where(counted > 0, total, np.nan)
+                return np.where(counted > 0, total / counted, np.nan)
+        assert self.values is not None and self.kept is not None
+        kept = self.kept[index]
+        kept_groups, kept_values = groups[kept], self.values[index][kept]
+        if self.function == "max":
+            extreme = np.full(size, -np.inf)
+            np.maximum.at(extreme, kept_groups, kept_values)
+        else:
+            extreme = np.full(size, np.inf)
+            np.minimum.at(extreme, kept_groups, kept_values)
+        # Groups without a value have none (infinite values in the data stay what they are).
+        return np.where(np.bincount(kept_groups, minlength=size) > 0, extreme, np.nan)
 
 
 def _occupied(k: float, total: int) -> float:

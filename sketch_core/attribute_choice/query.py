@@ -120,8 +120,10 @@ def estimate_candidates(
         for name, call in shape.aggregate.aggregates
     ]
 
+    keyed = keys.append_column(GROUP, pa.array(np.arange(group_count), pa.int64()))
+
     def choose(estimates: Mapping[str, np.ndarray], exists: np.ndarray) -> np.ndarray:
-        table = keys.append_column(GROUP, pa.array(np.arange(group_count), pa.int64()))
+        table = keyed
         for name, values in estimates.items():
             table = table.append_column(name, pa.array(values, pa.float64()))
         table = table.filter(pa.array(exists))

@@ -74,6 +74,30 @@ def result_groups(shape: AggregationShape, estimates: pa.Table) -> np.ndarray:
                 )
                 for k in node.order
             ]
+            table = _leading_candidates(table, keys[0], node.reach)
             order = pc.sort_indices(table, sort_keys=keys)
             table = table.take(order[: node.reach])
     return np.asarray(table.column(GROUP).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _leading_candidates(table: pa.Table, first_key: tuple[str, str, str], reach: int) -> pa.Table:
+    """``table`` without the rows that cannot be among its first ``reach`` once sorted (the
+    bootstrap sorts every replicate's groups for a top-k: sorting the few that can lead is
+    cheaper). A row whose first sort key is worse than that of ``reach`` others comes after
+    them whatever its other keys; NULL and NaN keys are kept (their place depends on the
+    placement), and the rows keep their order, so a stable sort of what is left returns the
+    same first ``reach`` rows."""
+    column, direction, _ = first_key
+    values = table.column(column)
+    if reach <= 0 or table.num_rows <= 4 * reach or not pa.types.is_floating(values.type):
+        return table
+    numbers = values.to_numpy(zero_copy_only=False).astype(float)  # NULL -> NaN
+    ordered = numbers if direction == "descending" else -numbers
+    finite = ordered[~np.isnan(ordered)]
+    if len(finite) <= reach:
+        return table
+    # The ``reach``-th largest: rows below it have ``reach`` rows ahead of them.
+    bound = np.partition(finite, len(finite) - reach)[len(finite) - reach]
+    with np.errstate(invalid="ignore"):
+        keep = ~(ordered < bound)
+    return table.filter(pa.array(keep))

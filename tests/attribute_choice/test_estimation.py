@@ -14,6 +14,7 @@ from sketch_core.attribute_choice.estimation import (
     ResultSelection,
     SampleEstimator,
     SelectivityEstimate,
+    _Resampler,
 )
 from sketch_core.attribute_choice.query import sample_partition
 from sketch_core.attribute_choice.sampling import StratifiedSample, draw_stratified, quota, stratum_ids
@@ -277,3 +278,70 @@ def test_a_top_k_over_whole_groups_is_not_scaled_up_to_the_table() -> None:
     table = many_small_groups(seed=4)
     estimate = whole_group_estimate(table, ResultSelection(order_by="s", descending=True, limit=10))
     assert estimate.fragments <= 10  # ten groups occupy at most ten fragments
+
+
+# -- each replicate's aggregates --------------------------------------------------------------
+@pytest.mark.parametrize("all_pass", [True, False])
+def test_a_replicates_aggregates_are_the_weighted_aggregates_of_its_rows(all_pass: bool) -> None:
+    """Over any resample (rows repeated, some left out), each group's COUNT(*), COUNT, SUM and
+    AVG weigh every passing row whose argument is not NULL, and MIN and MAX take its extremes;
+    a group none of whose rows pass does not exist."""
+    rng = np.random.default_rng(7)
+    rows, groups = 3_000, 40
+    group_of = rng.integers(0, groups, rows)
+    values = rng.normal(10, 5, rows)
+    values[rng.random(rows) < 0.1] = np.nan  # NULL arguments
+    passes = np.ones(rows, dtype=bool) if all_pass else rng.random(rows) < 0.7
+    weights = rng.uniform(1, 5, rows)
+    estimator = SampleEstimator(
+        weights,
+        group_of,  # one stratum per group
+        np.bincount(group_of, minlength=groups),
+        group_of,
+        groups + 1,  # the last group has no rows
+        [
+            AggregateInput("n", "count"),
+            AggregateInput("c", "count", values),
+            AggregateInput("s", "sum", values),
+            AggregateInput("a", "avg", values),
+            AggregateInput("lo", "min", values),
+            AggregateInput("hi", "max", values),
+        ],
+        ResultSelection(),
+        passes,
+    )
+    index = rng.integers(0, rows, rows)
+    got, exists = estimator.aggregate_estimates(index)
+    for g in range(groups + 1):
+        picked = index[(group_of[index] == g) & passes[index]]
+        valued = picked[~np.isnan(values[picked])]
+        assert exists[g] == (len(picked) > 0)
+        assert got["n"][g] == pytest.approx(weights[picked].sum())
+        assert got["c"][g] == pytest.approx(weights[valued].sum())
+        if len(valued) == 0:
+            assert all(np.isnan(got[name][g]) for name in ("s", "a", "lo", "hi"))
+            continue
+        assert got["s"][g] == pytest.approx((weights[valued] * values[valued]).sum())
+        assert got["a"][g] == pytest.approx(np.average(values[valued], weights=weights[valued]))
+        assert got["lo"][g] == values[valued].min()
+        assert got["hi"][g] == values[valued].max()
+
+
+@pytest.mark.parametrize("all_given", [True, False])
+def test_a_resample_draws_each_stratum_from_its_own_given_rows(all_given: bool) -> None:
+    """Every stratum is drawn again at its sample's size, with replacement: all of its draws
+    land on its own rows when every sampled row is given; when half failed the query, only the
+    draws landing on given rows are returned (about half of the stratum's sample)."""
+    strata = np.repeat(np.arange(50), 20)
+    samples = np.full(50, 20 if all_given else 40)
+    resampler = _Resampler(strata, samples)
+    draws = [resampler.draw(np.random.default_rng(seed)) for seed in range(20)]
+    for index in draws:
+        drawn = np.bincount(strata[index], minlength=50)
+        if all_given:
+            assert list(drawn) == [20] * 50
+        else:
+            assert drawn.sum() == pytest.approx(1_000, rel=0.1)
+    # With replacement: rows repeat within a replicate, and every row is drawn in some.
+    assert all(len(np.unique(index)) < len(index) for index in draws)
+    assert set(np.concatenate(draws)) == set(range(len(strata)))
