@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from sketch_core.algebra.dialect import SPARK
 from sketch_core.algebra.ir import AggCall, Aggregate, Join, Project, Relation, Scan, Select, Union
+from sketch_core.arrow.membership import is_in
 from sketch_core.errors import UnsupportedQueryError
 from sketch_core.incremental.expressions import ExpressionTranslator, evaluate, filter_rows
 from sketch_core.incremental.join import equi_keys, keyed_like, matching_rows
@@ -211,7 +212,7 @@ def _having_keys(table: pa.Table, keys: Mapping[str, pa.Array]) -> pa.Table:
     for name, values in keys.items():
         column = table.column(name)
         try:
-            found = pc.is_in(column, value_set=values.cast(column.type))
+            found = is_in(column, values.cast(column.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             continue
         mask = found if mask is None else pc.and_(mask, found)

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from sketch_core.arrow.membership import is_in
 
 
 class FileCache:
@@ -73,7 +74,7 @@ class FileCache:
             with self._lock:
                 self._sorted[key] = ordered
         if ordered is None:
-            return pc.is_in(column, value_set=values)
+            return is_in(column, values)
         wanted = np.asarray(values.drop_null().to_numpy(zero_copy_only=False), dtype=ordered.dtype)
         starts = np.searchsorted(ordered, wanted, side="left")
         ends = np.searchsorted(ordered, wanted, side="right")
