@@ -78,6 +78,14 @@ class CapturePlan:
         """Each annotation's union over the rows (a delayed one is an id per row once computed)."""
         return tuple((n, _union_call(n, n in self.sets)) for n in self.tables)
 
+    def most_rows(self) -> int | None:
+        """The most rows ``rows`` can have: a top-k's reach under projections, selections and
+        sorts (None: not bounded by the plan)."""
+        node = self.rows
+        while isinstance(node, Project | Select | Sort):
+            node = node.child
+        return node.reach if isinstance(node, TopK) else None
+
 
 Annotations = dict[str, Annotation]
 

@@ -15,6 +15,9 @@ from sketch_core.spark.annotate import annotate_fragments
 from sketch_core.spark.views import keep_view, pinned_dataframe
 from sketch_core.tables.pinned import PinnedSnapshot
 
+# A capture plan returning at most this many rows (a top-k) is finished here, not on Spark.
+RESULT_ROWS_HERE = 10_000
+
 
 def register_annotated_view(
     spark: SparkSession, pinned: PinnedSnapshot, partition: RangePartition, tag: str
@@ -32,12 +35,41 @@ def run_capture(
     partitions: Mapping[str, RangePartition],
 ) -> dict[str, set[int]]:
     """Run the capture plan as one Spark job; the fragment ids per table (scans of a table
-    merged). Delayed annotations are computed on the result rows, from their key column."""
-    rows = spark.sql(to_sql(capture.rows, source=source))
+    merged). Delayed annotations are computed on the result rows, from their key column. A plan
+    returning at most :data:`RESULT_ROWS_HERE` rows is finished here, from its collected rows."""
+    sql = to_sql(capture.rows, source=source)
+    most = capture.most_rows()
+    if most is not None and most <= RESULT_ROWS_HERE:
+        return _finished_here(spark, sql, capture, partitions)
+    rows = spark.sql(sql)
     for name, key in capture.delayed.items():
         rows = annotate_fragments(rows, partitions[capture.tables[name]], name, source=key)
     row = rows.agg(*(F.expr(aggregate_sql(call)).alias(n) for n, call in capture.unions())).collect()[0]
     fragments: dict[str, set[int]] = {table: set() for table in capture.tables.values()}
     for column, table in capture.tables.items():
         fragments[table].update(int(f) for f in (row[column] or []))
+    return fragments
+
+
+def _finished_here(
+    spark: SparkSession, sql: str, capture: CapturePlan, partitions: Mapping[str, RangePartition]
+) -> dict[str, set[int]]:
+    """The fragment ids from the result rows, collected: a delayed annotation is the fragment
+    of its key value (the partition's own lookup, which Spark's annotation matches), the others
+    the ids their columns hold. Annotating a top-k's few rows on Spark cost more driver time
+    (building the annotation: 0.1 s to 0.25 s) than the report's whole job on small tables."""
+    wanted = sorted({*capture.delayed.values(), *(n for n in capture.tables if n not in capture.delayed)})
+    listed = ", ".join(f"`{name.replace('`', '``')}`" for name in wanted)
+    result = spark.sql(f"SELECT {listed} FROM ({sql}) AS __capture_result").toArrow()
+    fragments: dict[str, set[int]] = {table: set() for table in capture.tables.values()}
+    for name, table in capture.tables.items():
+        found = fragments[table]
+        if name in capture.delayed:
+            partition = partitions[table]
+            found.update(partition.fragment_of(v) for v in result.column(capture.delayed[name]).to_pylist())
+        elif name in capture.sets:
+            for ids in result.column(name).to_pylist():
+                found.update(int(f) for f in ids or () if f is not None)
+        else:
+            found.update(int(f) for f in result.column(name).to_pylist() if f is not None)
     return fragments

@@ -62,3 +62,22 @@ def test_an_annotation_without_a_result_column_holding_the_attribute_is_read(sql
 def test_a_top_k_without_grouping_that_returns_the_attribute_is_delayed() -> None:
     plan = capture("SELECT okey, cust FROM s.orders ORDER BY day DESC, okey LIMIT 5", {"s.orders": "okey"})
     assert delayed_tables(plan) == {"s.orders": "okey"}
+
+
+@pytest.mark.parametrize(
+    ("sql", "most"),
+    [
+        (Q3_SHAPE, 10),
+        ("SELECT okey FROM s.orders ORDER BY day LIMIT 5 OFFSET 20", 25),
+        (
+            "SELECT okey, n FROM (SELECT okey, COUNT(*) AS n FROM s.orders GROUP BY okey "
+            "ORDER BY n DESC LIMIT 7) t WHERE n > 1",
+            7,
+        ),
+        ("SELECT okey, COUNT(*) AS n FROM s.orders GROUP BY okey HAVING COUNT(*) > 1", None),
+        ("SELECT okey FROM s.orders ORDER BY day", None),
+    ],
+)
+def test_a_plan_is_bounded_by_its_top_k_only(sql: str, most: int | None) -> None:
+    """A capture collects a plan's rows when a top-k bounds them (its reach, offset included)."""
+    assert capture(sql, {"s.orders": "okey"}).most_rows() == most
