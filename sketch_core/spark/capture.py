@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 from pyspark.sql import SparkSession
@@ -14,6 +15,8 @@ from sketch_core.rewrites.capture import FRAGMENT_COLUMN, CapturePlan
 from sketch_core.spark.annotate import annotate_fragments
 from sketch_core.spark.views import keep_view, pinned_dataframe
 from sketch_core.tables.pinned import PinnedSnapshot
+
+log = logging.getLogger(__name__)
 
 # A capture plan returning at most this many rows (a top-k) is finished here, not on Spark.
 RESULT_ROWS_HERE = 10_000
@@ -40,7 +43,10 @@ def run_capture(
     sql = to_sql(capture.rows, source=source)
     most = capture.most_rows()
     if most is not None and most <= RESULT_ROWS_HERE:
-        return _finished_here(spark, sql, capture, partitions)
+        try:
+            return _finished_here(spark, sql, capture, partitions)
+        except (TypeError, ValueError) as error:  # a key the lookup cannot compare with the cuts
+            log.warning("the capture's result rows are annotated on Spark: %s", error)
     rows = spark.sql(sql)
     for name, key in capture.delayed.items():
         rows = annotate_fragments(rows, partitions[capture.tables[name]], name, source=key)

@@ -119,3 +119,20 @@ def test_annotations_that_stay_columns_are_read_from_the_rows(
     ranked = sorted(keyed_rows(kind), key=lambda row: -row[1])[:6]
     partition = RangePartition("s.t", "g", (1, 3))
     assert here["s.t"] == {partition.fragment_of(row[2]) for row in ranked}
+
+
+def test_a_key_the_lookup_cannot_compare_falls_back_to_spark(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sql = "SELECT k, SUM(w) AS s FROM s.t GROUP BY k ORDER BY s DESC LIMIT 6"
+    _, expected = capture_both_ways(spark, monkeypatch, "date", sql, {"s.t": "k"})
+    monkeypatch.setattr(spark_capture, "RESULT_ROWS_HERE", 10_000)
+
+    def incomparable(self: RangePartition, value: object) -> int:
+        raise TypeError("'<' not supported between instances of 'date' and 'str'")
+
+    monkeypatch.setattr(RangePartition, "fragment_of", incomparable)
+    with caplog.at_level("WARNING", logger="sketch_core.spark.capture"):
+        here, _ = capture_both_ways(spark, monkeypatch, "date", sql, {"s.t": "k"})
+    assert here == expected
+    assert "annotated on Spark" in caplog.text
