@@ -60,22 +60,35 @@ def run_capture(
 def _finished_here(
     spark: SparkSession, sql: str, capture: CapturePlan, partitions: Mapping[str, RangePartition]
 ) -> dict[str, set[int]]:
-    """The fragment ids from the result rows, collected: a delayed annotation is the fragment
-    of its key value (the partition's own lookup, which Spark's annotation matches), the others
-    the ids their columns hold. Annotating a top-k's few rows on Spark cost more driver time
-    (building the annotation: 0.1 s to 0.25 s) than the report's whole job on small tables."""
-    wanted = sorted({*capture.delayed.values(), *(n for n in capture.tables if n not in capture.delayed)})
-    listed = ", ".join(f"`{name.replace('`', '``')}`" for name in wanted)
-    result = spark.sql(f"SELECT {listed} FROM ({sql}) AS __capture_result").toArrow()
+    """The fragment ids from one row of unions over the result rows: the annotation columns'
+    unions as Spark computes them otherwise, and for each delayed annotation its key's distinct
+    values (and whether one is NULL), whose fragments are looked up here with the partition's
+    own search (which Spark's annotation matches). Annotating a top-k's few rows on Spark cost
+    more driver time (building the annotation: 0.1 s to 0.25 s) than the report's whole job on
+    small tables."""
+    keys = {key: f"__values_{i}" for i, key in enumerate(sorted(set(capture.delayed.values())))}
+    selected = [
+        f"{aggregate_sql(call)} AS {_quoted(name)}"
+        for name, call in capture.unions()
+        if name not in capture.delayed
+    ]
+    for key, alias in keys.items():
+        selected.append(f"COLLECT_SET({_quoted(key)}) AS {alias}")
+        selected.append(f"MAX({_quoted(key)} IS NULL) AS {alias}_null")
+    # As Arrow: a timestamp keeps its zone (collect() would give local wall-clock times).
+    row = spark.sql(f"SELECT {', '.join(selected)} FROM ({sql}) AS __capture_result").toArrow()
     fragments: dict[str, set[int]] = {table: set() for table in capture.tables.values()}
     for name, table in capture.tables.items():
         found = fragments[table]
         if name in capture.delayed:
-            partition = partitions[table]
-            found.update(partition.fragment_of(v) for v in result.column(capture.delayed[name]).to_pylist())
-        elif name in capture.sets:
-            for ids in result.column(name).to_pylist():
-                found.update(int(f) for f in ids or () if f is not None)
+            partition, alias = partitions[table], keys[capture.delayed[name]]
+            found.update(partition.fragment_of(v) for v in row.column(alias)[0].as_py() or ())
+            if row.column(f"{alias}_null")[0].as_py():
+                found.add(partition.null_fragment)
         else:
-            found.update(int(f) for f in result.column(name).to_pylist() if f is not None)
+            found.update(int(f) for f in row.column(name)[0].as_py() or ())
     return fragments
+
+
+def _quoted(name: str) -> str:
+    return f"`{name.replace('`', '``')}`"

@@ -136,3 +136,9 @@ def test_a_key_the_lookup_cannot_compare_falls_back_to_spark(
         here, _ = capture_both_ways(spark, monkeypatch, "date", sql, {"s.t": "k"})
     assert here == expected
     assert "annotated on Spark" in caplog.text
+
+
+def test_a_top_k_without_rows_keeps_no_fragment(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    sql = "SELECT k, SUM(w) AS s FROM s.t WHERE w < 0 GROUP BY k ORDER BY s DESC LIMIT 6"
+    here, on_spark = capture_both_ways(spark, monkeypatch, "timestamp", sql, {"s.t": "k"})
+    assert here == on_spark == {"s.t": set()}
