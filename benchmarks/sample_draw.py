@@ -7,7 +7,9 @@ those columns (a report that groups by no column of the table, as Q10 of `lineit
 the table's rows on Spark against one told the count from the files' metadata, and against
 the same draw read from the files in-process (:mod:`sketch_core.tables.file_sample`, as the
 sample store draws uniform samples of local tables); where the draw is stratified (few groups),
-also the stratified draw of those columns read from the files in-process.
+also the stratified draw of those columns read from the files in-process. Each in-process draw
+is timed again decoding every row of its string columns (as it did before string columns the
+files store as dictionary indices were decoded in the drawn rows only): the same rows.
 
 Per round, in one process, interleaved: the draw that counts (``draw_sample`` told nothing),
 then the probe and the draw it informs, then the probe and the narrow draw. All must return
@@ -33,6 +35,7 @@ from sketch_core.tables.file_sample import groupable_here, stratified_file_sampl
 
 RESULTS = Path(__file__).parent / "results"
 DEFAULT_TABLE, DEFAULT_GROUPS = "tpch.lineitem", "l_orderkey"
+DEFAULT_COLUMNS = "l_orderkey,l_extendedprice,l_discount,l_shipdate"  # what Q3 reads of lineitem
 
 
 def main() -> None:
@@ -42,7 +45,7 @@ def main() -> None:
     parser.add_argument("--groups", default=DEFAULT_GROUPS, help="group columns, comma-separated")
     parser.add_argument(
         "--columns",
-        default="l_orderkey,l_extendedprice,l_discount,l_shipdate",
+        default=DEFAULT_COLUMNS,
         help="the columns of the narrow draw, comma-separated (default: what Q3 reads of lineitem)",
     )
     parser.add_argument("--repeat", type=int, default=3)
@@ -51,6 +54,9 @@ def main() -> None:
     narrow_columns = list(dict.fromkeys([*columns, *args.columns.split(",")]))
     counted_s, probe_s, probed_s, narrow_s, uniform_s, told_s, here_s = [], [], [], [], [], [], []
     grouped_here_s: list[float] = []
+    # The in-process draws again, decoding every row of the string columns (see file_sample).
+    decoded_s: list[float] = []
+    grouped_decoded_s: list[float] = []
     home = Settings.from_env().warehouse.parent
     with bench_service(args.scale, home) as svc:
         pin = svc.tables.pin(args.table, svc.context.latest_sequence())
@@ -83,8 +89,14 @@ def main() -> None:
                     pin, columns[0], narrow_columns, rate, svc.samples.seed, OVERSAMPLE
                 )
                 grouped_here_s.append(time.perf_counter() - began)
+                began = time.perf_counter()
+                whole = stratified_file_sample(
+                    pin, columns[0], narrow_columns, rate, svc.samples.seed, OVERSAMPLE, as_dictionaries=False
+                )
+                grouped_decoded_s.append(time.perf_counter() - began)
                 # Other rows, the same quota of each group (Spark's falls short of a few, rarely).
                 assert drawn is not None, "the in-process draw found too many groups"
+                assert whole is not None and whole[0].equals(drawn[0]), "decoding whole drew other rows"
                 assert abs(drawn[0].num_rows - narrow.num_rows) <= 0.01 * narrow.num_rows + 5
             narrow_frame = frame.select(*narrow_columns)
             began = time.perf_counter()
@@ -97,6 +109,10 @@ def main() -> None:
             began = time.perf_counter()
             here, live = uniform_file_sample(pin, narrow_columns, rate, svc.samples.seed)
             here_s.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            whole, _ = uniform_file_sample(pin, narrow_columns, rate, svc.samples.seed, as_dictionaries=False)
+            decoded_s.append(time.perf_counter() - began)
+            assert whole.equals(here), "decoding whole drew other rows"
             # Other rows (another generator), as many within chance: Binomial(rows, rate).
             spread = 5 * (pin.record_count * rate * (1 - rate)) ** 0.5
             assert live == pin.record_count and abs(here.num_rows - told.num_rows) < 2 * spread
@@ -130,12 +146,19 @@ def main() -> None:
         f"| the same draw told the count from the files' metadata | {on_spark:.2f} |",
         f"| the same draw read from the files in-process | {in_process:.2f} |",
         f"| on Spark (told the count) over in-process | {on_spark / in_process:.2f}x |",
+        f"| the same in-process draw decoding its string columns whole "
+        f"| {statistics.median(decoded_s):.2f} |",
+        f"| decoding whole over decoding the drawn rows | {statistics.median(decoded_s) / in_process:.2f}x |",
     ]
     if grouped_here_s:
         grouped_here = statistics.median(grouped_here_s)
         lines += [
             f"| the stratified draw of those columns read from the files in-process | {grouped_here:.2f} |",
             f"| on Spark (with the probe) over in-process | {narrowed / grouped_here:.2f}x |",
+            f"| the same stratified draw decoding its string columns whole "
+            f"| {statistics.median(grouped_decoded_s):.2f} |",
+            f"| decoding whole over decoding the drawn rows "
+            f"| {statistics.median(grouped_decoded_s) / grouped_here:.2f}x |",
         ]
     lines += [
         "",
@@ -146,6 +169,8 @@ def main() -> None:
     stem = f"sample_draw_sf{args.scale:g}"
     if (args.table, args.groups) != (DEFAULT_TABLE, DEFAULT_GROUPS):
         stem += f"_{args.table.rsplit('.', 1)[-1]}_{args.groups.replace(',', '_')}"
+    elif args.columns != DEFAULT_COLUMNS:
+        stem += "_with_" + "_".join(c for c in args.columns.split(",") if c not in DEFAULT_COLUMNS.split(","))
     out = RESULTS / f"{stem}.md"
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())

@@ -113,10 +113,31 @@ def read_files(
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 
-def read_whole_file(info: DataFileInfo, target: pa.Schema, *, use_threads: bool = False) -> pa.Table:
-    """All rows of ``info``'s file in file order (deleted ones too), as ``target``'s columns."""
-    read = read_named(local_path(info.path), target, target.names, use_threads=use_threads)
-    return _as_schema(_with_missing(read, target).select(target.names), target)
+def read_whole_file(
+    info: DataFileInfo, target: pa.Schema, *, use_threads: bool = False, as_dictionaries: Sequence[str] = ()
+) -> pa.Table:
+    """All rows of ``info``'s file in file order (deleted ones too), as ``target``'s columns;
+    those of ``as_dictionaries`` the file stores through a dictionary as dictionary arrays of
+    their values (see :func:`read_named`): for a reader that keeps a few of the rows, then
+    decodes them with :func:`decoded`."""
+    read = read_named(
+        local_path(info.path), target, target.names, use_threads=use_threads, as_dictionaries=as_dictionaries
+    )
+    rows = _with_missing(read, target).select(target.names)
+    if not as_dictionaries:
+        return _as_schema(rows, target)
+    kept = [
+        target.field(i).with_type(rows.schema.field(i).type)
+        if pa.types.is_dictionary(rows.schema.field(i).type)
+        else target.field(i)
+        for i in range(len(target))
+    ]
+    return _as_schema(rows, pa.schema(kept, metadata=target.metadata))
+
+
+def decoded(rows: pa.Table, target: pa.Schema) -> pa.Table:
+    """``rows`` read by :func:`read_whole_file` with dictionaries, as ``target``'s columns."""
+    return _as_schema(rows, target)
 
 
 def read_positions(

@@ -51,12 +51,20 @@ def _plain(field: pa.Field) -> bool:
     return True
 
 
-def read_named(path: str, target: pa.Schema, names: Sequence[str], *, use_threads: bool = True) -> pa.Table:
+def read_named(
+    path: str,
+    target: pa.Schema,
+    names: Sequence[str],
+    *,
+    use_threads: bool = True,
+    as_dictionaries: Sequence[str] = (),
+) -> pa.Table:
     """``names`` (columns of ``target``) of the Parquet file at ``path``, named as ``target``
     names them: found by field id where both the file and ``target`` carry one, else by name.
     Columns the file lacks (written before they were added) are left out: a file with field ids
     lacks a column whose id it does not hold, whatever names it holds (a dropped column's name
-    given to a new one)."""
+    given to a new one). Those of ``as_dictionaries`` the file stores dictionary-encoded
+    throughout (see :func:`dictionary_encoded`) come as dictionary arrays, not decoded."""
     file = pq.ParquetFile(path)
     stored = file.schema_arrow
     by_id = {f.metadata[FIELD_ID]: f.name for f in stored if f.metadata and FIELD_ID in f.metadata}
@@ -69,5 +77,47 @@ def read_named(path: str, target: pa.Schema, names: Sequence[str], *, use_thread
             in_file = name
         if in_file is not None:
             found[name] = in_file
+    encoded = dictionary_encoded(file.metadata, [found[n] for n in as_dictionaries if n in found])
+    if encoded:
+        file = pq.ParquetFile(path, metadata=file.metadata, read_dictionary=encoded)
     rows = file.read(columns=list(found.values()), use_threads=use_threads)
     return rows.select(list(found.values())).rename_columns(list(found))
+
+
+# A column chunk whose pages all hold dictionary indices takes at most this many bytes per value,
+# uncompressed, its dictionary page included (indices of up to 16 bits, and a dictionary no
+# larger than Parquet's and Arrow's 1 MB limit spread over a row group's rows); one that fell
+# back to plain pages stores each string's 4-byte length beside its bytes.
+_DICTIONARY_BYTES_PER_VALUE = 4.0
+
+
+def dictionary_encoded(metadata: pq.FileMetaData, names: Sequence[str]) -> list[str]:
+    """Of the file's top-level string and binary columns ``names``, those every row group stores
+    as dictionary indices (no page of theirs, or few, fell back to plain values).
+
+    Such a column reads 3x to 4x faster as a dictionary array than decoded (TPC-H SF10
+    ``lineitem``'s ``l_returnflag``, 40 files: 0.05 s against 0.15-0.18 s): only the indices are
+    decoded. A column written plain reads 3x to 4x slower that way (``l_comment``: 1.6 s against
+    0.4-0.6 s), as Arrow builds the dictionary as it goes; the encodings a file lists do not tell
+    the two apart (Arrow's writer lists PLAIN, RLE and RLE_DICTIONARY for both), the chunk's
+    size per value does. A chunk that fell back late reads as a dictionary, slower only by the
+    few values it stores plain."""
+    wanted = set(names)
+    positions = {
+        metadata.schema.column(i).path: i
+        for i in range(metadata.num_columns)
+        if metadata.schema.column(i).path in wanted
+        and metadata.schema.column(i).physical_type == "BYTE_ARRAY"
+    }
+    encoded = []
+    for name, i in positions.items():
+        chunks = [metadata.row_group(g).column(i) for g in range(metadata.num_row_groups)]
+        if chunks and all(_indices_only(chunk) for chunk in chunks):
+            encoded.append(name)
+    return encoded
+
+
+def _indices_only(chunk: pq.ColumnChunkMetaData) -> bool:
+    """Whether the chunk's pages hold dictionary indices, not plain values (see above)."""
+    per_value = chunk.total_uncompressed_size / max(1, chunk.num_values)
+    return bool(chunk.has_dictionary_page) and per_value <= _DICTIONARY_BYTES_PER_VALUE

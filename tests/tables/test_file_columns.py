@@ -8,7 +8,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sketch_core.tables.file_columns import FIELD_ID, NAMES_CHANGED, read_named, stored_as_named
+from sketch_core.tables.file_columns import (
+    FIELD_ID,
+    NAMES_CHANGED,
+    dictionary_encoded,
+    read_named,
+    stored_as_named,
+)
 
 
 def _field(name: str, field_id: int) -> pa.Field:
@@ -53,3 +59,41 @@ def test_a_renamed_column_is_found_and_a_reused_name_is_not(tmp_path: Path) -> N
     rows = read_named(path, table, ["id", "amount", "note"])
     assert rows.to_pydict() == {"id": [1, 2], "amount": [10, 20]}
     assert not stored_as_named(table), "a table whose names changed is read by field id"
+
+
+def test_only_string_columns_every_row_group_keeps_in_a_small_dictionary_read_as_dictionaries(
+    tmp_path: Path,
+) -> None:
+    """A flag column (three values) is dictionary-encoded in every row group; a note column of
+    distinct strings outgrows the writer's dictionary page and falls back to plain pages (read as
+    a dictionary it would be rebuilt value by value); a column written without a dictionary, an
+    integer column and a flag that falls back in one row group only are read decoded."""
+    count = 30_000
+    flags = [("A", "N", "R")[i % 3] for i in range(count)]
+    table = pa.table(
+        {
+            "flag": flags,
+            "note": [f"a note that says nothing much, number {i}" for i in range(count)],
+            "undictionaried": flags,
+            "number": pa.array([i % 5 for i in range(count)], pa.int64()),
+            # Distinct strings in the last row group only: its dictionary overflows there.
+            "late": [flags[i] if i < 20_000 else f"late value {i:>40}" for i in range(count)],
+        }
+    )
+    path = str(tmp_path / "part.parquet")
+    pq.write_table(
+        table,
+        path,
+        row_group_size=10_000,
+        use_dictionary=["flag", "note", "number", "late"],
+        dictionary_pagesize_limit=64 * 1024,
+    )
+    metadata = pq.ParquetFile(path).metadata
+    assert dictionary_encoded(metadata, table.column_names) == ["flag"]
+
+    read = read_named(path, table.schema, table.column_names, as_dictionaries=table.column_names)
+    assert [name for name in read.column_names if pa.types.is_dictionary(read.schema.field(name).type)] == [
+        "flag"
+    ]
+    assert read.column("flag").cast(pa.string()).to_pylist() == flags
+    assert read.drop_columns(["flag"]).equals(table.drop_columns(["flag"]))

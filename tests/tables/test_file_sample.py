@@ -10,6 +10,7 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from sketch_core.attribute_choice.store import SampleStore
@@ -245,3 +246,44 @@ def test_groups_of_each_kind_drawn_here_keep_their_quota(
         kept[value] = kept.get(value, 0) + 1
     assert kept == {value: quota(size, 0.1) for value, size in table_sizes.items()}
     assert sizes.tolist() == [table_sizes[v] for v in sample.column("g").to_pylist()]
+
+
+def test_string_columns_stored_as_dictionaries_are_sampled_as_when_decoded_whole(
+    spark_svc: SketchService, ns: str
+) -> None:
+    """A flag column the files store as dictionary indices is read as a dictionary and decoded
+    only in the rows drawn: the samples (uniform and stratified, by the flag and by another
+    column) hold the rows and values a draw decoding every row holds, as the table types them."""
+    from sketch_core.spark.sampling import OVERSAMPLE
+    from sketch_core.tables.file_columns import dictionary_encoded
+
+    svc, name = spark_svc, f"{ns}.flags"
+    ids = np.arange(12_000)
+    flags = pa.array([("A", "N", "R", None)[i % 4] for i in ids], pa.large_string())
+    notes = pa.array([f"note {i:08d}" for i in ids], pa.large_string())
+    svc.tables.create(name, pa.table({"id": ids, "g": ids % 9, "flag": flags, "note": notes}), sort_by=["id"])
+    pin = svc.tables.pin(name)
+    assert all(
+        dictionary_encoded(pq.ParquetFile(info.path).metadata, ["flag", "note"]) == ["flag"]
+        for info in pin.files
+    )
+
+    def draws(as_dictionaries: bool) -> list[pa.Table]:
+        how = {"as_dictionaries": as_dictionaries}
+        by_flag = stratified_file_sample(pin, "flag", ["id", "flag", "note"], 0.05, 2, OVERSAMPLE, **how)
+        by_g = stratified_file_sample(pin, "g", ["g", "flag", "id"], 0.05, 2, OVERSAMPLE, **how)
+        assert by_flag is not None and by_g is not None
+        return [
+            uniform_file_sample(pin, ["flag", "id", "note"], 0.2, seed=7, **how)[0],
+            by_flag[0].append_column("rows", pa.array(by_flag[1])),
+            by_g[0].append_column("rows", pa.array(by_g[1])),
+        ]
+
+    with_dictionaries, decoded_whole = draws(True), draws(False)
+    for mine, reference in zip(with_dictionaries, decoded_whole, strict=True):
+        assert mine.schema.field("flag").type == pin.schema.field("flag").type
+        assert mine.num_rows > 0 and mine.equals(reference)
+    flags_drawn = with_dictionaries[0].column("flag").to_pylist()
+    assert flags_drawn == [
+        ("A", "N", "R", None)[i % 4] for i in with_dictionaries[0].column("id").to_pylist()
+    ]
