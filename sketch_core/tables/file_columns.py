@@ -77,7 +77,8 @@ def read_named(
             in_file = name
         if in_file is not None:
             found[name] = in_file
-    encoded = dictionary_encoded(file.metadata, [found[n] for n in as_dictionaries if n in found])
+    asked = [found[n] for n in as_dictionaries if n in found]
+    encoded = dictionary_encoded(file.metadata, asked) if asked else []
     if encoded:
         file = pq.ParquetFile(path, metadata=file.metadata, read_dictionary=encoded)
     rows = file.read(columns=list(found.values()), use_threads=use_threads)
