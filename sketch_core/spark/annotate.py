@@ -13,9 +13,11 @@ NULLs get :attr:`RangePartition.null_fragment`, as in the pure lookup.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -91,13 +93,12 @@ def _binary_search(column: exp.Expr, cuts: tuple[Any, ...]) -> str:
     )
 
 
-def _bucketize(df: DataFrame, splits: list[float], input_col: str, output_col: str) -> DataFrame:
-    """Spark ML's Bucketizer, built in the JVM directly: pyspark's wrapper sends the splits
-    through py4j one element at a time (about a second for 10,000 fragments)."""
+def _bucketize(df: DataFrame, splits: str, input_col: str, output_col: str) -> DataFrame:
+    """Spark ML's Bucketizer over ``splits`` (as :func:`_splits` encodes them), built in the JVM
+    directly: pyspark's wrapper sends the splits through py4j one element at a time (about a
+    second for 10,000 fragments)."""
     bucketizer = df.sparkSession._jvm.org.apache.spark.ml.feature.Bucketizer()  # type: ignore[union-attr]
-    infinities = {float("-inf"): "-Inf", float("inf"): "Inf"}  # the JSON form Spark's param decoder reads
-    encoded = json.dumps([infinities.get(s, s) for s in splits])
-    bucketizer.setSplits(bucketizer.splits().jsonDecode(encoded))
+    bucketizer.setSplits(bucketizer.splits().jsonDecode(splits))
     bucketizer.setInputCol(input_col).setOutputCol(output_col).setHandleInvalid("keep")
     return DataFrame(bucketizer.transform(df._jdf), df.sparkSession)
 
@@ -106,13 +107,35 @@ def _sql_column(name: str) -> exp.Expr:
     return exp.column(exp.to_identifier(name, quoted=True))
 
 
-def _bucketizable(partition: RangePartition, kind: T.DataType) -> bool:
+@dataclass(frozen=True)
+class _Splits:
+    """A partition's cuts as the Bucketizer's splits, for a column of one type."""
+
+    encoded: str  # the splits, -Inf and Inf around the cuts' double images, as Spark's JSON
+    corrected: bool  # some cut is beyond 2**53 in magnitude: a value may round across it
+
+
+# Partitions are reused by every capture and use of their sketches: their splits, 10,000 double
+# images and their JSON (15 ms to 25 ms of a capture's driver time per annotated scan), are kept.
+@functools.lru_cache(maxsize=64)
+def _splits(partition: RangePartition, kind: T.DataType) -> _Splits | None:
+    """The Bucketizer's splits for ``partition`` on a column of type ``kind``; None where it
+    cannot search them (strings, or cuts whose double images collide)."""
     if not isinstance(kind, T.NumericType | T.DateType | T.TimestampType | T.TimestampNTZType):
-        return False
+        return None
     if not partition.cuts or not isinstance(partition.cuts[0], int | float | Decimal | dt.date):
-        return False
+        return None
     images = [_double_image(c, kind) for c in partition.cuts]
-    return all(a < b for a, b in itertools.pairwise(images))
+    if not all(a < b for a, b in itertools.pairwise(images)):
+        return None
+    # With every cut below 2**53 in magnitude (exact as a double), even a larger value cannot
+    # round across a cut: its image is at least 2**53 away from zero, beyond every cut, on the
+    # same side as the value. Only partitions with huge cuts need the correction (and its array
+    # of all the cuts, which costs planning time at 10,000 fragments).
+    corrected = not _always_exact(kind) and any(abs(i) >= _EXACT_LIMIT for i in images)
+    infinities = {float("-inf"): "-Inf", float("inf"): "Inf"}  # the JSON form Spark's param decoder reads
+    splits = [float("-inf"), *images, float("inf")]
+    return _Splits(json.dumps([infinities.get(s, s) for s in splits]), corrected)
 
 
 def annotate_fragments(
@@ -125,26 +148,21 @@ def annotate_fragments(
     n = partition.fragment_count
     if n == 1:
         return df.withColumn(output, F.when(column.isNull(), F.lit(1)).otherwise(F.lit(0)))
-    if not _bucketizable(partition, kind):
+    splits = _splits(partition, kind)
+    if splits is None:
         search = F.expr(_binary_search(_sql_column(source), partition.cuts))
         return df.withColumn(output, F.when(column.isNull(), F.lit(n)).otherwise(search).cast("int"))
     image, bucket = f"__{output}_image", f"__{output}_bucket"
-    images = [_double_image(c, kind) for c in partition.cuts]
-    splits = [float("-inf"), *images, float("inf")]
     # The image is never NULL (NULLs get their fragment from the column below): the
     # Bucketizer tests a nullable input for NULL before its search, and an input read twice
     # stops Spark from merging it into the projection above. Over a top-k's result (a capture
     # that annotates its result rows, rewrites/capture.py) the merged projection is computed
     # on the k rows; unmerged, Spark sorted every group (Q3's 1.1M) instead.
     not_null = F.coalesce(_double_column(column, kind), F.lit(0.0))
-    bucketed = _bucketize(df.withColumn(image, not_null), splits, image, bucket)
+    bucketed = _bucketize(df.withColumn(image, not_null), splits.encoded, image, bucket)
     b = F.col(bucket).cast("int")
     exact = F.when(column.isNull(), F.lit(n))
-    # With every cut below 2**53 in magnitude (exact as a double), even a larger value cannot
-    # round across a cut: its image is at least 2**53 away from zero, beyond every cut, on the
-    # same side as the value. Only partitions with huge cuts need the correction (and its array
-    # of all the cuts, which costs planning time at 10,000 fragments).
-    if not _always_exact(kind) and any(abs(i) >= _EXACT_LIMIT for i in images):
+    if splits.corrected:
         # element_at is 1-based: cuts[i] is element i + 1.
         cuts = F.expr(exp.Array(expressions=[sql_literal(c) for c in partition.cuts]).sql(dialect=SPARK))
         # Only values beyond 2**53 can round across a cut; CASE is lazy, so other rows never

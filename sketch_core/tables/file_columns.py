@@ -103,7 +103,8 @@ def dictionary_encoded(metadata: pq.FileMetaData, names: Sequence[str]) -> list[
     the two apart (Arrow's writer lists PLAIN, RLE and RLE_DICTIONARY for both), the chunk's
     size per value does. A chunk that fell back late reads as a dictionary, slower only by the
     few values it stores plain."""
-    wanted = set(names)
+    # (A dot would make the name a path into a struct for Arrow's reader.)
+    wanted = {name for name in names if "." not in name}
     positions = {
         metadata.schema.column(i).path: i
         for i in range(metadata.num_columns)

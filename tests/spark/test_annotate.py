@@ -89,3 +89,17 @@ def test_strings_at_many_fragments_take_the_exact_search(spark: SparkSession) ->
     values += [f"Clerk#{i:09d}" for i in range(0, 100_000, 7)][:2_000]
     check(spark, T.StringType(), [*values, None], cuts)
     check(spark, T.StringType(), ["a", "b"], ("b",))
+
+
+def test_one_partition_annotates_columns_of_each_type_by_its_own_splits(spark: SparkSession) -> None:
+    """A partition's splits are kept per column type: the same cuts are other double images for
+    a decimal (its unscaled integer) than for an integer, and each lookup stays exact whichever
+    ran first."""
+    for kinds in ((T.LongType(), T.DecimalType(9, 2), T.DoubleType()), (T.DecimalType(9, 2), T.LongType())):
+        for kind in kinds:
+            values: list[object] = [0, 9, 10, 11, 19, 20, 21, 500, None]
+            if isinstance(kind, T.DecimalType):
+                values = [None if v is None else Decimal(v) for v in values]
+            elif isinstance(kind, T.DoubleType):
+                values = [None if v is None else float(v) for v in values]
+            check(spark, kind, values, (10, 20))

@@ -97,3 +97,12 @@ def test_only_string_columns_every_row_group_keeps_in_a_small_dictionary_read_as
     ]
     assert read.column("flag").cast(pa.string()).to_pylist() == flags
     assert read.drop_columns(["flag"]).equals(table.drop_columns(["flag"]))
+
+
+def test_a_name_with_a_dot_is_read_decoded(tmp_path: Path) -> None:
+    """Arrow's reader would take ``a.b`` for a path into a struct: such a column is decoded."""
+    path = str(tmp_path / "part.parquet")
+    table = pa.table({"a.b": [("x", "y")[i % 2] for i in range(1_000)]})
+    pq.write_table(table, path)
+    assert dictionary_encoded(pq.ParquetFile(path).metadata, ["a.b"]) == []
+    assert read_named(path, table.schema, ["a.b"], as_dictionaries=["a.b"]).equals(table)
