@@ -287,3 +287,49 @@ def test_string_columns_stored_as_dictionaries_are_sampled_as_when_decoded_whole
     assert flags_drawn == [
         ("A", "N", "R", None)[i % 4] for i in with_dictionaries[0].column("id").to_pylist()
     ]
+
+
+def test_a_table_spark_wrote_samples_its_dictionary_columns_as_when_decoded_whole(
+    spark_svc: SketchService, ns: str
+) -> None:
+    """Spark's Iceberg writer (Parquet's Java writer: other page layouts and encodings than
+    Arrow's) wrote the table, and deleted rows by merge-on-read: its flag column is read as a
+    dictionary, its distinct notes are not, and the draws equal the decode-everything draws."""
+    from sketch_core.spark.sampling import OVERSAMPLE
+    from sketch_core.tables.file_columns import dictionary_encoded
+
+    svc, name = spark_svc, f"{ns}.spark_flags"
+    lake = f"{svc.settings.catalog_name}.{name}"
+    svc.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {svc.settings.catalog_name}.{ns}")
+    svc.spark.sql(
+        f"CREATE TABLE {lake} (id BIGINT, g INT, flag STRING, note STRING) USING iceberg "
+        "TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')"
+    )
+    svc.spark.sql(
+        f"""INSERT INTO {lake} SELECT id, CAST(id % 9 AS INT),
+        CASE WHEN id % 5 = 0 THEN NULL ELSE element_at(array('A', 'N', 'R'), CAST(id % 3 AS INT) + 1) END,
+        concat('a note that says little, number ', id) FROM range(30000)"""
+    )
+    svc.spark.sql(f"DELETE FROM {lake} WHERE id % 11 = 0")
+    pin = svc.tables.pin(name)
+    assert any(info.deletes for info in pin.files)
+    assert all(
+        dictionary_encoded(pq.ParquetFile(info.path).metadata, ["flag", "note"]) == ["flag"]
+        for info in pin.files
+    )
+    for as_dictionaries in (True, False):
+        how = {"as_dictionaries": as_dictionaries}
+        uniform, live = uniform_file_sample(pin, ["id", "flag", "note"], 0.1, seed=1, **how)
+        by_flag = stratified_file_sample(pin, "flag", ["id", "flag"], 0.05, 1, OVERSAMPLE, **how)
+        by_g = stratified_file_sample(pin, "g", ["id", "g", "flag"], 0.05, 1, OVERSAMPLE, **how)
+        assert by_flag is not None and by_g is not None
+        drawn = [uniform, by_flag[0].append_column("rows", pa.array(by_flag[1])), by_g[0]]
+        if as_dictionaries:
+            first = drawn
+        else:
+            assert all(a.num_rows > 0 and a.equals(b) for a, b in zip(first, drawn, strict=True))
+    assert live == 30000 - len(range(0, 30000, 11))
+    ids = uniform.column("id").to_pylist()
+    assert not any(i % 11 == 0 for i in ids)
+    expected = [None if i % 5 == 0 else "ANR"[i % 3] for i in ids]
+    assert first[0].column("flag").to_pylist() == expected
