@@ -105,17 +105,14 @@ def dictionary_encoded(metadata: pq.FileMetaData, names: Sequence[str]) -> list[
     few values it stores plain."""
     # (A dot would make the name a path into a struct for Arrow's reader.)
     wanted = {name for name in names if "." not in name}
-    positions = {
-        metadata.schema.column(i).path: i
-        for i in range(metadata.num_columns)
-        if metadata.schema.column(i).path in wanted
-        and metadata.schema.column(i).physical_type == "BYTE_ARRAY"
-    }
     encoded = []
-    for name, i in positions.items():
+    for i in range(metadata.num_columns):
+        column = metadata.schema.column(i)
+        if column.path not in wanted or column.physical_type != "BYTE_ARRAY":
+            continue
         chunks = [metadata.row_group(g).column(i) for g in range(metadata.num_row_groups)]
         if chunks and all(_indices_only(chunk) for chunk in chunks):
-            encoded.append(name)
+            encoded.append(column.path)
     return encoded
 
 
